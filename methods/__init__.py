@@ -1,0 +1,35 @@
+"""The method registry: one literal, sorted mapping from name to method class.
+
+Adding a method touches: its module here, this mapping, its docs entry in README.md, and its tests
+(``tests/methods``). See CONTRIBUTING.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from harness.errors import ConfigError
+from methods.base import Method, MethodParams
+from methods.simcse import SimCSE
+
+REGISTRY: dict[str, type[Method]] = {
+    "simcse": SimCSE,
+}
+
+
+def get_method(name: str) -> type[Method]:
+    """The class registered under ``name``; raise ConfigError naming the valid choices."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, list(REGISTRY), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown method {name!r}{hint}; registered: {', '.join(REGISTRY)}") from None
+
+
+def build_params(name: str, overrides: dict[str, object] | None = None) -> MethodParams:
+    """The method's parameter record with ``overrides`` applied (unknown keys raise ConfigError)."""
+    return get_method(name).params_cls.from_overrides(overrides or {}, method=name)
+
+
+__all__ = ["REGISTRY", "Method", "MethodParams", "build_params", "get_method"]
