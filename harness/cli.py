@@ -12,13 +12,14 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from harness.errors import HarnessError
 
 COMMANDS: tuple[str, ...] = ("eval", "train", "methods", "grid", "tables", "plots")
 
 
-def _load(name: str):  # type: ignore[no-untyped-def]
+def _load(name: str) -> Any:
     return importlib.import_module(f"harness.commands.{name}_cmd")
 
 

@@ -34,7 +34,7 @@ trained MLP head is copied into it, as SimCSE's checkpoint converter does)."""
 
 DEFAULT_MODEL = "minilm"
 TINY_MODEL = "random:tiny"
-_RANDOM_SIZES: dict[str, dict[str, int]] = {
+_RANDOM_SIZES: dict[str, dict[str, Any]] = {
     "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
     "bert-base": {
         "hidden_size": 768,
@@ -95,7 +95,7 @@ class SentenceEncoder(nn.Module):
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
-        self.hidden_size = int(model.config.hidden_size)
+        self.hidden_size = int(getattr(model, "config").hidden_size)  # noqa: B009
 
     @property
     def device(self) -> torch.device:
@@ -158,6 +158,11 @@ class SentenceEncoder(nn.Module):
             dense.bias.copy_(linear.bias)
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _load_tokenizer(path: str) -> Any:
     from transformers import AutoTokenizer
 
@@ -199,8 +204,7 @@ def load_encoder(
     except (ConfigError, ModelLoadError):
         raise
     except Exception as exc:  # from_pretrained raises OSError, ValueError, HTTP errors, ...
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load encoder {name!r}: {first}") from exc
+        raise ModelLoadError(f"cannot load encoder {name!r}: {_first_line(exc)}") from exc
     encoder = SentenceEncoder(model, tokenizer, name)
     return encoder.to(device)
 
@@ -241,13 +245,8 @@ def model_hidden_size(name: str | None) -> int:
                 f"unknown random encoder {name!r}; choose random:{' or random:'.join(_RANDOM_SIZES)}"
             )
         return _RANDOM_SIZES[size]["hidden_size"]
+    local = Path(name).expanduser()
     try:
-        return int(
-            AutoConfig.from_pretrained(
-                str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
-            ).hidden_size
-        )
+        return int(AutoConfig.from_pretrained(str(local) if local.exists() else name).hidden_size)
     except Exception as exc:
-        raise ModelLoadError(
-            f"cannot read the config of encoder {name!r}: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
-        ) from exc
+        raise ModelLoadError(f"cannot read the config of encoder {name!r}: {_first_line(exc)}") from exc

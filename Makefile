@@ -1,0 +1,49 @@
+# Everyday targets. `make run` and `make test` install what they need into .venv first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PROFILE ?= cpu
+
+.PHONY: install run test test-all lint format bench clean-runs
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The main job: a small grid on the embedded CPU default, then tables and plots.
+run: $(STAMP)
+	$(BIN)/harness grid cpu_demo --profile $(PROFILE)
+	$(BIN)/harness tables --profile $(PROFILE)
+	$(BIN)/harness plots --profile $(PROFILE)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# The test command from the README (and .ci/run): lint, types, then the default test run.
+test: lint
+	$(BIN)/pytest -q
+
+# Everything, slow tests included.
+test-all: lint
+	$(BIN)/pytest -q -m "slow or not slow"
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_sts_eval.py
+	$(BIN)/python benchmarks/bench_transfer_eval.py
+	$(BIN)/python benchmarks/bench_train_step.py
+	$(BIN)/python benchmarks/bench_methods.py
+
+clean-runs:
+	rm -rf runs results

@@ -1,0 +1,115 @@
+"""The encoder wrapper: poolers, dropout switching, embedding contract, loading errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from harness.encoder import (
+    POOLERS,
+    TrainingEncode,
+    check_pooler,
+    dropout_off,
+    dropout_rates,
+    load_encoder,
+    model_hidden_size,
+)
+from harness.errors import ConfigError, ModelLoadError
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_encoder("random:tiny", seed=0)
+
+
+SENTS = ["a man is playing a guitar .", "", "two dogs run on the beach and bark loudly at the waves ."]
+
+
+def test_random_tiny_is_seeded():
+    a = load_encoder("random:tiny", seed=3)
+    b = load_encoder("random:tiny", seed=3)
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+
+
+@pytest.mark.parametrize("pooler", POOLERS)
+def test_embed_shapes_and_dtype(tiny, pooler):
+    out = tiny.embed(SENTS, pooler)
+    assert out.shape == (3, tiny.hidden_size)
+    assert out.dtype == np.float32
+    assert np.isfinite(out).all()
+
+
+def test_embed_ignores_padding(tiny):
+    """A sentence's embedding does not depend on what else is in its batch (padding is masked)."""
+    alone = tiny.embed(SENTS[:1])
+    batched = tiny.embed(SENTS)
+    np.testing.assert_allclose(alone[0], batched[0], atol=1e-5)
+
+
+def test_embed_restores_training_mode(tiny):
+    tiny.train()
+    tiny.embed(SENTS)
+    assert tiny.training
+    tiny.eval()
+    tiny.embed(SENTS)
+    assert not tiny.training
+
+
+def test_avg_pooler_matches_manual_mean(tiny):
+    batch = tiny.tokenize(SENTS)
+    tiny.eval()
+    with torch.no_grad():
+        out = tiny.model(**batch, output_hidden_states=True)
+        mask = batch["attention_mask"].unsqueeze(-1).float()
+        manual = (out.hidden_states[1] + out.hidden_states[-1]) / 2
+        manual = (manual * mask).sum(1) / mask.sum(1)
+        np.testing.assert_allclose(tiny.features(batch, "avg_first_last").numpy(), manual.numpy(), atol=1e-6)
+        np.testing.assert_allclose(
+            tiny.features(batch, "cls_before_pooler").numpy(), out.last_hidden_state[:, 0].numpy()
+        )
+
+
+def test_dropout_off_is_deterministic_in_train_mode_and_restored(tiny):
+    tiny.train()
+    before = dropout_rates(tiny)
+    assert any(p > 0 for p in before)
+    encode = TrainingEncode(tiny)
+    batch = tiny.tokenize(SENTS, max_length=32)
+    with torch.no_grad():
+        a = encode(batch, dropout=False)
+        b = encode(batch, dropout=False)
+        c = encode(batch)
+    torch.testing.assert_close(a, b)  # no dropout at all, attention dropout included
+    assert not torch.allclose(a, c)  # dropout back on
+    assert dropout_rates(tiny) == before
+    assert tiny.training
+
+
+def test_dropout_off_restores_on_error(tiny):
+    before = dropout_rates(tiny)
+    with pytest.raises(RuntimeError), dropout_off(tiny):
+        assert all(p == 0 for p in dropout_rates(tiny))
+        raise RuntimeError("boom")
+    assert dropout_rates(tiny) == before
+
+
+def test_training_truncates_evaluation_does_not(tiny):
+    long = " ".join(["word"] * 100)
+    assert tiny.tokenize([long], max_length=32)["input_ids"].shape[1] == 32
+    assert tiny.tokenize([long])["input_ids"].shape[1] > 100
+
+
+def test_bad_pooler_and_models():
+    with pytest.raises(ConfigError, match="unknown pooler 'mean'"):
+        check_pooler("mean")
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load_encoder("./no/such/model")
+    with pytest.raises(ConfigError, match="random:huge"):
+        load_encoder("random:huge")
+    assert model_hidden_size("random:tiny") == 64
+
+
+def test_packaged_hidden_size_without_weights():
+    assert model_hidden_size(None) == 384
