@@ -1,0 +1,149 @@
+"""``harness grid``: expand table specs under a profile and run the missing runs through Ray Tune.
+
+Runs are deduplicated across specs and skipped when a finished record exists, so the command can be
+killed and started again: it finishes the remaining runs without redoing finished ones. Runs left
+``running`` by a kill are run again; ``failed`` ones are retried too unless ``--skip-failed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.commands.common import add_data_dir
+from harness.errors import ConfigError
+
+HELP = "run the grid of runs that table specs need (Ray Tune; skips finished runs)"
+
+_OVERRIDE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("--max-steps", "max_steps", str, "training steps per run ('none' = one epoch, 0 = untrained)"),
+    ("--eval-every", "eval_every", int, "STS-B dev evaluation every N steps"),
+    ("--batch-size", "batch_size", int, "sentences per step"),
+    ("--lr", "lr", float, "peak learning rate"),
+    ("--model", "model", str, "encoder (rows with their own model keep it)"),
+    ("--final-tasks", "final_tasks", str, "sts | transfer | all | none"),
+)
+
+
+def add_override_arguments(parser: argparse.ArgumentParser) -> None:
+    """Run-setting overrides shared by grid, tables and plots (they are part of the run ids)."""
+    group = parser.add_argument_group(
+        "run overrides", "applied to every run; a row's own settings win; give tables/plots the same ones"
+    )
+    for flag, dest, kind, text in _OVERRIDE_FLAGS:
+        group.add_argument(flag, dest=f"ov_{dest}", type=kind, default=None, help=text)
+    group.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other RunConfig field, e.g. --override warmup_steps=10 (repeatable)",
+    )
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The override dict the flags describe."""
+    out: dict[str, Any] = {}
+    for _flag, dest, _kind, _text in _OVERRIDE_FLAGS:
+        value = getattr(args, f"ov_{dest}", None)
+        if value is not None:
+            out[dest] = value
+    for item in getattr(args, "override", []) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def add_common_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """--profile, --runs-dir, --data-dir (grid, tables and plots)."""
+    parser.add_argument("--profile", default=None, help="profile: smoke | cpu | paper (default cpu)")
+    parser.add_argument("--runs-dir", default="runs", help="run store folder (default ./runs)")
+    add_data_dir(parser)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "specs",
+        nargs="+",
+        metavar="SPEC",
+        help="table spec: a path, a name in tables/ (e.g. whitenedcse_table3), or 'all' (plots' runs too)",
+    )
+    add_common_report_arguments(parser)
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="seeds per run, from the profile's seed (default 1)"
+    )
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start Ray locally)")
+    parser.add_argument(
+        "--gpus-per-trial",
+        type=float,
+        default=None,
+        help="GPUs per trial, fractions allowed (default 1 if any)",
+    )
+    parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (and torch threads) per trial")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="list the runs and which are done; run nothing"
+    )
+    parser.add_argument(
+        "--skip-failed", action="store_true", help="do not retry runs whose record says failed"
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="small local Ray without GPUs; profile smoke unless --profile is given",
+    )
+    add_override_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.grid import attach_status, describe, expand
+    from harness.paths import resolve_data_root
+    from harness.specs import load_plot_specs, load_table_specs
+    from harness.store import RunStore
+
+    profile = args.profile or ("smoke" if args.smoke else "cpu")
+    specs = load_table_specs(args.specs)
+    extra = []
+    if "all" in args.specs:
+        extra = [(p.name, s.label, s.run) for p in load_plot_specs() for s in p.series]
+    data_root = resolve_data_root(args.data_dir)
+    store = RunStore(args.runs_dir)
+    plan = expand(
+        specs,
+        profile,
+        seeds=args.seeds,
+        overrides=overrides_from_args(args),
+        data_root=data_root,
+        extra=extra,
+    )
+    attach_status(plan, store)
+    retry = not args.skip_failed
+    if args.dry_run:
+        print("\n".join(describe(plan, retry_failed=retry)))
+        return 0
+    for cell in plan.cells:
+        if cell.state == "unresolved":
+            print(f"warning: {cell.spec}: {cell.key}: not run: {cell.reason}")
+    pending = plan.pending(retry)
+    counts = plan.counts()
+    print(
+        f"grid {', '.join(s.name for s in specs)} under profile {profile}: {len(plan.runs)} distinct runs, "
+        f"{counts['finished']} already finished, {len(pending)} to run"
+    )
+    if not pending:
+        return 0
+    from harness.tune import run_trials
+
+    report = run_trials(
+        [r.config for r in pending],
+        data_root,
+        store,
+        address=args.address,
+        gpus_per_trial=args.gpus_per_trial,
+        cpus_per_trial=args.cpus_per_trial,
+        smoke=args.smoke,
+    )
+    print("\n".join(report.summary()))
+    print(f"records: {store.records_dir}; tables: harness tables --profile {profile}")
+    return 0 if not report.failed else 1

@@ -1,0 +1,37 @@
+"""``harness tables``: render table specs from the run records (LaTeX + a Markdown preview)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.commands.grid_cmd import add_common_report_arguments, add_override_arguments, overrides_from_args
+
+HELP = "render LaTeX tables (and a Markdown preview) from run records"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("specs", nargs="*", metavar="SPEC", help="table specs (default: all in tables/)")
+    add_common_report_arguments(parser)
+    parser.add_argument("--out", default="results/tables", help="output folder (default results/tables)")
+    add_override_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.paths import resolve_data_root
+    from harness.reporting.tables import build_tables, write_tables
+    from harness.specs import load_table_specs
+    from harness.store import RunStore
+
+    profile = args.profile or "cpu"
+    specs = load_table_specs(args.specs)
+    tables = build_tables(
+        specs,
+        RunStore(args.runs_dir),
+        profile,
+        overrides=overrides_from_args(args),
+        data_root=resolve_data_root(args.data_dir),
+    )
+    for path in write_tables(tables, Path(args.out)):
+        print(path)
+    return 0

@@ -1,0 +1,269 @@
+"""Grid expansion: table specs x profile x seeds -> fully resolved run configs with stable ids.
+
+Every run cell of every spec is resolved with :func:`harness.config.resolve_config` under one
+profile. Override precedence, lowest first: the profile, the command line's overrides (``--max-steps``
+...), the row's own overrides, the row's per-profile overrides, then the seed. A row's own settings
+win over the command line because they define the row (an untrained-encoder row keeps
+``max_steps = 0`` whatever budget the grid is given).
+
+A cell ends in one of three states:
+
+* ``run``: one config per seed; tables read the records of its ``group_id`` (all seeds).
+* ``profile``: the row runs under other profiles only (``only_profiles``); it is shown quoted.
+* ``n/a``: its parameters do not suit this profile's encoder (e.g. 256 groups at d = 384). The cell
+  renders as ``n/a (d=384)`` with a note giving the reason; the grid does not crash and does not run
+  it. Mistakes that are wrong under every encoder were already rejected when the spec was loaded.
+* ``unresolved``: the encoder's config cannot be read here (e.g. a hub model with no network); the
+  grid reports it and goes on with the other cells.
+
+Runs are deduplicated by run id across specs (tables that share a run share its record), in order
+of first appearance. :func:`attach_status` marks each run with its record's status in a store;
+``pending`` runs are those without a finished record: missing, ``running`` (a leftover from a killed
+grid) and, by default, ``failed`` (retried; pass ``retry_failed=False`` to skip them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.errors import ConfigError, ModelLoadError
+from harness.specs import RunSpec, TableSpec
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+    from harness.store import RunStore
+
+CellState = Literal["run", "profile", "n/a", "unresolved"]
+RunState = Literal["finished", "running", "failed", "missing"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run cell of a spec under one profile.
+
+    Attributes:
+        spec: the spec's name.
+        key: the row label (or sweep cell key) inside the spec.
+        state: ``run``, ``profile`` (not run under this profile) or ``n/a`` (invalid here).
+        configs: one resolved config per seed (``state == "run"`` only).
+        reason: why the cell is not run (``profile`` / ``n/a``).
+        hidden_size: the hidden size of the profile's encoder for this cell (for ``n/a (d=...)``).
+    """
+
+    spec: str
+    key: str
+    state: CellState
+    configs: tuple[RunConfig, ...] = ()
+    reason: str = ""
+    hidden_size: int | None = None
+
+    @property
+    def group_id(self) -> str | None:
+        """The seed-free id shared by this cell's runs (None when the cell is not run)."""
+        return self.configs[0].group_id() if self.configs else None
+
+
+@dataclass
+class PlannedRun:
+    """One distinct run of the grid and the cells that use it."""
+
+    config: RunConfig
+    run_id: str
+    used_by: list[str] = field(default_factory=list)
+    state: RunState = "missing"
+
+
+@dataclass
+class GridPlan:
+    """The expansion of some specs under one profile."""
+
+    profile: str
+    seeds: tuple[int, ...]
+    cells: list[Cell]
+    runs: list[PlannedRun]
+
+    def cell(self, spec: str, key: str) -> Cell:
+        for c in self.cells:
+            if c.spec == spec and c.key == key:
+                return c
+        raise KeyError(f"{spec}: {key}")
+
+    def pending(self, retry_failed: bool = True) -> list[PlannedRun]:
+        """Runs still to do: no finished record (failed ones only when ``retry_failed``)."""
+        todo: tuple[str, ...] = ("missing", "running", "failed") if retry_failed else ("missing", "running")
+        return [r for r in self.runs if r.state in todo]
+
+    def counts(self) -> dict[str, int]:
+        out = {"finished": 0, "running": 0, "failed": 0, "missing": 0}
+        for r in self.runs:
+            out[r.state] += 1
+        return out
+
+
+class _Resolver:
+    """Resolves run specs under one profile, caching the encoder's hidden size per model."""
+
+    def __init__(
+        self,
+        profile: str,
+        overrides: Mapping[str, Any] | None,
+        data_root: Path | None,
+        seeds: Sequence[int] | None,
+    ) -> None:
+        self.profile = profile
+        self.overrides = dict(overrides or {})
+        if "seed" in self.overrides:
+            raise ConfigError("set seeds with --seeds, not as an override")
+        self.data_root = data_root
+        self._seeds = tuple(seeds) if seeds is not None else None
+        self._hidden: dict[str, int] = {}
+        self._probe: dict[tuple[tuple[str, str], ...], RunConfig] = {}
+
+    def _probe_config(self, overrides: dict[str, Any]) -> RunConfig:
+        """The profile's config for plain SimCSE with these overrides (to learn the model and seed)."""
+        from harness.config import resolve_config
+
+        key = tuple(sorted((k, repr(v)) for k, v in overrides.items()))
+        if key not in self._probe:
+            self._probe[key] = resolve_config("simcse", None, self.profile, overrides, self.data_root)
+        return self._probe[key]
+
+    def hidden_size(self, model: str) -> int:
+        """The encoder's hidden size from its config (the papers' encoders are known offline)."""
+        from harness.config import KNOWN_HIDDEN_SIZES
+        from harness.encoder import model_hidden_size
+
+        if model not in self._hidden:
+            try:
+                self._hidden[model] = model_hidden_size(model)
+            except ModelLoadError:
+                if model not in KNOWN_HIDDEN_SIZES:
+                    raise
+                self._hidden[model] = KNOWN_HIDDEN_SIZES[model]
+        return self._hidden[model]
+
+    def seeds(self, base_seed: int) -> tuple[int, ...]:
+        return self._seeds if self._seeds is not None else (base_seed,)
+
+    def resolve(self, spec: str, key: str, run: RunSpec) -> Cell:
+        from harness.config import resolve_config
+        from methods import build_params
+
+        if not run.runs_under(self.profile):
+            only = ", ".join(run.only_profiles or ())
+            return Cell(spec, key, "profile", reason=f"runs under profile {only} only")
+        overrides = {**self.overrides, **run.overrides_for(self.profile)}
+        probe = self._probe_config(overrides)
+        try:
+            hidden = self.hidden_size(probe.model)
+        except ModelLoadError as exc:
+            return Cell(spec, key, "unresolved", reason=str(exc))
+        try:
+            build_params(run.method, dict(run.params)).validate(hidden)
+        except ConfigError as exc:
+            return Cell(spec, key, "n/a", reason=str(exc), hidden_size=hidden)
+        configs = tuple(
+            resolve_config(
+                run.method, dict(run.params), self.profile, {**overrides, "seed": s}, self.data_root
+            )
+            for s in self.seeds(probe.seed)
+        )
+        return Cell(spec, key, "run", configs=configs, hidden_size=hidden)
+
+
+def seed_list(n: int, base: int) -> tuple[int, ...]:
+    """``n`` consecutive seeds starting at ``base`` (the profile's seed)."""
+    if n < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {n}")
+    return tuple(base + i for i in range(n))
+
+
+def base_seed(profile: str, data_root: Path | None = None) -> int:
+    """The profile's default seed."""
+    from harness.config import resolve_config
+
+    return int(resolve_config("simcse", None, profile, None, data_root).seed)
+
+
+def expand(
+    specs: Sequence[TableSpec],
+    profile: str,
+    *,
+    seeds: int | Sequence[int] = 1,
+    overrides: Mapping[str, Any] | None = None,
+    data_root: Path | None = None,
+    extra: Sequence[tuple[str, str, RunSpec]] = (),
+) -> GridPlan:
+    """Resolve every run cell of ``specs`` under ``profile``; deduplicate runs by id.
+
+    Args:
+        specs: validated table specs.
+        profile: profile name (``smoke``, ``cpu``, ``paper``).
+        seeds: a number of seeds (consecutive from the profile's seed) or an explicit list.
+        overrides: RunConfig overrides from the command line (rows' own overrides win).
+        data_root: data root, passed to ``resolve_config``.
+        extra: more ``(owner, key, run)`` cells, e.g. plot series.
+
+    Returns:
+        The plan; run states are ``missing`` until :func:`attach_status` is called.
+    """
+    seed_values = seed_list(seeds, base_seed(profile, data_root)) if isinstance(seeds, int) else tuple(seeds)
+    resolver = _Resolver(profile, overrides, data_root, seed_values)
+    cells: list[Cell] = []
+    for spec in specs:
+        for key, run in spec.run_cells():
+            cells.append(resolver.resolve(spec.name, key, run))
+    for owner, key, run in extra:
+        cells.append(resolver.resolve(owner, key, run))
+    runs: dict[str, PlannedRun] = {}
+    for cell in cells:
+        for cfg in cell.configs:
+            run_id = cfg.run_id()
+            planned = runs.setdefault(run_id, PlannedRun(cfg, run_id))
+            planned.used_by.append(f"{cell.spec}: {cell.key}")
+    return GridPlan(profile, seed_values, cells, list(runs.values()))
+
+
+def attach_status(plan: GridPlan, store: RunStore) -> GridPlan:
+    """Mark each planned run with the status of its record in ``store`` (``missing`` if none)."""
+    statuses: dict[str, str] = {}
+    for record in store.records():
+        statuses[str(record.get("run_id"))] = str(record.get("status"))
+    for run in plan.runs:
+        status = statuses.get(run.run_id)
+        run.state = status if status in ("finished", "running", "failed") else "missing"  # type: ignore[assignment]
+    return plan
+
+
+def describe(plan: GridPlan, *, retry_failed: bool = True) -> list[str]:
+    """Human-readable lines listing every run and whether it is done (for ``--dry-run``)."""
+    lines = [
+        f"profile {plan.profile}, seeds {', '.join(map(str, plan.seeds))}: {len(plan.runs)} distinct runs"
+    ]
+    for run in plan.runs:
+        c = run.config
+        todo = run.state != "finished" and (retry_failed or run.state != "failed")
+        mark = "todo" if todo else ("done" if run.state == "finished" else "skip")
+        params = ", ".join(f"{k}={v}" for k, v in sorted(c.params.items()))
+        settings = (
+            f"model={c.model} max_steps={c.max_steps} eval_pooler={c.eval_pooler} final={c.final_tasks}"
+        )
+        if c.post_whiten != "none":
+            settings += f" post_whiten={c.post_whiten}"
+        lines.append(f"  [{mark}] {run.run_id} ({run.state}) {c.method}({params}) {settings} seed={c.seed}")
+        lines.extend(f"         used by {u}" for u in run.used_by)
+    for cell in plan.cells:
+        if cell.state == "run":
+            continue
+        what = {"n/a": f"n/a (d={cell.hidden_size})", "profile": "not run"}.get(cell.state, cell.state)
+        lines.append(f"  [{what}] {cell.spec}: {cell.key}: {cell.reason}")
+    counts = plan.counts()
+    lines.append(
+        f"{counts['finished']} finished, {len(plan.pending(retry_failed))} to run "
+        f"({counts['missing']} new, {counts['running']} interrupted, {counts['failed']} failed"
+        f"{'' if retry_failed else ', failed ones skipped'})"
+    )
+    return lines

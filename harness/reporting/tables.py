@@ -1,0 +1,510 @@
+"""Table reporter: run records + table specs -> booktabs LaTeX and a combined Markdown preview.
+
+Layout, for every table:
+
+* a run row shows the measured numbers on its own line and the paper's numbers on a line below it
+  (``paper``), so paper and measured sit side by side;
+* a quoted row (a method outside this harness) shows the paper's numbers, marked with a dagger;
+* a row that runs under another profile only (BERT-large, RoBERTa, SBERT) is shown like a quoted
+  row, marked with a double dagger;
+* several finished seeds give ``mean ± std`` (sample standard deviation); a cell without a finished
+  run shows ``--``; a cell whose parameters do not suit the profile's encoder shows ``n/a (d=384)``
+  and a note gives the reason;
+* per column and per section, the best measured value is bold and the second underlined, and the
+  paper's numbers are ranked the same way among themselves (as the papers print them);
+* notes under the table state the profile (encoder, corpus, budget), the seeds and, for every run
+  row, the method parameters and readings that produced it.
+
+Nothing here writes files except :func:`write_tables`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.grid import Cell, expand
+from harness.specs import Row, RunSpec, Sweep, TableSpec, format_value, sweep_cell_key
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+    from harness.store import RunStore
+
+Style = Literal["", "best", "second"]
+LineKind = Literal["header", "measured", "paper", "quoted", "rule"]
+
+READING_KEYS: tuple[str, ...] = (
+    "reading",
+    "positive_source",
+    "loss",
+    "whitening_grad",
+    "m_placement",
+    "dcl_reduction",
+)
+"""Method parameters that choose between the paper's and the released code's reading: always stated."""
+
+MISSING = "--"
+QUOTED_MARK = "\u2020"  # dagger
+PROFILE_MARK = "\u2021"  # double dagger
+OURS_MARK = "*"
+
+
+@dataclass
+class Text:
+    """One cell of a rendered line: text plus a rank style."""
+
+    text: str
+    style: Style = ""
+    value: float | None = None
+
+
+@dataclass
+class Line:
+    """One line of a rendered table."""
+
+    kind: LineKind
+    label: str = ""
+    cells: list[Text] = field(default_factory=list)
+    marks: str = ""
+    ours: bool = False
+
+
+@dataclass
+class RenderedTable:
+    """A table ready to print as LaTeX or Markdown."""
+
+    name: str
+    cites: str
+    title: str
+    profile: str
+    spec_path: str
+    header: list[str]
+    lines: list[Line]
+    notes: list[str]
+    comments: list[str]
+
+
+# -- measured values ----------------------------------------------------------------------------------
+def _metric(record: Mapping[str, Any], scores: str, column: str) -> float | None:
+    if scores == "stsb_dev":
+        value = record.get("best_stsb_dev")
+    else:
+        value = ((record.get("final") or {}).get(scores) or {}).get(column)
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def format_mean_std(values: Sequence[float]) -> str:
+    """``76.25`` for one value, ``76.25 ± 0.31`` (sample std) for several."""
+    mean = statistics.fmean(values)
+    if len(values) == 1:
+        return f"{mean:.2f}"
+    return f"{mean:.2f} \u00b1 {statistics.stdev(values):.2f}"
+
+
+def _measured(
+    cell: Cell | None, records: Mapping[str, list[Mapping[str, Any]]], scores: str, column: str
+) -> Text:
+    if cell is None or cell.state == "profile":
+        return Text(MISSING)
+    if cell.state == "n/a":
+        return Text(f"n/a (d={cell.hidden_size})")
+    values = [
+        v for r in records.get(cell.group_id or "", []) if (v := _metric(r, scores, column)) is not None
+    ]
+    if not values:
+        return Text(MISSING)
+    mean = statistics.fmean(values)
+    return Text(format_mean_std(values), value=round(mean, 2))
+
+
+def _paper(values: Sequence[float]) -> list[Text]:
+    return [Text(f"{v:.2f}", value=round(v, 2)) for v in values]
+
+
+def _rank(cells: Sequence[Text]) -> None:
+    """Bold the best value(s), underline the second (higher is better), in place.
+
+    Ranks count ties the competition way: two values tied for best are both bold and nothing is
+    underlined.
+    """
+    values = [c.value for c in cells if c.value is not None]
+    for c in cells:
+        if c.value is None:
+            continue
+        rank = 1 + sum(v > c.value for v in values)
+        c.style = "best" if rank == 1 else "second" if rank == 2 else ""
+
+
+def _rank_block(lines: Sequence[Line], kinds: tuple[LineKind, ...], by_column: bool) -> None:
+    chosen = [ln for ln in lines if ln.kind in kinds]
+    if not chosen:
+        return
+    if by_column:
+        for j in range(len(chosen[0].cells)):
+            _rank([ln.cells[j] for ln in chosen if j < len(ln.cells)])
+    else:
+        _rank([c for ln in chosen for c in ln.cells])
+
+
+# -- building --------------------------------------------------------------------------------------
+def index_records(store: RunStore) -> dict[str, list[Mapping[str, Any]]]:
+    """Finished records by group id (all seeds of one configuration together)."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for record in store.records():
+        if record.get("status") == "finished":
+            out.setdefault(str(record.get("group_id")), []).append(record)
+    return out
+
+
+def _row_lines(
+    spec: TableSpec, row: Row, cell: Cell | None, records: Mapping[str, list[Mapping[str, Any]]]
+) -> list[Line]:
+    if row.run is None:
+        return [Line("quoted", row.label, _paper(row.paper), QUOTED_MARK, row.ours)]
+    if cell is None or cell.state == "profile":
+        return [Line("quoted", row.label, _paper(row.paper), PROFILE_MARK, row.ours)]
+    measured = [_measured(cell, records, spec.scores, c) for c in spec.columns]
+    return [
+        Line("measured", row.label, measured, "", row.ours),
+        Line("paper", "paper", _paper(row.paper)),
+    ]
+
+
+def _sweep_lines(
+    spec: TableSpec, sweep: Sweep, cells: Mapping[str, Cell], records: Mapping[str, list[Mapping[str, Any]]]
+) -> list[Line]:
+    column = spec.columns[0]
+    measured = [
+        _measured(cells.get(sweep_cell_key(sweep, v)), records, spec.scores, column) for v in sweep.values
+    ]
+    return [
+        Line("measured", sweep.label, measured, "", sweep.ours),
+        Line("paper", "paper", _paper(sweep.paper)),
+    ]
+
+
+def _sections(rows: Sequence[Row]) -> list[list[Row]]:
+    out: list[list[Row]] = []
+    current: str | None = None
+    for row in rows:
+        if current is None or row.section != current:
+            out.append([])
+            current = row.section
+        out[-1].append(row)
+    return out
+
+
+def _describe_run(config: RunConfig, run: RunSpec) -> str:
+    shown = dict(run.params)
+    for key in READING_KEYS:
+        if key in config.params:
+            shown[key] = config.params[key]
+    params = ", ".join(f"{k}={format_value(v)}" for k, v in sorted(shown.items()))
+    text = f"{config.method}({params})"
+    overrides = run.overrides_for(config.profile)
+    if overrides:
+        text += " with " + ", ".join(f"{k}={format_value(v)}" for k, v in sorted(overrides.items()))
+    return text
+
+
+def _profile_note(config: RunConfig, seeds: int) -> str:
+    steps = "one epoch" if config.max_steps is None else f"{config.max_steps} steps"
+    return (
+        f"Measured under profile {config.profile}: model {config.model}, corpus {config.corpus_id}, "
+        f"batch {config.batch_size}, max length {config.max_length}, {steps}, lr {format_value(config.lr)}, "
+        f"STS-B dev every {config.eval_every} steps, transfer {config.transfer_mode}; "
+        f"finished seeds per cell: {f'up to {seeds}' if seeds else 'none yet'}."
+    )
+
+
+def build_table(
+    spec: TableSpec,
+    cells: Sequence[Cell],
+    records: Mapping[str, list[Mapping[str, Any]]],
+    profile: str,
+    reference: RunConfig | None,
+) -> RenderedTable:
+    """Lay out one table from its resolved cells and the finished records by group id."""
+    by_key = {c.key: c for c in cells if c.spec == spec.name}
+    lines: list[Line] = []
+    block: list[Line] = []
+    if spec.rows:
+        header = ["Model", *spec.column_labels]
+        for i, section in enumerate(_sections(spec.rows)):
+            if i:
+                lines.append(Line("rule"))
+            block = []
+            for row in section:
+                block.extend(_row_lines(spec, row, by_key.get(row.label), records))
+            _rank_block(block, ("measured",), by_column=True)
+            _rank_block(block, ("paper", "quoted"), by_column=True)
+            lines.extend(block)
+    else:
+        width = max(len(s.values) for s in spec.sweeps)
+        first = spec.sweeps[0]
+        header = [first.header, *(format_value(v) for v in first.values)]
+        header += [""] * (width + 1 - len(header))
+        previous = (first.header, first.values)
+        for sweep in spec.sweeps:
+            head = (sweep.header, sweep.values)
+            if head != previous:
+                _rank_block(block, ("measured",), by_column=False)
+                _rank_block(block, ("paper",), by_column=False)
+                lines.append(Line("rule"))
+                lines.append(Line("header", sweep.header, [Text(format_value(v)) for v in sweep.values]))
+                block = []
+                previous = head
+            new = _sweep_lines(spec, sweep, by_key, records)
+            block.extend(new)
+            lines.extend(new)
+        _rank_block(block, ("measured",), by_column=False)
+        _rank_block(block, ("paper",), by_column=False)
+
+    notes: list[str] = []
+    seeds = sorted(
+        {len(records.get(c.group_id or "", [])) for c in by_key.values() if c.state == "run"} - {0}
+    )
+    if reference is not None:
+        notes.append(_profile_note(reference, max(seeds) if seeds else 0))
+    notes.append(
+        "Measured lines: this harness; 'paper' lines: the numbers "
+        f"{spec.cites} reports. Bold = best, underlined = second, per column and section."
+    )
+    if len(seeds) and max(seeds) > 1:
+        notes.append("Cells with several finished seeds show mean \u00b1 sample standard deviation.")
+    if any(ln.marks == QUOTED_MARK for ln in lines):
+        notes.append(f"{QUOTED_MARK} quoted from the paper: outside this harness, not run.")
+    if any(ln.marks == PROFILE_MARK for ln in lines):
+        reasons = sorted({c.reason for c in by_key.values() if c.state == "profile"})
+        notes.append(
+            f"{PROFILE_MARK} not run under profile {profile} ({'; '.join(reasons)}): paper numbers shown."
+        )
+    if any(ln.ours for ln in lines):
+        notes.append(f"{OURS_MARK} the paper's own method.")
+    if any(c.text == MISSING for ln in lines if ln.kind == "measured" for c in ln.cells):
+        notes.append(f"{MISSING} no finished run yet (run `harness grid {spec.name} --profile {profile}`).")
+    for reason in sorted({c.reason for c in by_key.values() if c.state == "n/a"}):
+        hidden = next(c.hidden_size for c in by_key.values() if c.reason == reason)
+        notes.append(f"n/a: not valid for this profile's encoder (d = {hidden}): {reason}.")
+    comments: list[str] = []
+    for key, run in spec.run_cells():
+        cell = by_key.get(key)
+        if cell is not None and cell.configs:
+            comments.append(f"run settings: {key}: {_describe_run(cell.configs[0], run)}")
+    described: list[str] = []
+    for row in spec.rows:
+        row_cell = by_key.get(row.label)
+        if row.run is not None and row_cell is not None and row_cell.configs:
+            described.append(f"{row.label}: {_describe_run(row_cell.configs[0], row.run)}")
+    for sweep in spec.sweeps:
+        done = [by_key[k] for v in sweep.values if (k := sweep_cell_key(sweep, v)) in by_key]
+        first_cell = next((c for c in done if c.configs), None)
+        if first_cell is not None:
+            text = _describe_run(first_cell.configs[0], sweep.run)
+            described.append(f"{sweep.label} ({sweep.header}): {text}, varying {sweep.vary}")
+    notes.extend(spec.notes)
+    for row in spec.rows:
+        if row.note:
+            notes.append(f"{row.label}: {row.note}.")
+    return RenderedTable(
+        name=spec.name,
+        cites=spec.cites,
+        title=spec.title,
+        profile=profile,
+        spec_path=f"tables/{spec.path.name}",
+        header=header,
+        lines=lines,
+        notes=notes + ([f"Runs: {'; '.join(described)}."] if described else []),
+        comments=comments,
+    )
+
+
+def build_tables(
+    specs: Sequence[TableSpec],
+    store: RunStore,
+    profile: str,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    data_root: Path | None = None,
+) -> list[RenderedTable]:
+    """Resolve every spec under ``profile`` and lay its tables out from the store's finished records.
+
+    Args:
+        specs: validated table specs.
+        store: the run store to read records from (never written).
+        profile: the profile whose runs to show.
+        overrides: the same command-line overrides the grid ran with (they are part of run ids).
+        data_root: data root passed to ``resolve_config``.
+    """
+    from harness.config import resolve_config
+
+    plan = expand(specs, profile, seeds=1, overrides=overrides, data_root=data_root)
+    records = index_records(store)
+    reference = resolve_config("simcse", None, profile, dict(overrides or {}), data_root)
+    return [build_table(spec, plan.cells, records, profile, reference) for spec in specs]
+
+
+# -- LaTeX ----------------------------------------------------------------------------------------
+_LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "\u00b1": r"$\pm$",
+    "\u2020": r"$^\dagger$",
+    "\u2021": r"$^\ddagger$",
+}
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters (and write ±, dagger, double dagger as math)."""
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+
+
+def _latex_cell(cell: Text) -> str:
+    text = latex_escape(cell.text)
+    if cell.style == "best":
+        return rf"\textbf{{{text}}}"
+    if cell.style == "second":
+        return rf"\underline{{{text}}}"
+    return text
+
+
+def _latex_label(line: Line) -> str:
+    if line.kind == "paper":
+        return r"\quad\textit{paper}"
+    label = latex_escape(line.label)
+    if line.ours:
+        label = f"{OURS_MARK} {label}"
+    if line.marks:
+        label += latex_escape(line.marks)
+    return label
+
+
+def render_latex(table: RenderedTable) -> str:
+    """A ``table`` environment with a booktabs ``tabular`` (needs ``\\usepackage{booktabs}``)."""
+    ncols = len(table.header)
+    out = [
+        "% Generated by `harness tables` from run records; do not edit by hand.",
+        f"% spec: {table.spec_path}; cites: {table.cites}; profile: {table.profile}",
+        "% needs \\usepackage{booktabs}",
+        *(f"% {c}" for c in table.comments),
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        r"\begin{tabular}{l" + "c" * (ncols - 1) + "}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in table.header) + r" \\",
+        r"\midrule",
+    ]
+    for line in table.lines:
+        if line.kind == "rule":
+            out.append(r"\midrule")
+            continue
+        if line.kind == "header":
+            cells = [latex_escape(line.label), *(latex_escape(c.text) for c in line.cells)]
+            cells += [""] * (ncols - len(cells))
+            out.append(" & ".join(cells) + r" \\")
+            out.append(r"\cmidrule(lr){2-" + str(ncols) + "}")
+            continue
+        cells = [_latex_label(line), *(_latex_cell(c) for c in line.cells)]
+        cells += [""] * (ncols - len(cells))
+        out.append(" & ".join(cells) + r" \\")
+    out += [
+        r"\bottomrule",
+        r"\end{tabular}",
+        r"\par\smallskip",
+        r"\begin{minipage}{0.97\linewidth}\footnotesize",
+        *(latex_escape(n) + r"\par" for n in table.notes),
+        r"\end{minipage}",
+        rf"\caption{{{latex_escape(table.title)} ({latex_escape(table.cites)}; "
+        rf"profile {latex_escape(table.profile)}).}}",
+        rf"\label{{tab:{table.name}}}",
+        r"\end{table}",
+    ]
+    return "\n".join(out) + "\n"
+
+
+# -- Markdown -------------------------------------------------------------------------------------
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("*", "\\*")
+
+
+def _md_cell(cell: Text) -> str:
+    text = _md_escape(cell.text)
+    if cell.style == "best":
+        return f"**{text}**"
+    if cell.style == "second":
+        return f"<u>{text}</u>"
+    return text
+
+
+def render_markdown(table: RenderedTable) -> str:
+    """One table as a Markdown section (bold = best, underlined = second)."""
+    ncols = len(table.header)
+    out = [
+        f"## {table.title}",
+        "",
+        f"{table.cites}; profile `{table.profile}`; spec `{table.spec_path}`.",
+        "",
+        "| " + " | ".join(_md_escape(h) for h in table.header) + " |",
+        "|" + "---|" * ncols,
+    ]
+    for line in table.lines:
+        if line.kind == "rule":
+            continue
+        if line.kind == "header":
+            cells = [f"*{_md_escape(line.label)}*", *(f"*{_md_escape(c.text)}*" for c in line.cells)]
+        else:
+            if line.kind == "paper":
+                label = "&nbsp;&nbsp;_paper_"
+            else:
+                label = (
+                    (f"{OURS_MARK} " if line.ours else "").replace("*", "\\*")
+                    + _md_escape(line.label)
+                    + line.marks
+                )
+            cells = [label, *(_md_cell(c) for c in line.cells)]
+        cells += [""] * (ncols - len(cells))
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    out.extend(f"- {n}" for n in table.notes)
+    return "\n".join(out) + "\n"
+
+
+def render_markdown_preview(tables: Sequence[RenderedTable]) -> str:
+    """Every table in one Markdown document."""
+    head = [
+        "# Tables (preview)",
+        "",
+        "Generated by `harness tables` from run records; the .tex files beside it hold the same numbers.",
+        "",
+    ]
+    return "\n".join(head) + "\n".join(render_markdown(t) for t in tables)
+
+
+def write_tables(tables: Sequence[RenderedTable], out_dir: Path) -> list[Path]:
+    """Write ``<name>.tex`` per table and ``tables.md`` with all of them; return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for table in tables:
+        path = out_dir / f"{table.name}.tex"
+        path.write_text(render_latex(table), encoding="utf-8")
+        written.append(path)
+    preview = out_dir / "tables.md"
+    preview.write_text(render_markdown_preview(tables), encoding="utf-8")
+    written.append(preview)
+    return written

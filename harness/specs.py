@@ -1,0 +1,496 @@
+"""Declarative table and plot specs: loading and validation.
+
+A table spec (``tables/<name>.toml``) names the paper table it cites, its columns and its rows. A row
+is either *quoted* (the paper's numbers only, e.g. GloVe or flow, which live outside this harness)
+or a *run*: a method, its parameters and optional :class:`~harness.config.RunConfig` overrides,
+together with the numbers the paper reports for it. Hyper-parameter tables use *sweeps*, a compact
+form that varies one method parameter over a list of values (one run per value)::
+
+    cites = "WhitenedCSE Table 5"            # must name a section of PAPER_TABLES.md
+    title = "Number of positives"
+    scores = "sts"                           # sts | transfer | stsb_dev
+    columns = ["avg"]                        # score keys (see SCORE_KEYS)
+    column_labels = ["STS-Avg."]             # optional; defaults from COLUMN_LABELS
+
+    [[rows]]                                 # a run row
+    label = "SimCSE-BERT-base"
+    method = "simcse"
+    params = {temperature = 0.05}
+    overrides = {max_steps = 0}              # RunConfig field names
+    only_profiles = ["paper"]                # optional: elsewhere the row is shown quoted-only
+    profile_overrides = {paper = {model = "bert-large-uncased"}}
+    paper = [76.25]
+
+    [[rows]]                                 # a quoted row
+    label = "GloVe embeddings (avg.)"
+    quoted = true
+    paper = [61.32]
+
+    [[sweeps]]                               # the compact form: one run per value
+    label = "STS-Avg."
+    header = "Positive Number"
+    method = "whitenedcse"
+    vary = "num_positives"
+    values = [2, 3, 4, 5]
+    paper = [77.81, 78.78, 78.65, 78.74]
+
+Rows and sweeps also accept ``section`` (rows of one section are ranked together for bold and
+underline, and sections are separated by a rule), ``ours = true`` (the paper's own method, marked
+with ``*`` as the paper does) and ``note``; a row may also cite another paper table than the spec's
+(``cites``), so a demo table can mix rows of several papers.
+
+A plot spec (``plots/<name>.toml``) has ``title``, ``kind`` (``trajectory``: alignment and
+uniformity against the training step; ``joint``: alignment on x, uniformity on y) and ``[[series]]``
+entries shaped like run rows (``label``, ``method``, ``params``, ``overrides``).
+
+Every mistake (an unknown key, an unknown method or parameter, a paper row of the wrong length)
+raises :class:`~harness.errors.ConfigError` naming the spec file and the key, before anything runs.
+Whether a parameter value suits a profile's encoder (a group count must divide the hidden size) is
+checked later, per profile, by :mod:`harness.grid`: such cells render as ``n/a``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from harness.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TABLES_DIR = REPO_ROOT / "tables"
+PLOTS_DIR = REPO_ROOT / "plots"
+
+STS_KEYS: tuple[str, ...] = (
+    "STS12",
+    "STS13",
+    "STS14",
+    "STS15",
+    "STS16",
+    "STSBenchmark",
+    "SICKRelatedness",
+    "avg",
+)
+TRANSFER_KEYS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "avg")
+SCORE_KEYS: dict[str, tuple[str, ...]] = {
+    "sts": STS_KEYS,
+    "transfer": TRANSFER_KEYS,
+    "stsb_dev": ("stsb_dev",),
+}
+"""Which record keys a table can show: ``final.sts.*``, ``final.transfer.*`` or ``best_stsb_dev``."""
+
+COLUMN_LABELS: dict[str, str] = {
+    "STSBenchmark": "STS-B",
+    "SICKRelatedness": "SICK-R",
+    "avg": "Avg.",
+    "SST2": "SST",
+    "stsb_dev": "STS-B dev",
+}
+PLOT_KINDS: tuple[str, ...] = ("trajectory", "joint")
+RESERVED_OVERRIDES: frozenset[str] = frozenset({"seed"})
+"""RunConfig fields a spec may not override (beyond the ones no override may set): the grid sets seeds."""
+
+_TABLE_KEYS = {"cites", "title", "scores", "columns", "column_labels", "notes", "rows", "sweeps"}
+_RUN_KEYS = {"method", "params", "overrides", "only_profiles", "profile_overrides"}
+_COMMON_ROW_KEYS = {"label", "paper", "section", "ours", "note"}
+_ROW_KEYS = _COMMON_ROW_KEYS | _RUN_KEYS | {"quoted", "cites"}
+_SWEEP_KEYS = _COMMON_ROW_KEYS | _RUN_KEYS | {"header", "vary", "values"}
+_PLOT_KEYS = {"title", "kind", "series", "notes"}
+_SERIES_KEYS = {"label"} | _RUN_KEYS
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What one cell of a table needs run (before a profile and a seed are chosen).
+
+    Attributes:
+        method: registered method name.
+        params: method parameters (only the ones the spec sets; the rest keep their defaults).
+        overrides: RunConfig overrides that apply under every profile.
+        only_profiles: profiles under which the row runs at all (None = every profile).
+        profile_overrides: extra overrides per profile name (e.g. a larger model under ``paper``).
+    """
+
+    method: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    only_profiles: tuple[str, ...] | None = None
+    profile_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def runs_under(self, profile: str) -> bool:
+        """Whether this row is run under ``profile`` (otherwise it is shown quoted-only)."""
+        return self.only_profiles is None or profile in self.only_profiles
+
+    def overrides_for(self, profile: str) -> dict[str, Any]:
+        """The row's RunConfig overrides under ``profile`` (profile-specific ones win)."""
+        out = dict(self.overrides)
+        out.update(self.profile_overrides.get(profile, {}))
+        return out
+
+    def with_param(self, key: str, value: Any) -> RunSpec:
+        """A copy with one method parameter set (how a sweep makes its cells)."""
+        return dataclasses.replace(self, params={**self.params, key: value})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a table: quoted (``run is None``) or a run, with the paper's numbers."""
+
+    label: str
+    paper: tuple[float, ...]
+    run: RunSpec | None = None
+    section: str = ""
+    ours: bool = False
+    note: str = ""
+    cites: str = ""
+
+    @property
+    def quoted(self) -> bool:
+        return self.run is None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The compact form: one run per value of one method parameter, on a single metric."""
+
+    label: str
+    header: str
+    vary: str
+    values: tuple[Any, ...]
+    paper: tuple[float, ...]
+    run: RunSpec
+    section: str = ""
+    ours: bool = False
+    note: str = ""
+
+    def cells(self) -> list[tuple[Any, RunSpec]]:
+        """``(value, run)`` for every value of the sweep."""
+        return [(v, self.run.with_param(self.vary, v)) for v in self.values]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A validated table spec."""
+
+    name: str
+    path: Path
+    cites: str
+    title: str
+    scores: str
+    columns: tuple[str, ...]
+    column_labels: tuple[str, ...]
+    rows: tuple[Row, ...] = ()
+    sweeps: tuple[Sweep, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def run_cells(self) -> list[tuple[str, RunSpec]]:
+        """Every ``(cell key, run)`` of the table, in display order; keys are unique per table."""
+        out: list[tuple[str, RunSpec]] = [(r.label, r.run) for r in self.rows if r.run is not None]
+        for s in self.sweeps:
+            out.extend((sweep_cell_key(s, v), run) for v, run in s.cells())
+        return out
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a plot: a run (same shape as a table's run row)."""
+
+    label: str
+    run: RunSpec
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    """A validated plot spec."""
+
+    name: str
+    path: Path
+    title: str
+    kind: str
+    series: tuple[Series, ...]
+    notes: tuple[str, ...] = ()
+
+
+def sweep_cell_key(sweep: Sweep, value: Any) -> str:
+    """The cell key of one sweep value (``label [vary=value]``)."""
+    return f"{sweep.label} [{sweep.vary}={format_value(value)}]"
+
+
+def format_value(value: Any) -> str:
+    """A parameter value as the papers print it (``1`` not ``1.0``, ``0.02`` not ``2e-02``)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# -- validation helpers ------------------------------------------------------------------------------
+class _Ctx:
+    """Where we are in a spec file, for error messages."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def error(self, where: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.path}: {where}: {message}")
+
+    def check_keys(self, table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, sorted(allowed), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise self.error(
+                    f"{where}.{key}" if where else key,
+                    f"unknown key {key!r}{hint}; valid keys: {', '.join(sorted(allowed))}",
+                )
+
+    def require(self, table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+        if key not in table:
+            raise self.error(f"{where}.{key}" if where else key, "missing required key")
+        return self.typed(table[key], kind, f"{where}.{key}" if where else key)
+
+    def typed(self, value: Any, kind: type | tuple[type, ...], where: str) -> Any:
+        if not isinstance(value, kind) or (kind in (int, float, (int, float)) and isinstance(value, bool)):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.error(where, f"expected {names}, got {type(value).__name__} {value!r}")
+        return value
+
+    def numbers(self, value: Any, where: str, length: int | None = None) -> tuple[float, ...]:
+        self.typed(value, list, where)
+        out = tuple(float(self.typed(v, (int, float), f"{where}[{i}]")) for i, v in enumerate(value))
+        if length is not None and len(out) != length:
+            raise self.error(where, f"expected {length} numbers (one per column), got {len(out)}")
+        return out
+
+
+def _runconfig_fields() -> set[str]:
+    from harness.config import OVERRIDABLE
+
+    return set(OVERRIDABLE)
+
+
+def _profiles() -> set[str]:
+    from harness.config import PROFILES
+
+    return set(PROFILES)
+
+
+def _check_method_params(ctx: _Ctx, method: str, params: Mapping[str, Any], where: str) -> None:
+    """Unknown methods, unknown parameter keys and values bad under every encoder raise here."""
+    from methods import build_params
+
+    try:
+        build_params(method, dict(params)).validate(None)
+    except ConfigError as exc:
+        raise ctx.error(where, str(exc)) from None
+
+
+def _check_overrides(ctx: _Ctx, overrides: Mapping[str, Any], where: str) -> None:
+    fields = _runconfig_fields() - RESERVED_OVERRIDES
+    for key in overrides:
+        if key not in fields:
+            close = difflib.get_close_matches(key, sorted(fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ctx.error(f"{where}.{key}", f"unknown RunConfig override {key!r}{hint}")
+
+
+def _parse_run(ctx: _Ctx, raw: Mapping[str, Any], where: str) -> RunSpec:
+    method = ctx.require(raw, "method", str, where)
+    params = dict(ctx.typed(raw.get("params", {}), dict, f"{where}.params"))
+    overrides = dict(ctx.typed(raw.get("overrides", {}), dict, f"{where}.overrides"))
+    _check_method_params(ctx, method, params, f"{where}.params")
+    _check_overrides(ctx, overrides, f"{where}.overrides")
+    profiles = _profiles()
+    only: tuple[str, ...] | None = None
+    if "only_profiles" in raw:
+        values = ctx.typed(raw["only_profiles"], list, f"{where}.only_profiles")
+        only = tuple(ctx.typed(v, str, f"{where}.only_profiles") for v in values)
+        for p in only:
+            if p not in profiles:
+                raise ctx.error(f"{where}.only_profiles", f"unknown profile {p!r}; known: {sorted(profiles)}")
+    per_profile = ctx.typed(raw.get("profile_overrides", {}), dict, f"{where}.profile_overrides")
+    profile_overrides: dict[str, dict[str, Any]] = {}
+    for p, ov in per_profile.items():
+        if p not in profiles:
+            raise ctx.error(
+                f"{where}.profile_overrides.{p}", f"unknown profile {p!r}; known: {sorted(profiles)}"
+            )
+        profile_overrides[p] = dict(ctx.typed(ov, dict, f"{where}.profile_overrides.{p}"))
+        _check_overrides(ctx, profile_overrides[p], f"{where}.profile_overrides.{p}")
+    return RunSpec(method, params, overrides, only, profile_overrides)
+
+
+def _common(ctx: _Ctx, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    return {
+        "label": ctx.require(raw, "label", str, where),
+        "section": ctx.typed(raw.get("section", ""), str, f"{where}.section"),
+        "ours": ctx.typed(raw.get("ours", False), bool, f"{where}.ours"),
+        "note": ctx.typed(raw.get("note", ""), str, f"{where}.note"),
+    }
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"spec file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def load_table_spec(path: str | Path) -> TableSpec:
+    """Load and validate one table spec; raise ConfigError naming the file and the key."""
+    path = Path(path)
+    raw = _read_toml(path)
+    ctx = _Ctx(path)
+    ctx.check_keys(raw, _TABLE_KEYS, "")
+    cites = ctx.require(raw, "cites", str, "")
+    title = ctx.require(raw, "title", str, "")
+    scores = ctx.require(raw, "scores", str, "")
+    if scores not in SCORE_KEYS:
+        raise ctx.error("scores", f"unknown score set {scores!r}; choose one of {', '.join(SCORE_KEYS)}")
+    columns = tuple(ctx.typed(c, str, "columns") for c in ctx.require(raw, "columns", list, ""))
+    if not columns:
+        raise ctx.error("columns", "at least one column is needed")
+    for c in columns:
+        if c not in SCORE_KEYS[scores]:
+            raise ctx.error(
+                "columns", f"unknown column {c!r} for scores = {scores!r}; valid: {SCORE_KEYS[scores]}"
+            )
+    if "column_labels" in raw:
+        labels = tuple(
+            ctx.typed(c, str, "column_labels") for c in ctx.typed(raw["column_labels"], list, "column_labels")
+        )
+        if len(labels) != len(columns):
+            raise ctx.error("column_labels", f"expected {len(columns)} labels, got {len(labels)}")
+    else:
+        labels = tuple(COLUMN_LABELS.get(c, c) for c in columns)
+    notes = tuple(ctx.typed(n, str, "notes") for n in ctx.typed(raw.get("notes", []), list, "notes"))
+
+    rows: list[Row] = []
+    for i, r in enumerate(ctx.typed(raw.get("rows", []), list, "rows")):
+        where = f"rows[{i}]"
+        ctx.typed(r, dict, where)
+        ctx.check_keys(r, _ROW_KEYS, where)
+        common = _common(ctx, r, where)
+        paper = ctx.numbers(ctx.require(r, "paper", list, where), f"{where}.paper", len(columns))
+        quoted = ctx.typed(r.get("quoted", False), bool, f"{where}.quoted")
+        common["cites"] = ctx.typed(r.get("cites", cites), str, f"{where}.cites")
+        if quoted:
+            extra = sorted(set(r) & _RUN_KEYS)
+            if extra:
+                raise ctx.error(f"{where}.{extra[0]}", "a quoted row takes no run keys")
+            rows.append(Row(paper=paper, run=None, **common))
+        else:
+            if "method" not in r:
+                raise ctx.error(f"{where}.method", "missing: a row is either quoted = true or names a method")
+            rows.append(Row(paper=paper, run=_parse_run(ctx, r, where), **common))
+
+    sweeps: list[Sweep] = []
+    if "sweeps" in raw and len(columns) != 1:
+        raise ctx.error("columns", "a table with sweeps shows one metric: give exactly one column")
+    for i, s in enumerate(ctx.typed(raw.get("sweeps", []), list, "sweeps")):
+        where = f"sweeps[{i}]"
+        ctx.typed(s, dict, where)
+        ctx.check_keys(s, _SWEEP_KEYS, where)
+        common = _common(ctx, s, where)
+        header = ctx.require(s, "header", str, where)
+        vary = ctx.require(s, "vary", str, where)
+        values = tuple(ctx.require(s, "values", list, where))
+        if not values:
+            raise ctx.error(f"{where}.values", "at least one value is needed")
+        paper = ctx.numbers(ctx.require(s, "paper", list, where), f"{where}.paper", len(values))
+        run = _parse_run(ctx, s, where)
+        if vary in run.params:
+            raise ctx.error(f"{where}.vary", f"{vary!r} is both varied and fixed in params")
+        for j, v in enumerate(values):
+            _check_method_params(ctx, run.method, {**run.params, vary: v}, f"{where}.values[{j}]")
+        sweeps.append(Sweep(header=header, vary=vary, values=values, paper=paper, run=run, **common))
+
+    if not rows and not sweeps:
+        raise ctx.error("rows", "a table needs [[rows]] or [[sweeps]]")
+    spec = TableSpec(
+        name=path.stem,
+        path=path,
+        cites=cites,
+        title=title,
+        scores=scores,
+        columns=columns,
+        column_labels=labels,
+        rows=tuple(rows),
+        sweeps=tuple(sweeps),
+        notes=notes,
+    )
+    keys = [k for k, _ in spec.run_cells()] + [r.label for r in spec.rows if r.quoted]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ctx.error("rows", f"duplicate row labels: {dupes}")
+    return spec
+
+
+def load_plot_spec(path: str | Path) -> PlotSpec:
+    """Load and validate one plot spec; raise ConfigError naming the file and the key."""
+    path = Path(path)
+    raw = _read_toml(path)
+    ctx = _Ctx(path)
+    ctx.check_keys(raw, _PLOT_KEYS, "")
+    title = ctx.require(raw, "title", str, "")
+    kind = ctx.require(raw, "kind", str, "")
+    if kind not in PLOT_KINDS:
+        raise ctx.error("kind", f"unknown plot kind {kind!r}; choose one of {', '.join(PLOT_KINDS)}")
+    notes = tuple(ctx.typed(n, str, "notes") for n in ctx.typed(raw.get("notes", []), list, "notes"))
+    series: list[Series] = []
+    for i, s in enumerate(ctx.require(raw, "series", list, "")):
+        where = f"series[{i}]"
+        ctx.typed(s, dict, where)
+        ctx.check_keys(s, _SERIES_KEYS, where)
+        series.append(Series(ctx.require(s, "label", str, where), _parse_run(ctx, s, where)))
+    if not series:
+        raise ctx.error("series", "a plot needs at least one [[series]]")
+    return PlotSpec(name=path.stem, path=path, title=title, kind=kind, series=tuple(series), notes=notes)
+
+
+def _resolve(name: str, directory: Path, what: str) -> Path:
+    path = Path(name)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"{what} spec file not found: {path}")
+        return path
+    candidate = directory / f"{name}.toml"
+    if candidate.is_file():
+        return candidate
+    known = sorted(p.stem for p in directory.glob("*.toml"))
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ConfigError(f"unknown {what} spec {name!r}{hint}; known: {', '.join(known)} (or a path, or 'all')")
+
+
+def table_spec_paths(names: Sequence[str] = (), directory: Path = TABLES_DIR) -> list[Path]:
+    """Spec files for names (a path, a name in ``tables/``, or ``all``); no names = all."""
+    if not names or "all" in names:
+        return sorted(directory.glob("*.toml"))
+    return [_resolve(n, directory, "table") for n in names]
+
+
+def load_table_specs(names: Sequence[str] = (), directory: Path = TABLES_DIR) -> list[TableSpec]:
+    """Load table specs by name or path (``all`` or nothing = every spec in ``tables/``)."""
+    specs = [load_table_spec(p) for p in table_spec_paths(names, directory)]
+    if not specs:
+        raise ConfigError(f"no table specs found in {directory}")
+    return specs
+
+
+def load_plot_specs(names: Sequence[str] = (), directory: Path = PLOTS_DIR) -> list[PlotSpec]:
+    """Load plot specs by name or path (``all`` or nothing = every spec in ``plots/``)."""
+    if not names or "all" in names:
+        paths = sorted(directory.glob("*.toml"))
+    else:
+        paths = [_resolve(n, directory, "plot") for n in names]
+    return [load_plot_spec(p) for p in paths]

@@ -1,0 +1,436 @@
+"""The Ray Tune adapter: the ONLY module of the harness that imports ``ray``.
+
+:func:`run_trials` runs one Tune trial per resolved :class:`~harness.config.RunConfig`. Each trial is
+a function trainable that calls :func:`harness.train.train_run`, which writes the run record into the
+harness's own run store (``runs/records/<run_id>.json``): Tune's results folder is only scratch
+space, kept under ``<runs dir>/ray``.
+
+* Ray starts locally with every CPU and GPU it sees, or connects to ``address`` (an existing
+  cluster; records then need storage every node shares). ``smoke=True`` starts a small local Ray
+  (no GPUs) for tests and CI.
+* Resources per trial: ``cpus_per_trial`` CPUs (also the trial's torch thread count) and
+  ``gpus_per_trial`` GPUs (fractions share a GPU between small trials; default 1 when Ray sees a
+  GPU, else 0).
+* A failing trial does not stop the others (``max_failures=0``, ``fail_fast=False``). ``train_run``
+  records its own failures; a trial that dies before or outside it (an import error, a worker
+  killed for memory) gets a ``failed`` record written by the trial wrapper or, failing that, by the
+  driver, with the reason.
+* Progress: one line per trial start and end (done / running / failed / remaining, with an ETA).
+* Resuming is the grid's job: killed and started again, it skips runs with a finished record
+  (:mod:`harness.grid`), so only the remaining ones run.
+
+The returned :class:`GridReport` says how much of the wall time was trial work and how much was Ray
+start-up and scheduling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+_QUIET_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",  # no usage-stats reporting
+    "RAY_AIR_NEW_OUTPUT": "0",  # the legacy reporter honours verbose=0
+    "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
+    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "600",
+}
+for _key, _value in _QUIET_ENV.items():
+    os.environ.setdefault(_key, _value)
+
+import ray  # noqa: E402  (the environment above must be set first)
+from ray import tune  # noqa: E402
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+    from harness.store import RunStore
+
+Log = Callable[[str], None]
+TrainFn = Callable[..., dict[str, Any]]
+"""``train_fn(config, data_root, store, *, device, num_threads) -> record`` (default: train_run)."""
+
+
+def default_train_fn(
+    config: RunConfig, data_root: Path, store: RunStore, *, device: str, num_threads: int
+) -> dict[str, Any]:
+    """The real trial body: :func:`harness.train.train_run`, silent, writing into ``store``."""
+    from harness.train import train_run
+
+    return train_run(config, data_root, store, device=device, num_threads=num_threads, log=None)
+
+
+def ensure_failed_record(store: RunStore, config: RunConfig, error: str) -> bool:
+    """Make sure the run has a ``failed`` record with a reason; return True if this wrote one.
+
+    A record that already says ``failed`` (written by ``train_run``, with its own reason) or
+    ``finished`` is left alone; a missing or ``running`` one becomes ``failed``.
+    """
+    from harness.store import new_record, now_iso
+
+    record = store.load(config.run_id())
+    if record is not None and record.get("status") in ("failed", "finished"):
+        return False
+    if record is None:
+        record = new_record(config)
+    record["status"] = "failed"
+    record["error"] = error
+    record["finished_at"] = now_iso()
+    store.save(record)
+    return True
+
+
+def _short_error(text: str | None) -> str:
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "the trial errored in its Ray worker (no reason given)"
+
+
+def _trial_body(
+    tune_config: dict[str, Any],
+    *,
+    train_fn: TrainFn,
+    data_root: str,
+    store_root: str,
+    num_threads: int,
+    use_gpu: bool,
+) -> None:
+    """One Tune trial: rebuild the config, train, report; record any failure."""
+    from harness.config import RunConfig
+    from harness.store import RunStore
+
+    config = RunConfig.from_dict(tune_config["run_entry"]["run"])
+    store = RunStore(store_root)
+    start = time.perf_counter()
+    try:
+        record = train_fn(
+            config, Path(data_root), store, device="cuda" if use_gpu else "cpu", num_threads=num_threads
+        )
+    except BaseException as exc:
+        ensure_failed_record(store, config, f"{type(exc).__name__}: {exc}")
+        raise
+    tune.report(
+        {
+            "run_id": config.run_id(),
+            "status": str(record.get("status")),
+            "best_stsb_dev": record.get("best_stsb_dev"),
+            "work_s": time.perf_counter() - start,
+        }
+    )
+
+
+def _fmt_duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+@dataclass
+class GridReport:
+    """What a grid did and where its time went.
+
+    Attributes:
+        total: trials started.
+        finished: trials that ended with a finished record.
+        failed: ``(run_id, reason)`` per failed trial.
+        wall_s: wall time of :func:`run_trials` (Ray start-up included).
+        ray_start_s: time to start or connect to Ray.
+        fit_s: time inside ``Tuner.fit`` (scheduling and trials).
+        work_s: sum over trials of the time spent inside the trial body (training and evaluation).
+        slots: how many trials could run at once with the resources Ray saw.
+    """
+
+    total: int = 0
+    finished: int = 0
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    wall_s: float = 0.0
+    ray_start_s: float = 0.0
+    fit_s: float = 0.0
+    work_s: float = 0.0
+    slots: int = 1
+
+    def overhead_s(self) -> float:
+        """Wall time not explained by trial work spread over the slots (start-up, scheduling)."""
+        return max(0.0, self.wall_s - self.work_s / max(1, min(self.slots, max(1, self.total))))
+
+    def summary(self) -> list[str]:
+        lines = [
+            f"grid: {self.finished} finished, {len(self.failed)} failed of {self.total} trials "
+            f"in {self.wall_s:.1f} s",
+            f"time: Ray start-up {self.ray_start_s:.1f} s; Tune fit {self.fit_s:.1f} s; trial work "
+            f"{self.work_s:.1f} s summed over trials ({self.slots} slot(s) in parallel); start-up and "
+            f"scheduling overhead about {self.overhead_s():.1f} s "
+            f"({100 * self.overhead_s() / max(self.wall_s, 1e-9):.0f}% of the wall time)",
+        ]
+        lines.extend(f"failed: {run_id}: {reason}" for run_id, reason in self.failed)
+        return lines
+
+
+def _trial_name(trial: Any) -> str:
+    """Short trial names (Tune's default puts the whole config into the folder name)."""
+    return f"{_entry(trial).get('run_id', 'trial')}_{trial.trial_id}"
+
+
+def _entry(trial: Any) -> dict[str, Any]:
+    """The ``{"run": config dict, "run_id": id}`` entry a trial was given."""
+    return dict((trial.config or {}).get("run_entry") or {})
+
+
+class _Progress(tune.Callback):
+    """Prints one line per trial start and end; records driver-side failures."""
+
+    def __init__(self, total: int, store: RunStore, log: Log) -> None:
+        self.total = total
+        self.store = store
+        self.log = log
+        self.start = time.perf_counter()
+        self.running = 0
+        self.done = 0
+        self.failed: list[tuple[str, str]] = []
+
+    def _line(self, event: str) -> None:
+        ended = self.done + len(self.failed)
+        remaining = self.total - ended
+        elapsed = time.perf_counter() - self.start
+        eta = f", ETA {_fmt_duration(elapsed / ended * remaining)}" if ended and remaining else ""
+        self.log(
+            f"[{ended}/{self.total}] done {self.done}, running {self.running}, failed {len(self.failed)}, "
+            f"remaining {remaining}{eta} ({_fmt_duration(elapsed)} elapsed) | {event}"
+        )
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.running += 1
+        self._line(f"started {_entry(trial).get('run_id')}")
+
+    def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.running = max(0, self.running - 1)
+        self.done += 1
+        result = trial.last_result or {}
+        dev = result.get("best_stsb_dev")
+        dev_text = f"STS-B dev {dev:.2f}, " if isinstance(dev, int | float) else ""
+        work = result.get("work_s")
+        work_text = f"{work:.1f} s" if isinstance(work, int | float) else "?"
+        self._line(f"finished {_entry(trial).get('run_id')} ({dev_text}{work_text})")
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        from harness.config import RunConfig
+
+        self.running = max(0, self.running - 1)
+        run_id = str(_entry(trial).get("run_id"))
+        reason = _short_error(trial.get_error())
+        where = f" (traceback: {trial.error_file})" if trial.error_file else ""
+        config = RunConfig.from_dict(_entry(trial)["run"])
+        ensure_failed_record(self.store, config, reason)
+        record = self.store.load(run_id) or {}
+        self.failed.append((run_id, str(record.get("error") or reason)))
+        self._line(f"FAILED {run_id}: {self.failed[-1][1]}{where}")
+
+
+def _slots(cpus_per_trial: float, gpus_per_trial: float) -> int:
+    resources = ray.cluster_resources()
+    by_cpu = int(resources.get("CPU", 1) // cpus_per_trial) if cpus_per_trial > 0 else 1_000_000
+    by_gpu = int(resources.get("GPU", 0) // gpus_per_trial) if gpus_per_trial > 0 else 1_000_000
+    return max(1, min(by_cpu, by_gpu))
+
+
+def _register_by_value(fn: Callable[..., Any]) -> None:
+    """Ship a train function defined outside the installed packages (a test's) by value."""
+    module = inspect.getmodule(fn)
+    if module is None or module.__name__.split(".")[0] in ("harness", "methods"):
+        return
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(module)
+
+
+def run_trials(
+    configs: Sequence[RunConfig],
+    data_root: Path,
+    store: RunStore,
+    *,
+    address: str | None = None,
+    gpus_per_trial: float | None = None,
+    cpus_per_trial: int = 1,
+    smoke: bool = False,
+    train_fn: TrainFn | None = None,
+    storage_dir: Path | None = None,
+    log: Log = print,
+) -> GridReport:
+    """Run one Tune trial per config; records go into ``store``.
+
+    Args:
+        configs: resolved configs (already deduplicated and filtered by the grid).
+        data_root: data root handed to every trial (must be readable on every node).
+        store: the run store (every node must see the same folder when ``address`` is a cluster).
+        address: Ray cluster address (``auto``, ``ray://host:10001``, ...); None = start Ray locally.
+        gpus_per_trial: GPUs per trial (fractions allowed); None = 1 if Ray sees a GPU, else 0.
+        cpus_per_trial: CPUs per trial; also the torch thread count inside the trial.
+        smoke: start a small local Ray without GPUs (tests, CI); ``address`` is ignored.
+        train_fn: the trial body (default :func:`default_train_fn`); tests pass a fast fake.
+        storage_dir: Tune's scratch folder (default ``<store root>/ray``).
+        log: where progress lines go.
+
+    Returns:
+        A :class:`GridReport` (counts, failures, and where the time went).
+    """
+    report = GridReport(total=len(configs))
+    if not configs:
+        return report
+    if cpus_per_trial < 1:
+        from harness.errors import ConfigError
+
+        raise ConfigError(f"--cpus-per-trial must be >= 1, got {cpus_per_trial}")
+    wall0 = time.perf_counter()
+    with ray_session(address=address, smoke=smoke, min_cpus=cpus_per_trial) as start_s:
+        report.ray_start_s = start_s
+        _fit(
+            configs,
+            data_root,
+            store,
+            report,
+            gpus_per_trial,
+            cpus_per_trial,
+            smoke,
+            train_fn,
+            storage_dir,
+            log,
+        )
+    report.wall_s = time.perf_counter() - wall0
+    return report
+
+
+@contextlib.contextmanager
+def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: int = 1) -> Iterator[float]:
+    """Start (or connect to) Ray unless it already runs; yield the start-up seconds; shut down after.
+
+    A session opened around several :func:`run_trials` calls (tests do this) pays Ray's start-up
+    once: calls inside it reuse the running Ray and report a start-up time of 0.
+    """
+    if ray.is_initialized():
+        yield 0.0
+        return
+    start = time.perf_counter()
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if smoke or address is None:
+        kwargs["num_cpus"] = max(os.cpu_count() or 1, min_cpus)
+        if smoke:
+            kwargs["num_gpus"] = 0
+            kwargs["object_store_memory"] = 80 * 1024 * 1024
+    else:
+        kwargs["address"] = address
+    ray.init(**kwargs)
+    try:
+        yield time.perf_counter() - start
+    finally:
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def _quiet_tune_logs() -> Iterator[None]:
+    """Trial tracebacks go to the trials' error files, not to the driver's terminal."""
+    loggers = [logging.getLogger(n) for n in ("ray.tune", "ray.train", "ray.air")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _fit(
+    configs: Sequence[RunConfig],
+    data_root: Path,
+    store: RunStore,
+    report: GridReport,
+    gpus_per_trial: float | None,
+    cpus_per_trial: int,
+    smoke: bool,
+    train_fn: TrainFn | None,
+    storage_dir: Path | None,
+    log: Log,
+) -> None:
+    """Build the Tuner, run it, read the results back into ``report``."""
+    gpus = (
+        float(gpus_per_trial)
+        if gpus_per_trial is not None
+        else (1.0 if ray.cluster_resources().get("GPU", 0) >= 1 and not smoke else 0.0)
+    )
+    report.slots = _slots(cpus_per_trial, gpus)
+    fn = train_fn or default_train_fn
+    _register_by_value(fn)
+    trainable = tune.with_resources(
+        tune.with_parameters(
+            _trial_body,
+            train_fn=fn,
+            data_root=str(Path(data_root).resolve()),
+            store_root=str(Path(store.root).resolve()),
+            num_threads=int(cpus_per_trial),
+            use_gpu=gpus > 0,
+        ),
+        {"cpu": cpus_per_trial, "gpu": gpus},
+    )
+    entries = [{"run": c.to_dict(), "run_id": c.run_id()} for c in configs]
+    progress = _Progress(len(configs), store, log)
+    storage = Path(storage_dir) if storage_dir is not None else Path(store.root) / "ray"
+    storage.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"run_entry": tune.grid_search(entries)},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=report.slots,
+            reuse_actors=True,  # one worker process per slot: torch and the harness import once
+            trial_name_creator=_trial_name,
+            trial_dirname_creator=_trial_name,
+        ),
+        run_config=tune.RunConfig(
+            name=f"grid-{stamp}",
+            storage_path=str(storage.resolve()),
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
+            callbacks=[progress],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        ),
+    )
+    fit0 = time.perf_counter()
+    with _quiet_tune_logs():
+        results = tuner.fit()
+    report.fit_s = time.perf_counter() - fit0
+    _collect(results, store, progress, report)
+
+
+def _collect(results: Any, store: RunStore, progress: _Progress, report: GridReport) -> None:
+    """Read the ResultGrid back: work time, finished count; a failed record for any errored trial."""
+    from harness.config import RunConfig
+
+    failed = dict(progress.failed)
+    for result in results:
+        entry = (result.config or {}).get("run_entry") or {}
+        run_id = str(entry.get("run_id"))
+        metrics = result.metrics or {}
+        if isinstance(metrics.get("work_s"), int | float):
+            report.work_s += float(metrics["work_s"])
+        if result.error is not None:
+            if run_id not in failed and entry.get("run"):
+                reason = _short_error(str(result.error))
+                ensure_failed_record(store, RunConfig.from_dict(entry["run"]), reason)
+                failed[run_id] = str((store.load(run_id) or {}).get("error") or reason)
+            continue
+        record = store.load(run_id) or {}
+        if record.get("status") == "finished":
+            report.finished += 1
+        elif run_id not in failed:
+            failed[run_id] = str(record.get("error") or "trial ended without a finished record")
+    report.failed = sorted(failed.items())

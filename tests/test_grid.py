@@ -1,0 +1,160 @@
+"""Grid expansion: stable ids, deduplication across specs, n/a cells, seeds, overrides, resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.grid import attach_status, describe, expand
+from harness.specs import load_table_spec, load_table_specs
+from harness.store import RunStore, new_record
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
+
+
+@pytest.fixture()
+def data_root(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    (root / "corpus").mkdir(parents=True)
+    (root / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT, encoding="utf-8")
+    return root
+
+
+def test_ids_are_stable_and_shared_across_specs(data_root: Path) -> None:
+    specs = load_table_specs(
+        ["whitenedcse_table3", "whitenedcse_table4", "whitenedcse_table5", "simcsepp_table5"]
+    )
+    plan = expand(specs, "cpu", data_root=data_root)
+    again = expand(list(reversed(specs)), "cpu", data_root=data_root)
+    assert {r.run_id for r in plan.runs} == {r.run_id for r in again.runs}
+    cells = [c for c in plan.cells if c.state == "run"]
+    assert len(plan.runs) < len(cells)  # shared runs are run once
+    sgw = plan.cell("whitenedcse_table3", "Shuffled-Group-whitening").configs[0].run_id()
+    assert sgw == plan.cell("whitenedcse_table4", "STS-Avg. (shuffled) [num_groups=384]").configs[0].run_id()
+    assert sgw == plan.cell("whitenedcse_table5", "STS-Avg. [num_positives=3]").configs[0].run_id()
+    group = plan.cell("whitenedcse_table3", "Group-whitening").configs[0].run_id()
+    assert group == plan.cell("whitenedcse_table4", "w/o shuffled [num_groups=384]").configs[0].run_id()
+    centre = {
+        plan.cell("simcsepp_table5", key).configs[0].run_id()
+        for key in ("STS-B dev [m=0.9]", "STS-B dev [lambda_dcl=0.1]", "STS-B dev [tau_dcl=5]")
+    }
+    assert len(centre) == 1
+    shared = next(r for r in plan.runs if r.run_id == sgw)
+    assert len(shared.used_by) == 3
+
+
+def test_invalid_cells_are_na_not_errors(data_root: Path) -> None:
+    spec = load_table_spec(Path("tables/whitenedcse_table4.toml"))
+    plan = expand([spec], "cpu", data_root=data_root)
+    na = [c for c in plan.cells if c.state == "n/a"]
+    assert sorted(c.key for c in na) == [
+        "STS-Avg. (shuffled) [num_groups=256]",
+        "w/o shuffled [num_groups=256]",
+    ]
+    assert all(c.hidden_size == 384 and "num_groups=256" in c.reason for c in na)
+    assert len(plan.runs) == 14
+    smoke = expand([spec], "smoke", data_root=data_root)  # random:tiny, d = 64
+    assert {c.key.split("=")[1].rstrip("]") for c in smoke.cells if c.state == "run"} == {"32", "64"}
+
+
+def test_profile_only_rows_are_not_run(data_root: Path) -> None:
+    plan = expand([load_table_spec(Path("tables/whitenedcse_table1.toml"))], "cpu", data_root=data_root)
+    large = plan.cell("whitenedcse_table1", "SimCSE-BERT-large")
+    assert large.state == "profile" and "paper" in large.reason
+    assert all(c.configs[0].model == "minilm" for c in plan.cells if c.state == "run")
+
+
+def test_seeds_share_a_group(data_root: Path) -> None:
+    plan = expand(
+        [load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke", seeds=3, data_root=data_root
+    )
+    cell = plan.cell("smoke_grid", "SimCSE-BERT-base")
+    assert [c.seed for c in cell.configs] == [42, 43, 44]
+    assert len({c.group_id() for c in cell.configs}) == 1
+    assert len({c.run_id() for c in cell.configs}) == 3
+    assert len(plan.runs) == 6
+    with pytest.raises(ConfigError, match="seeds"):
+        expand(
+            [load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke", seeds=0, data_root=data_root
+        )
+
+
+def test_row_overrides_win_over_command_line(data_root: Path) -> None:
+    spec = load_table_spec(Path("tables/whitenedcse_table1.toml"))
+    plan = expand([spec], "cpu", overrides={"max_steps": 7}, data_root=data_root)
+    assert plan.cell(spec.name, "SimCSE-BERT-base").configs[0].max_steps == 7
+    assert plan.cell(spec.name, "BERT-base (first-last avg.)").configs[0].max_steps == 0
+    with pytest.raises(ConfigError, match="max_stepz"):
+        expand([spec], "cpu", overrides={"max_stepz": 7}, data_root=data_root)
+    with pytest.raises(ConfigError, match="--seeds"):
+        expand([spec], "cpu", overrides={"seed": 7}, data_root=data_root)
+
+
+def _record(config: Any, status: str) -> dict[str, Any]:
+    record = new_record(config)
+    record["status"] = status
+    return record
+
+
+def fake_train(config: Any, data_root: Path, store: RunStore, **_: Any) -> dict[str, Any]:
+    """A stand-in for train_run: writes running, then finished."""
+    store.save(_record(config, "running"))
+    record = _record(config, "finished")
+    record["final"] = {"sts": {"avg": 50.0}}
+    store.save(record)
+    return record
+
+
+def test_resume_after_interrupted_grid(data_root: Path, tmp_path: Path) -> None:
+    """Some runs finished, one left running by a kill, one failed: resuming finishes the rest."""
+    specs = load_table_specs(["simcsepp_table1", "simcsepp_table2"])
+    store = RunStore(tmp_path / "runs")
+    plan = attach_status(expand(specs, "smoke", data_root=data_root), store)
+    runs = plan.runs
+    assert len(runs) >= 5
+    for r in runs[:2]:
+        fake_train(r.config, data_root, store)
+    store.save(_record(runs[2].config, "running"))
+    store.save(_record(runs[3].config, "failed"))
+    plan = attach_status(expand(specs, "smoke", data_root=data_root), store)
+    assert plan.counts() == {"finished": 2, "running": 1, "failed": 1, "missing": len(runs) - 4}
+    assert [r.run_id for r in plan.pending(retry_failed=False)] == [runs[2].run_id] + [
+        r.run_id for r in runs[4:]
+    ]
+    pending = plan.pending()
+    assert {r.run_id for r in pending} == {r.run_id for r in runs[2:]}
+    text = "\n".join(describe(plan))
+    assert "[done]" in text and "[todo]" in text and "1 interrupted, 1 failed" in text
+    for r in pending:
+        fake_train(r.config, data_root, store)
+    final = attach_status(expand(specs, "smoke", data_root=data_root), store)
+    assert final.pending() == []
+    records = store.records()
+    assert len(records) == len(runs)
+    assert sorted(r["run_id"] for r in records) == sorted(r.run_id for r in runs)
+    assert all(r["status"] == "finished" for r in records)
+
+
+def test_grid_command_dry_run(data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = tmp_path / "runs"
+    args = [
+        "grid",
+        "whitenedcse_table4",
+        "--profile",
+        "cpu",
+        "--runs-dir",
+        str(runs),
+        "--data-dir",
+        str(data_root),
+    ]
+    assert main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "14 distinct runs" in out and "n/a (d=384)" in out and "0 finished, 14 to run" in out
+    assert main(["grid", "no_such_spec", "--dry-run", "--data-dir", str(data_root)]) == 2
+    assert main([*args, "--dry-run", "--override", "bad"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err

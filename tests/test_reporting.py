@@ -1,0 +1,247 @@
+"""Table and plot reporters: golden .tex files from fixture records, ranking, seeds, n/a, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.grid import expand
+from harness.reporting.plots import average_trajectory, write_plots
+from harness.reporting.tables import (
+    RenderedTable,
+    build_tables,
+    format_mean_std,
+    latex_escape,
+    render_latex,
+    render_markdown_preview,
+    write_tables,
+)
+from harness.specs import load_plot_specs, load_table_spec
+from harness.store import RunStore, new_record
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SPECS = FIXTURES / "specs"
+GOLDEN = FIXTURES / "golden"
+UPDATE_ENV = "HARNESS_UPDATE_GOLDEN"
+"""Set HARNESS_UPDATE_GOLDEN=1 to rewrite the golden files from the current renderer."""
+
+CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
+
+
+def make_data_root(tmp_path: Path) -> Path:
+    """A data root with a small fixed corpus (its content, hence corpus_id, never changes)."""
+    root = tmp_path / "data"
+    (root / "corpus").mkdir(parents=True)
+    (root / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT, encoding="utf-8")
+    return root
+
+
+def finished_record(config: Any, scores: dict[str, float], status: str = "finished") -> dict[str, Any]:
+    record = new_record(config)
+    record.update(
+        status=status,
+        final={"sts": dict(scores)} if status == "finished" else {},
+        best_step=4,
+        best_stsb_dev=scores.get("STSBenchmark", scores.get("avg")),
+        trajectory=[
+            {
+                "step": s,
+                "loss": 1.0 / (s + 1),
+                "stsb_dev": 50.0 + s,
+                "align": 0.2 + 0.01 * s,
+                "uniform": -1.0 - 0.1 * s,
+            }
+            for s in (0, 2, 4)
+        ],
+        error=None if status == "finished" else "boom",
+    )
+    return record
+
+
+def fill_store(store: RunStore, data_root: Path) -> None:
+    """Records for the fixture specs under the smoke profile, from tests/fixtures/report_scores.json."""
+    scores = json.loads((FIXTURES / "report_scores.json").read_text(encoding="utf-8"))
+    for name in ("report_rows", "report_sweep"):
+        spec = load_table_spec(SPECS / f"{name}.toml")
+        plan = expand([spec], "smoke", seeds=1, data_root=data_root)
+        for key, entries in scores[name].items():
+            base = plan.cell(spec.name, key).configs[0]
+            for i, entry in enumerate(entries):
+                store.save(finished_record(base.replace(seed=base.seed + i), entry))
+    # a failed and an interrupted run must not show up in any table
+    rows = load_table_spec(SPECS / "report_rows.toml")
+    dcl = expand([rows], "smoke", seeds=1, data_root=data_root).cell("report_rows", "+DCL").configs[0]
+    store.save(finished_record(dcl, {"STS12": 99.0, "STSBenchmark": 99.0, "avg": 99.0}, status="failed"))
+    store.save(finished_record(dcl.replace(seed=dcl.seed + 1), {"avg": 99.0}, status="running"))
+
+
+@pytest.fixture()
+def rendered(tmp_path: Path) -> list[RenderedTable]:
+    data_root = make_data_root(tmp_path)
+    store = RunStore(tmp_path / "runs")
+    fill_store(store, data_root)
+    specs = [load_table_spec(SPECS / "report_rows.toml"), load_table_spec(SPECS / "report_sweep.toml")]
+    return build_tables(specs, store, "smoke", data_root=data_root)
+
+
+def _check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get(UPDATE_ENV):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    if not path.exists():
+        pytest.fail(f"golden file {path} missing: run with {UPDATE_ENV}=1 to create it")
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{name} differs from its golden file ({UPDATE_ENV}=1 updates)"
+    )
+
+
+def test_golden_tex_and_markdown(rendered: list[RenderedTable]) -> None:
+    for table in rendered:
+        _check_golden(f"{table.name}.tex", render_latex(table))
+    _check_golden("tables.md", render_markdown_preview(rendered))
+
+
+def _line(table: RenderedTable, label: str, kind: str = "measured") -> list[str]:
+    for line in table.lines:
+        if line.label == label and line.kind == kind:
+            return [f"{c.style}:{c.text}" for c in line.cells]
+    raise KeyError(label)
+
+
+def test_rows_table_cells(rendered: list[RenderedTable]) -> None:
+    rows = rendered[0]
+    # two seeds: mean +- sample std; bold/underline per column among measured values
+    assert _line(rows, "SimCSE-BERT-base") == [
+        "best:61.00 \u00b1 1.41",
+        "second:70.50 \u00b1 0.71",
+        "best:65.50 \u00b1 0.71",
+    ]
+    assert _line(rows, "SimCSE++-BERT-base") == ["best:61.00", "best:72.50", "second:64.00"]
+    # failed / running records are ignored: the cell stays empty
+    assert _line(rows, "+DCL") == [":--", ":--", ":--"]
+    # paper numbers are ranked among themselves (quoted rows included), within the section
+    assert _line(rows, "paper", "paper")[:1] == [":39.70"]
+    # a tie for best leaves no second place
+    assert _line(rows, "BERT-base (first-last avg.)")[0] == ":30.11"
+    quoted = [ln for ln in rows.lines if ln.kind == "quoted"]
+    assert [(q.label, q.marks) for q in quoted] == [
+        ("GloVe (avg.)", "\u2020"),
+        ("SimCSE-BERT-large", "\u2021"),
+        ("ConSERT-large", "\u2020"),
+    ]
+    assert any("runs under profile paper only" in n for n in rows.notes)
+    assert any(n.startswith("Measured under profile smoke: model random:tiny") for n in rows.notes)
+    assert any("reading" not in n and "simcsepp(" in n for n in rows.notes)
+
+
+def test_sweep_table_cells(rendered: list[RenderedTable]) -> None:
+    sweep = rendered[1]
+    assert sweep.header == ["Group size", "16", "32", "48", "64"]
+    assert _line(sweep, "STS-Avg. (shuffled)") == [
+        ":50.00",
+        "best:53.00 \u00b1 0.71",
+        ":n/a (d=64)",
+        ":51.00",
+    ]
+    assert _line(sweep, "w/o shuffled") == [":49.00", "second:52.00", ":n/a (d=64)", ":--"]
+    # the m = 2 cell shares its run with the 32-group shuffled cell
+    assert _line(sweep, "STS-Avg.") == ["best:53.00 \u00b1 0.71", "second:52.00"]
+    assert any(
+        n.startswith("n/a: not valid for this profile's encoder (d = 64): num_groups=48") for n in sweep.notes
+    )
+    headers = [ln for ln in sweep.lines if ln.kind == "header"]
+    assert [h.label for h in headers] == ["Positive Number"]
+
+
+def test_latex_is_booktabs_and_escaped(rendered: list[RenderedTable]) -> None:
+    tex = render_latex(rendered[0])
+    for piece in (
+        r"\toprule",
+        r"\midrule",
+        r"\bottomrule",
+        r"\textbf{",
+        r"\underline{",
+        r"$\pm$",
+        r"$^\dagger$",
+    ):
+        assert piece in tex
+    assert r"100\% \& more\_stuff" in tex
+    assert "profile smoke" in tex and "SimCSE++ Table 3" in tex
+    assert latex_escape("a_b & c%") == r"a\_b \& c\%"
+
+
+def test_format_mean_std() -> None:
+    assert format_mean_std([76.25]) == "76.25"
+    assert format_mean_std([1.0, 3.0]) == "2.00 \u00b1 1.41"
+
+
+def test_write_tables_writes_tex_and_preview(rendered: list[RenderedTable], tmp_path: Path) -> None:
+    paths = write_tables(rendered, tmp_path / "out")
+    assert sorted(p.name for p in paths) == ["report_rows.tex", "report_sweep.tex", "tables.md"]
+    assert "## Fixture: sweeps" in (tmp_path / "out" / "tables.md").read_text(encoding="utf-8")
+
+
+def test_every_real_spec_renders_without_records(tmp_path: Path) -> None:
+    from harness.specs import load_table_specs
+
+    data_root = make_data_root(tmp_path)
+    tables = build_tables(load_table_specs(), RunStore(tmp_path / "runs"), "cpu", data_root=data_root)
+    assert len(tables) >= 11
+    for table in tables:
+        tex = render_latex(table)
+        assert tex.count(r"\begin{tabular}") == 1 and "profile cpu" in tex
+    table4 = next(t for t in tables if t.name == "whitenedcse_table4")
+    assert "n/a (d=384)" in render_latex(table4)
+
+
+def test_average_trajectory_means_over_seeds() -> None:
+    records = [
+        {
+            "trajectory": [
+                {"step": 0, "align": 1.0, "uniform": -1.0},
+                {"step": 2, "align": 0.5, "uniform": -2.0},
+            ]
+        },
+        {
+            "trajectory": [
+                {"step": 0, "align": 3.0, "uniform": -3.0},
+                {"step": 2, "align": None, "uniform": None},
+            ]
+        },
+    ]
+    assert average_trajectory(records) == ([0, 2], [2.0, 0.5], [-2.0, -2.0])
+
+
+def test_plots_from_fixture_records(tmp_path: Path) -> None:
+    data_root = make_data_root(tmp_path)
+    store = RunStore(tmp_path / "runs")
+    fill_store(store, data_root)
+    paths = write_plots(load_plot_specs(), store, "smoke", tmp_path / "plots", data_root=data_root)
+    names = sorted(p.name for p in paths)
+    assert names == [
+        "align_uniform_joint.pdf",
+        "align_uniform_joint.png",
+        "align_uniform_steps.pdf",
+        "align_uniform_steps.png",
+    ]
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_tables_and_plots_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data_root = make_data_root(tmp_path)
+    runs = tmp_path / "runs"
+    fill_store(RunStore(runs), data_root)
+    common = ["--profile", "smoke", "--runs-dir", str(runs), "--data-dir", str(data_root)]
+    out = tmp_path / "tables"
+    assert main(["tables", str(SPECS / "report_rows.toml"), *common, "--out", str(out)]) == 0
+    assert (out / "report_rows.tex").is_file() and (out / "tables.md").is_file()
+    assert main(["plots", *common, "--out", str(tmp_path / "plots")]) == 0
+    assert (tmp_path / "plots" / "align_uniform_joint.pdf").is_file()
+    assert main(["tables", "no_such_table", *common]) == 2
+    assert "unknown table spec 'no_such_table'" in capsys.readouterr().err

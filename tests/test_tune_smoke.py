@@ -1,0 +1,133 @@
+"""The Ray Tune adapter through a real (small, local) Ray: failures, driver-written records, resume.
+
+One Ray session serves the whole module, so Ray's start-up is paid once. The default test uses a
+fast fake trainable (a Ray smoke grid that CI runs in well under a minute); the test marked slow
+trains two real smoke-profile runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.grid import attach_status, expand
+from harness.paths import resolve_data_root
+from harness.specs import load_table_spec
+from harness.store import RunStore, new_record
+
+tune = pytest.importorskip("harness.tune")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
+
+
+@pytest.fixture(scope="module")
+def ray_up() -> Iterator[float]:
+    with tune.ray_session(smoke=True) as start_s:
+        yield start_s
+
+
+def fake_train(
+    config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int
+) -> dict[str, Any]:
+    """Behaves as store/behaviour.json says for this run: ok, raise, or exit (the worker dies)."""
+    behaviour = json.loads((Path(store.root) / "behaviour.json").read_text()).get(config.run_id(), "ok")
+    record = new_record(config)
+    store.save(record)  # "running", as train_run does first
+    if behaviour == "raise":
+        raise RuntimeError("planned failure")
+    if behaviour == "exit":
+        os._exit(3)  # no Python cleanup: the trial body cannot record anything
+    record.update(status="finished", final={"sts": {"avg": 42.0}}, best_stsb_dev=40.0)
+    store.save(record)
+    return record
+
+
+def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) -> None:
+    data_root = tmp_path / "data"
+    (data_root / "corpus").mkdir(parents=True)
+    (data_root / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT)
+    store = RunStore(tmp_path / "runs")
+    specs = [load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")]
+    plan = expand(specs, "smoke", seeds=2, data_root=data_root)
+    ids = [r.run_id for r in plan.runs]
+    assert len(ids) == 4
+    # an interrupted earlier grid: one finished, one left "running" by a kill
+    done = new_record(plan.runs[0].config)
+    done["status"] = "finished"
+    store.save(done)
+    store.save(new_record(plan.runs[1].config))
+    (store.root / "behaviour.json").write_text(json.dumps({ids[2]: "raise", ids[3]: "exit"}))
+
+    pending = attach_status(plan, store).pending()
+    assert [r.run_id for r in pending] == ids[1:]
+    lines: list[str] = []
+    report = tune.run_trials(
+        [r.config for r in pending], data_root, store, smoke=True, train_fn=fake_train, log=lines.append
+    )
+    assert report.total == 3 and report.finished == 1
+    failed = dict(report.failed)
+    assert set(failed) == {ids[2], ids[3]}
+    assert failed[ids[2]] == "RuntimeError: planned failure"
+    assert store.load(ids[2])["status"] == "failed"  # type: ignore[index]
+    died = store.load(ids[3])
+    assert died is not None and died["status"] == "failed" and died["error"]  # written by the driver
+    assert any("FAILED" in ln for ln in lines) and any("finished" in ln for ln in lines)
+    assert lines[-1].startswith("[3/3] done 1, running 0, failed 2, remaining 0")
+    assert report.ray_start_s == 0.0  # the module's session was reused
+    assert (store.root / "ray").is_dir()  # Tune's scratch space stays under the runs dir
+
+    # resume: failed runs are retried by default; the finished ones are not touched
+    (store.root / "behaviour.json").write_text("{}")
+    pending = attach_status(expand(specs, "smoke", seeds=2, data_root=data_root), store).pending()
+    assert [r.run_id for r in pending] == ids[2:]
+    report = tune.run_trials(
+        [r.config for r in pending], data_root, store, smoke=True, train_fn=fake_train, log=print
+    )
+    assert report.finished == 2 and not report.failed
+    records = store.records()
+    assert sorted(r["run_id"] for r in records) == sorted(ids)
+    assert all(r["status"] == "finished" for r in records)
+    summary = "\n".join(report.summary())
+    assert "Ray start-up" in summary and "trial work" in summary
+
+
+@pytest.mark.slow
+def test_real_smoke_grid_tables_and_plots(
+    ray_up: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`harness grid --smoke` trains two real smoke runs through Tune; tables and plots read them."""
+    from harness.cli import main
+
+    try:
+        data_root = resolve_data_root(None)
+    except Exception:
+        pytest.skip("no data root (shared/data) for a real run")
+    spec = str(FIXTURES / "specs" / "smoke_grid.toml")
+    common = ["--runs-dir", str(tmp_path / "runs"), "--data-dir", str(data_root)]
+    assert main(["grid", spec, "--smoke", *common]) == 0
+    out = capsys.readouterr().out
+    assert "grid: 2 finished, 0 failed of 2 trials" in out and "Ray start-up" in out
+    records = RunStore(tmp_path / "runs").records()
+    assert len(records) == 2
+    for record in records:
+        assert record["status"] == "finished"
+        assert record["trajectory"] and record["trajectory"][-1].get("align") is not None
+        assert record["final"]["sts"]["avg"] is not None
+    # a second grid finds nothing to do
+    assert main(["grid", spec, "--smoke", *common]) == 0
+    assert "2 already finished, 0 to run" in capsys.readouterr().out
+    out_dir = tmp_path / "tables"
+    assert main(["tables", spec, "--profile", "smoke", *common, "--out", str(out_dir)]) == 0
+    tex = (out_dir / "smoke_grid.tex").read_text()
+    measured = [
+        ln for ln in tex.splitlines() if ln.startswith(("SimCSE-BERT-base &", "* SimCSE++-BERT-base &"))
+    ]
+    assert len(measured) == 2 and all("--" not in ln for ln in measured)
+    assert main(["plots", "--profile", "smoke", *common, "--out", str(tmp_path / "plots")]) == 0
+    assert (tmp_path / "plots" / "align_uniform_joint.png").stat().st_size > 1000
