@@ -1,0 +1,132 @@
+"""``harness eval``: evaluate an encoder on STS12-16, STS-B, SICK-R and/or the SentEval transfer tasks.
+
+The output JSON holds the table's numbers (percent, unrounded) under ``"sts"`` and/or
+``"transfer"``, exactly as :func:`harness.evaluation.runner.evaluate` returns them; ``"meta"``
+(model, pooler, mode, timings) and ``"details"`` (per-subset correlations) sit beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.commands.common import add_data_dir
+
+HELP = "evaluate an encoder on STS (STS12-16, STS-B, SICK-R) and/or the SentEval transfer tasks"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="encoder: a local directory, a hub name, 'minilm' or 'random:tiny' "
+        "(default: the packaged all-MiniLM-L6-v2)",
+    )
+    parser.add_argument(
+        "--pooler",
+        default="cls_before_pooler",
+        help="cls_before_pooler (default), cls, avg, avg_first_last or avg_top2",
+    )
+    parser.add_argument("--tasks", default="all", help="sts, transfer or all (default: all)")
+    parser.add_argument(
+        "--mode", default="fasttest", help="transfer parameter set: test or fasttest (default: fasttest)"
+    )
+    add_data_dir(parser)
+    parser.add_argument("--output", required=True, help="JSON file to write (its folder is created)")
+    parser.add_argument(
+        "--exact-batches",
+        action="store_true",
+        help="STS: make SentEval's own encoder calls (slower) instead of embedding each distinct "
+        "sentence once in length-sorted batches",
+    )
+    parser.add_argument(
+        "--device", default=None, help="torch device (default: cuda when available, else cpu)"
+    )
+
+
+def _prepare_output(path: Path) -> Path:
+    from harness.errors import ConfigError
+
+    if path.is_dir():
+        raise ConfigError(f"--output {path} is a directory; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the output folder {path.parent}: {exc.strerror}") from exc
+    return path
+
+
+def format_table(results: dict[str, dict[str, float]]) -> str:
+    """The results as a readable table: one block per group, task names over scores (2 decimals)."""
+    lines = []
+    for group, scores in results.items():
+        names = list(scores)
+        width = [max(len(n), 6) for n in names]
+        lines.append(f"{group.upper()}")
+        lines.append("  ".join(n.rjust(w) for n, w in zip(names, width)))
+        lines.append("  ".join(f"{scores[n]:.2f}".rjust(w) for n, w in zip(names, width)))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    import torch
+
+    from harness.encoder import check_pooler, load_encoder
+    from harness.errors import DataError
+    from harness.evaluation.runner import (
+        check_mode,
+        check_task_group,
+        encoder_functions,
+        run_evaluation,
+    )
+    from harness.evaluation.sts import sts_files
+    from harness.paths import resolve_data_root, senteval_dir
+
+    # Everything a user can get wrong is checked before the encoder loads.
+    pooler = check_pooler(args.pooler)
+    groups = check_task_group(args.tasks)
+    mode = check_mode(args.mode)
+    data_root = resolve_data_root(args.data_dir)
+    senteval = senteval_dir(data_root)
+    if "sts" in groups:
+        missing = [p for p in sts_files(senteval) if not p.is_file()]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise DataError(f"STS data file not found: {missing[0]}{more}")
+    output = _prepare_output(Path(args.output))
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+
+    started = time.perf_counter()
+    encoder = load_encoder(args.model, device=device)
+    embed, token_lengths = encoder_functions(encoder, pooler)
+    report = run_evaluation(
+        embed,
+        data_root,
+        args.tasks,
+        mode,
+        exact_batches=args.exact_batches,
+        token_lengths=token_lengths,
+    )
+    record: dict[str, Any] = dict(report.results)
+    record["meta"] = {
+        "model": encoder.name,
+        "pooler": pooler,
+        "tasks": args.tasks,
+        "mode": mode,
+        "exact_batches": bool(args.exact_batches),
+        "device": str(device),
+        "data_root": str(data_root),
+        "seconds": {**report.seconds, "total": time.perf_counter() - started},
+    }
+    record["details"] = report.details
+    output.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+    print(f"{encoder.name} ({pooler}), percent")
+    print(format_table(report.results))
+    print(f"wrote {output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,1 @@
+"""Evaluation: STS, SentEval transfer tasks and embedding geometry."""

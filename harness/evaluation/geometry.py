@@ -1,0 +1,165 @@
+"""Alignment and uniformity (Wang and Isola, 2020) and the STS-B dev probe the training loop calls.
+
+* ``alignment(x, y) = mean_i ||x_i - y_i||^2`` on L2-normalised rows (positive pairs).
+* ``uniformity(x) = log mean_{i<j} exp(-t ||x_i - x_j||^2)`` (t = 2) on L2-normalised rows, over
+  the distinct pairs i < j, computed as a log-sum-exp so that it never under- or overflows.
+
+:class:`StsbDevProbe` is what model selection runs every N training steps (METHODS.md section 1):
+Spearman of cosine on the STS-B dev split, alignment over the dev pairs with gold >= 4.0 and
+uniformity over the dev sentences.
+
+Choice made here: uniformity is taken over the UNIQUE dev sentences (after whitespace
+normalisation), not over the 2 x 1500 sentence slots. Wang and Isola's ``pdist`` over a batch that
+holds a sentence twice would count a pair at distance 0 that says nothing about how the encoder
+spreads the data; dropping repeats makes "all distinct sentence pairs" literal. Each distinct
+sentence is also embedded only once, which is what keeps the probe fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from scipy.special import logsumexp
+from scipy.stats import spearmanr
+
+from harness.evaluation.sts import (
+    BATCH_SIZE,
+    DistinctEmbedder,
+    EmbedFn,
+    LengthsFn,
+    cosine_scores,
+    distinct_by_length,
+    read_stsb,
+)
+
+POSITIVE_THRESHOLD = 4.0
+"""STS-B gold score from which a dev pair counts as a positive pair for alignment (inclusive)."""
+
+_EPS = 1e-12  # as torch.nn.functional.normalize
+
+
+def l2_normalise(x: np.ndarray) -> np.ndarray:
+    """Rows divided by ``max(||row||, 1e-12)``, in float64 (a zero row stays zero).
+
+    Args:
+        x: ``[n, d]``.
+
+    Returns:
+        ``[n, d]`` float64.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"expected an [n, d] array, got shape {x.shape}")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, _EPS)
+
+
+def alignment(x: np.ndarray, y: np.ndarray, alpha: float = 2.0) -> float:
+    """Mean ``||x_i - y_i||^alpha`` of L2-normalised positive pairs (lower = better aligned).
+
+    Args:
+        x: first members of the positive pairs ``[n, d]``.
+        y: second members ``[n, d]``.
+        alpha: the distance's exponent (Wang and Isola: 2).
+
+    Returns:
+        The alignment, in [0, 2^alpha].
+    """
+    xn, yn = l2_normalise(x), l2_normalise(y)
+    if xn.shape != yn.shape:
+        raise ValueError(f"alignment needs two arrays of one shape, got {xn.shape} and {yn.shape}")
+    if xn.shape[0] == 0:
+        raise ValueError("alignment of zero pairs is undefined")
+    dist = np.linalg.norm(xn - yn, axis=1)
+    return float(np.mean(dist**alpha))
+
+
+def uniformity(x: np.ndarray, t: float = 2.0, block: int = 1024) -> float:
+    """``log mean_{i<j} exp(-t ||x_i - x_j||^2)`` over L2-normalised rows (lower = more uniform).
+
+    Squared distances come from the Gram matrix in float64, row block by row block (memory
+    ``block x n``), and the mean of exponentials is a log-sum-exp minus ``log(n (n - 1) / 2)``.
+
+    Args:
+        x: ``[n, d]`` with n >= 2.
+        t: the kernel's temperature (Wang and Isola: 2).
+        block: rows per block.
+
+    Returns:
+        The uniformity, in [-4t, 0] for unit vectors.
+    """
+    xn = l2_normalise(x)
+    n = xn.shape[0]
+    if n < 2:
+        raise ValueError(f"uniformity needs at least 2 rows, got {n}")
+    sq = np.einsum("ij,ij->i", xn, xn)
+    parts = []
+    for start in range(0, n - 1, block):
+        stop = min(start + block, n - 1)
+        rows = np.arange(start, stop)
+        # Pairs (i, j) with i in [start, stop) and j > i: columns start+1 .. n-1.
+        cols = slice(start + 1, n)
+        d2 = sq[start:stop, None] + sq[None, cols] - 2.0 * (xn[start:stop] @ xn[cols].T)
+        np.maximum(d2, 0.0, out=d2)
+        upper = np.arange(start + 1, n)[None, :] > rows[:, None]
+        parts.append(logsumexp(-t * d2[upper]))
+    n_pairs = n * (n - 1) / 2.0
+    return float(logsumexp(np.array(parts)) - np.log(n_pairs))
+
+
+class StsbDevProbe:
+    """STS-B dev Spearman, alignment and uniformity of an encoder, for use during training.
+
+    The dev split is read once, here; each call embeds each distinct dev sentence once, in
+    length-sorted batches, and scores pairs by lookup.
+
+    Args:
+        senteval_path: the SentEval folder (``<data root>/senteval``).
+        threshold: gold score from which a pair is positive for alignment (inclusive; default 4.0).
+        batch_size: sentences per encoder call.
+        token_lengths: token counts of a list of sentences (the encoder's tokenizer), used once
+            here to sort the dev sentences into batches of similar length; ``None`` = characters.
+
+    Raises:
+        DataError: the STS-B dev file is missing or malformed.
+        ValueError: no dev pair reaches the threshold.
+    """
+
+    def __init__(
+        self,
+        senteval_path: Path,
+        threshold: float = POSITIVE_THRESHOLD,
+        batch_size: int = BATCH_SIZE,
+        token_lengths: LengthsFn | None = None,
+    ) -> None:
+        self.pairs = read_stsb(senteval_path, "dev")
+        self.threshold = threshold
+        self.batch_size = batch_size
+        self.positive = self.pairs.gold >= threshold
+        if not self.positive.any():
+            raise ValueError(f"no STS-B dev pair has gold >= {threshold}")
+        # Distinct sentences, already in embedding order (so each call sorts nothing).
+        self.sentences = distinct_by_length((*self.pairs.sent1, *self.pairs.sent2), token_lengths)
+        index = {s: i for i, s in enumerate(self.sentences)}
+        self._rows1 = np.array([index[s] for s in self.pairs.sent1], dtype=np.int64)
+        self._rows2 = np.array([index[s] for s in self.pairs.sent2], dtype=np.int64)
+
+    def __call__(self, embed: EmbedFn) -> dict[str, float]:
+        """Probe an encoder.
+
+        Args:
+            embed: the encoder, ``list[str]`` of length n -> ``[n, d]`` (eval mode is its business).
+
+        Returns:
+            ``{"stsb_dev": Spearman x 100, "align": alignment of gold >= threshold pairs,
+            "uniform": uniformity of the distinct dev sentences}``.
+        """
+        emb = DistinctEmbedder(embed, self.batch_size).embed_in_order(self.sentences)
+        e1, e2 = emb[self._rows1], emb[self._rows2]
+        scores = cosine_scores(e1, e2)
+        return {
+            "stsb_dev": 100.0 * float(spearmanr(scores, self.pairs.gold)[0]),
+            "align": alignment(e1[self.positive], e2[self.positive]),
+            "uniform": uniformity(emb),
+        }

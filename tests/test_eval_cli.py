@@ -1,0 +1,175 @@
+"""``harness eval`` and the evaluation runner, on a small copy of the STS data and a tiny random encoder."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.evaluation.runner import evaluate, run_evaluation
+from harness.evaluation.sts import STS_TASKS
+
+TRANSFER = {"MR": 70.0, "CR": 71.0, "SUBJ": 80.0, "MPQA": 81.0, "SST2": 72.0, "TREC": 60.0, "MRPC": 65.0}
+
+
+def constant_free_embed(sentences: list[str]) -> np.ndarray:
+    """A toy encoder ``[n, 4]``: character statistics (good enough for wiring tests)."""
+    return np.array(
+        [[len(s), s.count(" "), sum(map(ord, s)) % 97, s.count("e")] for s in sentences], dtype=np.float32
+    )
+
+
+@pytest.fixture
+def fake_transfer(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """Stand in for harness.evaluation.transfer (written elsewhere); record how it is called."""
+    calls: list[dict[str, object]] = []
+
+    def evaluate_transfer(embed, senteval_path, mode="fasttest", tasks=None):  # type: ignore[no-untyped-def]
+        calls.append({"senteval_path": senteval_path, "mode": mode, "dim": embed(["a b", "c"]).shape})
+        return {**TRANSFER, "avg": sum(TRANSFER.values()) / len(TRANSFER)}
+
+    module = types.ModuleType("harness.evaluation.transfer")
+    module.evaluate_transfer = evaluate_transfer  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "harness.evaluation.transfer", module)
+    return calls
+
+
+# -- runner --------------------------------------------------------------------------------------
+
+
+def test_evaluate_returns_only_the_groups_asked(mini_data_root: Path, fake_transfer: list) -> None:  # type: ignore[type-arg]
+    sts_only = evaluate(constant_free_embed, mini_data_root, "sts")
+    assert list(sts_only) == ["sts"]
+    assert list(sts_only["sts"]) == [*STS_TASKS, "avg"]
+    assert fake_transfer == []
+
+    both = evaluate(constant_free_embed, mini_data_root, "all", "test")
+    assert list(both) == ["sts", "transfer"]
+    assert both["sts"] == sts_only["sts"]
+    assert both["transfer"]["MR"] == 70.0
+    assert fake_transfer[-1]["mode"] == "test"
+    assert fake_transfer[-1]["senteval_path"] == mini_data_root / "senteval"
+
+    transfer_only = run_evaluation(constant_free_embed, mini_data_root, "transfer")
+    assert list(transfer_only.results) == ["transfer"]
+
+
+@pytest.mark.parametrize(
+    ("tasks", "mode", "match"), [("sst", "fasttest", "task group"), ("sts", "slow", "mode")]
+)
+def test_evaluate_rejects_bad_choices(mini_data_root: Path, tasks: str, mode: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        evaluate(constant_free_embed, mini_data_root, tasks, mode)
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["eval", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_eval_writes_the_contract(
+    mini_data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "new" / "folder" / "result.json"
+    code, out, err = _run(
+        [
+            "--model",
+            "random:tiny",
+            "--tasks",
+            "sts",
+            "--data-dir",
+            str(mini_data_root),
+            "--output",
+            str(output),
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    record = json.loads(output.read_text(encoding="utf-8"))
+    assert "transfer" not in record
+    assert list(record["sts"]) == [*STS_TASKS, "avg"]
+    assert all(isinstance(v, float) for v in record["sts"].values())
+    assert record["meta"]["pooler"] == "cls_before_pooler"
+    assert record["meta"]["model"] == "random:tiny"
+    assert "MSRpar" in record["details"]["sts"]["STS12"]
+    assert "STS12" in out and "SICKRelatedness" in out and "avg" in out
+    assert f"{record['sts']['STS13']:.2f}" in out
+
+
+def test_eval_all_groups_and_exact_batches(
+    mini_data_root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    fake_transfer: list,  # type: ignore[type-arg]
+) -> None:
+    output = tmp_path / "all.json"
+    argv = [
+        "--model",
+        "random:tiny",
+        "--pooler",
+        "avg",
+        "--data-dir",
+        str(mini_data_root),
+        "--output",
+        str(output),
+    ]
+    code, out, err = _run([*argv, "--exact-batches", "--mode", "test"], capsys)
+    assert code == 0, err
+    record = json.loads(output.read_text(encoding="utf-8"))
+    assert list(record)[:2] == ["sts", "transfer"]
+    assert list(record["transfer"]) == [*TRANSFER, "avg"]
+    assert fake_transfer[0]["mode"] == "test"
+    assert "MRPC" in out
+
+    code, _, err = _run([*argv, "--tasks", "sts", "--output", str(tmp_path / "fast.json")], capsys)
+    assert code == 0, err
+    fast = json.loads((tmp_path / "fast.json").read_text(encoding="utf-8"))
+    for task in STS_TASKS:
+        assert fast["sts"][task] == pytest.approx(record["sts"][task], abs=0.02)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--pooler", "max"], "unknown pooler 'max'"),
+        (["--tasks", "glue"], "unknown task group 'glue'"),
+        (["--mode", "quick"], "unknown mode 'quick'"),
+        (["--model", "./no/such/model"], "model path does not exist"),
+    ],
+)
+def test_eval_user_errors(
+    mini_data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    base = ["--model", "random:tiny", "--data-dir", str(mini_data_root), "--output", str(tmp_path / "r.json")]
+    code, _, err = _run([*base, *argv], capsys)
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_eval_missing_data(mini_data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    output = str(tmp_path / "r.json")
+    code, _, err = _run(["--data-dir", str(tmp_path / "nowhere"), "--output", output], capsys)
+    assert code == 2
+    assert "data directory not found" in err
+
+    broken = tmp_path / "broken"
+    shutil.copytree(mini_data_root, broken)
+    (broken / "senteval" / "STS" / "STS14-en-test" / "STS.gs.images.txt").unlink()
+    code, _, err = _run(["--data-dir", str(broken), "--tasks", "sts", "--output", output], capsys)
+    assert code == 2
+    assert "STS.gs.images.txt" in err
+    assert len(err.strip().splitlines()) == 1
