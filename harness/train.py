@@ -1,0 +1,466 @@
+"""The training loop: one run = one :class:`~harness.config.RunConfig` -> one run record.
+
+The shared recipe of METHODS.md section 1, method-agnostic:
+
+* seed Python, NumPy and torch from ``config.seed``; read the corpus (one sentence per line; an
+  empty line or fewer sentences than one batch is a :class:`~harness.errors.DataError`), shuffle it
+  with the seed, and cut it into batches of B sentences (the last partial batch of an epoch is
+  dropped, so ``max_steps=None`` = ``len(corpus) // B`` steps; a budget beyond one epoch reshuffles);
+* each step tokenises B sentences (truncated to ``max_length``) and calls
+  ``method.compute_loss(encode, batch, step)``; the method makes its own views (one encoder call on
+  the repeated batch);
+* AdamW over the encoder's and the method's parameters, linear decay to 0 over the run (optional
+  linear warm-up, 0 by default), gradient-norm clipping at ``grad_clip``;
+* every ``eval_every`` steps (and at the last step) the STS-B dev probe (Spearman x100, alignment,
+  uniformity) with the evaluation pooler, in eval mode; the best state by STS-B dev is kept on the
+  CPU. Step 0 is probed too, for the trajectory plots, but it is not a model-selection candidate
+  (SimCSE never selects the untrained encoder) unless the run has no training steps;
+* at the end the best state is loaded, the method's head is copied into the model's pooler (so the
+  ``cls`` pooler uses it) and the final tasks are evaluated, optionally on post-whitened embeddings.
+
+A non-finite loss raises :class:`~harness.errors.TrainingError` naming the step. Whatever fails, the
+record is written with ``status: failed``, the error text and the trajectory so far, then the error
+propagates. The record is also written at the start and after every evaluation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.config import RunConfig
+from harness.errors import ConfigError, DataError, TrainingError
+from harness.store import RunStore, new_record, now_iso
+
+if TYPE_CHECKING:
+    from harness.encoder import SentenceEncoder
+    from methods.base import Method
+
+EmbedFn = Callable[[list[str]], np.ndarray]
+Log = Callable[[str], None]
+RESERVED_KEYS: frozenset[str] = frozenset({"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s"})
+EMBED_BATCH = 128
+
+
+# -- data -----------------------------------------------------------------------------------------
+def read_corpus(path: Path, min_sentences: int = 1) -> list[str]:
+    """Read a one-sentence-per-line corpus.
+
+    Args:
+        path: the corpus file (UTF-8).
+        min_sentences: at least this many sentences are required (one batch).
+
+    Returns:
+        The sentences in file order, line endings stripped.
+
+    Raises:
+        DataError: unreadable file, invalid UTF-8, an empty line (naming the first one), or fewer
+            sentences than ``min_sentences``.
+    """
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read corpus {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"corpus {path} is not valid UTF-8 (byte {exc.start})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    sentences = [line[:-1] if line.endswith("\r") else line for line in lines]
+    empty = [i + 1 for i, s in enumerate(sentences) if not s.strip()]
+    if empty:
+        raise DataError(
+            f"corpus {path}: line {empty[0]} is empty ({len(empty)} empty line(s) in all); the corpus "
+            "must hold one sentence per line: remove empty lines, e.g. sed -i '/^[[:space:]]*$/d' FILE"
+        )
+    if len(sentences) < min_sentences:
+        raise DataError(
+            f"corpus {path} has {len(sentences)} sentence(s), fewer than one batch of {min_sentences}"
+        )
+    return sentences
+
+
+def steps_per_epoch(num_sentences: int, batch_size: int) -> int:
+    """Full batches in one pass over the corpus (the last partial batch is dropped)."""
+    return num_sentences // batch_size
+
+
+def total_steps(config: RunConfig, num_sentences: int) -> int:
+    """The run's number of optimiser steps (``max_steps``, or one epoch when it is None)."""
+    if config.max_steps is None:
+        return steps_per_epoch(num_sentences, config.batch_size)
+    return config.max_steps
+
+
+def batches(sentences: Sequence[str], batch_size: int, seed: int) -> Iterator[list[str]]:
+    """Endless batches of ``batch_size`` sentences: a seeded shuffle per epoch, partial batch dropped."""
+    rng = random.Random(seed)
+    order = list(range(len(sentences)))
+    while True:
+        rng.shuffle(order)
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            yield [sentences[i] for i in order[start : start + batch_size]]
+
+
+# -- seeding and schedule -------------------------------------------------------------------------
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's (every device's) generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def linear_schedule(total: int, warmup: int = 0) -> Callable[[int], float]:
+    """Hugging Face's linear schedule: warm-up from 0, then linear decay to 0 at ``total`` steps."""
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return step / max(1, warmup)
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return factor
+
+
+# -- one optimiser step ---------------------------------------------------------------------------
+class TrainStep:
+    """Tokenise, compute the method's loss, back-propagate, clip, step: one optimiser step.
+
+    Shared by :func:`train_run` and the training-speed benchmark, so the benchmark times exactly the
+    loop's step.
+
+    Args:
+        encoder: the sentence encoder (put in train mode here).
+        method: the method module (its parameters are optimised with the encoder's).
+        config: the run configuration (lr, weight decay, clipping, max length, precision, pooler).
+        total: the run's number of steps (for the learning-rate schedule).
+    """
+
+    def __init__(self, encoder: SentenceEncoder, method: Method, config: RunConfig, total: int) -> None:
+        from harness.encoder import TrainingEncode
+
+        self.encoder = encoder
+        self.method = method
+        self.config = config
+        self.encode = TrainingEncode(encoder, config.train_pooler)
+        seen: set[int] = set()
+        self.parameters: list[nn.Parameter] = []
+        for p in [*encoder.parameters(), *method.parameters()]:
+            if p.requires_grad and id(p) not in seen:
+                seen.add(id(p))
+                self.parameters.append(p)
+        self.optimizer = torch.optim.AdamW(
+            self.parameters, lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.999), eps=1e-8
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, linear_schedule(max(total, 1), config.warmup_steps)
+        )
+        self.device_type = encoder.device.type
+        self.train()
+
+    def train(self) -> None:
+        self.encoder.train()
+        self.method.train()
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.config.precision == "bf16":
+            return torch.autocast(device_type=self.device_type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def __call__(self, sentences: Sequence[str], step: int) -> tuple[float, dict[str, float]]:
+        """Run step ``step`` (1-based) on ``sentences``; return the loss and the method's metrics.
+
+        Raises:
+            TrainingError: the loss is NaN or infinite (nothing is updated).
+        """
+        batch = self.encoder.tokenize(sentences, self.config.max_length)
+        self.optimizer.zero_grad(set_to_none=True)
+        with self._autocast():
+            out = self.method.compute_loss(self.encode, batch, step)
+        loss = out.loss
+        value = float(loss.detach().float().item())
+        if not math.isfinite(value):
+            raise TrainingError(f"non-finite loss ({value}) at step {step}")
+        loss.backward()
+        if self.config.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        return value, {k: float(v) for k, v in out.metrics.items()}
+
+
+# -- evaluation hooks (looked up at call time so tests can replace them) --------------------------
+def make_probe(data_root: Path) -> Callable[[EmbedFn], dict[str, float]]:
+    """The STS-B dev probe: ``probe(embed) -> {"stsb_dev", "align", "uniform"}``."""
+    from harness.evaluation.geometry import StsbDevProbe
+    from harness.paths import senteval_dir
+
+    probe: Callable[[EmbedFn], dict[str, float]] = StsbDevProbe(senteval_dir(data_root))
+    return probe
+
+
+FinalEvaluator = Callable[[EmbedFn, Path, str, str], dict[str, Any]]
+
+
+def make_final_evaluator() -> FinalEvaluator:
+    """The final evaluation, imported before training starts so that a missing evaluator fails fast.
+
+    Returns:
+        ``evaluate(embed, data_root, tasks, mode) -> {"sts": {..., "avg"}, "transfer": {..., "avg"}}``.
+    """
+    from harness.evaluation.runner import evaluate
+
+    def final(embed: EmbedFn, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        result: dict[str, Any] = evaluate(embed, data_root, tasks=tasks, mode=mode)
+        return result
+
+    return final
+
+
+def fit_whitening(embed: EmbedFn, sentences: Sequence[str], kind: str) -> EmbedFn:
+    """BERT-whitening: estimate mean and matrix on ``embed(sentences)``; return the whitened embed."""
+    from methods.whitening import apply_post_whitening, fit_post_whitening
+
+    feats = np.concatenate(
+        [embed(list(sentences[i : i + EMBED_BATCH])) for i in range(0, len(sentences), EMBED_BATCH)]
+    )
+    mu, w = fit_post_whitening(feats, kind)  # type: ignore[arg-type]
+
+    def whitened(batch: list[str]) -> np.ndarray:
+        return apply_post_whitening(embed(batch), mu, w)
+
+    return whitened
+
+
+def _check_post_whitening_available(kind: str) -> None:
+    if kind == "none":
+        return
+    try:
+        from methods.whitening import apply_post_whitening, fit_post_whitening  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"post_whiten={kind!r} needs methods.whitening ({exc})") from None
+
+
+# -- the run --------------------------------------------------------------------------------------
+def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def train_run(
+    config: RunConfig,
+    data_root: Path,
+    store: RunStore | None = None,
+    *,
+    device: str | None = None,
+    num_threads: int | None = None,
+    log: Log | None = print,
+    save_checkpoint: bool = False,
+) -> dict[str, Any]:
+    """Train and evaluate one run; return its record (also saved to ``store`` when given).
+
+    Args:
+        config: the resolved run configuration.
+        data_root: the data root (``senteval/`` for evaluation; relative corpus paths).
+        store: where the record is written (start, every evaluation, end); None = not written.
+        device: torch device; default ``cuda`` when available, else ``cpu``.
+        num_threads: torch intra-op threads for this run (restored afterwards).
+        log: where progress lines go (None = silent).
+        save_checkpoint: save the best encoder (``save_pretrained`` + tokenizer) under
+            ``store.checkpoint_dir(run_id)``.
+
+    Returns:
+        The run record (see :mod:`harness.store`), with ``status: finished``.
+
+    Raises:
+        HarnessError: configuration, data, model-loading or training errors (the record, when a
+            store is given, says ``failed`` and keeps the trajectory so far).
+    """
+    say: Log = log if log is not None else (lambda _line: None)
+    if save_checkpoint and store is None:
+        raise ConfigError("save_checkpoint needs a run store (the checkpoint lives under it)")
+    record = new_record(config)
+    wall0 = time.perf_counter()
+
+    def save() -> None:
+        record["wall_time_s"] = round(time.perf_counter() - wall0, 3)
+        if store is not None:
+            store.save(record)
+
+    save()
+    old_threads = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    try:
+        _run(config, data_root, record, save, say, device, store if save_checkpoint else None)
+        record["status"] = "finished"
+    except BaseException as exc:
+        record["status"] = "failed"
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        record["finished_at"] = now_iso()
+        save()
+        raise
+    finally:
+        if num_threads is not None:
+            torch.set_num_threads(old_threads)
+    record["finished_at"] = now_iso()
+    save()
+    return record
+
+
+def _run(
+    config: RunConfig,
+    data_root: Path,
+    record: dict[str, Any],
+    save: Callable[[], None],
+    say: Log,
+    device: str | None,
+    checkpoint_store: RunStore | None,
+) -> None:
+    from harness.encoder import load_encoder
+    from methods import build_params, get_method
+
+    run_id = record["run_id"]
+    _check_post_whitening_available(config.post_whiten)
+    seed_everything(config.seed)
+    sentences = read_corpus(Path(config.corpus), min_sentences=config.batch_size)
+    total = total_steps(config, len(sentences))
+    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    say(
+        f"[{run_id}] {config.method} on {config.model}, {len(sentences)} sentences, {total} steps of "
+        f"{config.batch_size}, eval every {config.eval_every}, device {dev}"
+    )
+    encoder = load_encoder(config.model, dev, seed=config.seed)
+    method_cls = get_method(config.method)
+    method = method_cls(build_params(config.method, config.params), encoder.hidden_size).to(dev)
+    step_fn = TrainStep(encoder, method, config, total)
+    probe = make_probe(data_root)
+    final_evaluate = make_final_evaluator() if config.final_tasks != "none" else None
+
+    def embed(batch: list[str]) -> np.ndarray:
+        return encoder.embed(batch, config.eval_pooler)
+
+    def head_into_pooler(required: bool) -> None:
+        head = method.export_head()
+        if head is None:
+            return
+        try:
+            encoder.load_head_into_pooler(head)
+        except ConfigError:
+            if required:
+                raise
+
+    wall0 = time.perf_counter()
+    best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
+    eval_time = 0.0
+    train_time = 0.0
+    pending_loss: list[float] = []
+    pending_metrics: dict[str, list[float]] = {}
+
+    def evaluate_now(step: int) -> None:
+        nonlocal eval_time
+        t0 = time.perf_counter()
+        if config.eval_pooler == "cls":
+            head_into_pooler(required=True)
+        scores = probe(embed)
+        step_fn.train()
+        eval_time += time.perf_counter() - t0
+        point: dict[str, Any] = {
+            "step": step,
+            "loss": float(np.mean(pending_loss)) if pending_loss else None,
+            "stsb_dev": float(scores["stsb_dev"]),
+            "align": float(scores["align"]),
+            "uniform": float(scores["uniform"]),
+            "lr": step_fn.lr,
+            "elapsed_s": round(time.perf_counter() - wall0, 3),
+        }
+        for key in sorted(scores):
+            if key not in point:
+                point[key] = float(scores[key])
+        for key, values in sorted(pending_metrics.items()):
+            point[key if key not in RESERVED_KEYS else f"method_{key}"] = float(np.mean(values))
+        pending_loss.clear()
+        pending_metrics.clear()
+        record["trajectory"].append(point)
+        candidate = step > 0 or total == 0
+        if candidate and point["stsb_dev"] > best["score"]:
+            best.update(
+                score=point["stsb_dev"], step=step, encoder=_cpu_state(encoder), method=_cpu_state(method)
+            )
+            record["best_step"] = step
+            record["best_stsb_dev"] = point["stsb_dev"]
+        record["train_time_s"] = round(train_time, 3)
+        record["eval_time_s"] = round(eval_time, 3)
+        save()
+        say(
+            f"[{run_id}] step {step}/{total} loss {_fmt(point['loss'])} stsb_dev {point['stsb_dev']:.2f} "
+            f"align {point['align']:.4f} uniform {point['uniform']:.4f} "
+            f"({point['elapsed_s']:.0f} s){' *' if record['best_step'] == step else ''}"
+        )
+
+    evaluate_now(0)
+    stream = batches(sentences, config.batch_size, config.seed)
+    for step in range(1, total + 1):
+        t0 = time.perf_counter()
+        loss, metrics = step_fn(next(stream), step)
+        train_time += time.perf_counter() - t0
+        pending_loss.append(loss)
+        for key, value in metrics.items():
+            pending_metrics.setdefault(key, []).append(value)
+        if step % config.eval_every == 0 or step == total:
+            evaluate_now(step)
+
+    if best["encoder"] is not None:
+        encoder.load_state_dict(best["encoder"])
+        method.load_state_dict(best["method"])
+    encoder.eval()
+    head_into_pooler(required=config.eval_pooler == "cls")
+    if checkpoint_store is not None:
+        target = checkpoint_store.checkpoint_dir(run_id)
+        target.mkdir(parents=True, exist_ok=True)
+        hf_model: Any = encoder.model
+        hf_model.save_pretrained(str(target))
+        encoder.tokenizer.save_pretrained(str(target))
+        record["checkpoint"] = str(target)
+        say(f"[{run_id}] best encoder (step {record['best_step']}) saved to {target}")
+
+    t0 = time.perf_counter()
+    final_embed: EmbedFn = embed
+    if config.post_whiten != "none":
+        fit_on = sentences[: config.post_whiten_sentences]
+        say(f"[{run_id}] fitting {config.post_whiten} post-whitening on {len(fit_on)} corpus sentences")
+        final_embed = fit_whitening(embed, fit_on, config.post_whiten)
+    if final_evaluate is not None:
+        say(f"[{run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode})")
+        record["final"] = final_evaluate(final_embed, data_root, config.final_tasks, config.transfer_mode)
+    eval_time += time.perf_counter() - t0
+    record["train_time_s"] = round(train_time, 3)
+    record["eval_time_s"] = round(eval_time, 3)
+
+
+__all__ = [
+    "TrainStep",
+    "batches",
+    "linear_schedule",
+    "make_final_evaluator",
+    "make_probe",
+    "read_corpus",
+    "seed_everything",
+    "total_steps",
+    "train_run",
+]
