@@ -1,0 +1,570 @@
+"""The seven SentEval transfer tasks (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC), with SentEval's numbers.
+
+The protocol is ``shared/docs/SENTEVAL_PROTOCOL.md`` ("Transfer tasks"); in short:
+
+* Readers as SentEval's: MR/CR/SUBJ/MPQA are Latin-1 with empty lines kept, positives then
+  negatives; SST2 has train/dev/test; TREC uses the coarse labels; MRPC's features are
+  ``[|u - v|, u * v]``.
+* Before embedding, every split is stable-sorted by ``(len(tokens), label)`` (MRPC:
+  ``(len A, len B, label)``) and embedded in chunks of 128; that order is the one the folds and
+  permutations see.
+* Logistic regression (:mod:`harness.evaluation.logreg`) with the L2 grid 1e-5..1e-2:
+  nested ``StratifiedKFold`` for MR/CR/SUBJ/MPQA, ``StratifiedKFold`` on train then test for TREC
+  and MRPC, train/dev/test for SST2. Accuracies are rounded exactly where SentEval rounds them.
+
+Speed without changing a number: a fit depends only on its rows, its L2 value and the parameter
+set (every fit reseeds), so independent fits (L2 values, folds, tasks) run in a process pool. Fits
+that depend on a selection (the refit with the chosen L2) are submitted as soon as the fits they
+depend on are done. The features reach the workers once, by ``fork`` (or once per worker where
+only ``spawn`` exists), never per fit. Each fit uses :func:`~harness.evaluation.logreg.fit_fast`,
+which issues the same kernels as SentEval's classifier without autograd and optimiser overhead.
+``workers=1`` runs the same fits one after another in this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.model_selection import StratifiedKFold
+
+from harness.errors import ConfigError, DataError
+from harness.evaluation.logreg import (
+    FITTERS,
+    L2_GRID,
+    PARAMETER_SETS,
+    SEED,
+    ClassifierConfig,
+    FitResult,
+)
+
+EmbedFn = Callable[[list[str]], np.ndarray]
+"""Embeds exactly the sentences given: ``list[str]`` of length n -> array ``[n, d]``."""
+
+BATCH_SIZE = 128
+"""SentEval's ``params.batch_size``: sentences per encoder call."""
+
+TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+"""The seven tasks, in SimCSE's table order."""
+
+MODES: tuple[str, ...] = tuple(PARAMETER_SETS)
+
+BINARY_FILES: dict[str, tuple[str, str, str]] = {
+    "MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"),
+    "CR": ("CR", "custrev.pos", "custrev.neg"),
+    "SUBJ": ("SUBJ", "subj.objective", "subj.subjective"),
+    "MPQA": ("MPQA", "mpqa.pos", "mpqa.neg"),
+}
+"""Folder, label-1 file and label-0 file of each binary task."""
+
+TREC_LABELS: dict[str, int] = {"ABBR": 0, "DESC": 1, "ENTY": 2, "HUM": 3, "LOC": 4, "NUM": 5}
+
+Tokens = list[str]
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TextSplit:
+    """One split in SentEval's order: one token column (two for MRPC) and the labels.
+
+    Attributes:
+        columns: ``columns[c][i]`` is the token list of row i in column c.
+        labels: Integer labels, one per row.
+    """
+
+    columns: tuple[list[Tokens], ...]
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass(frozen=True)
+class TaskText:
+    """A task's text: its splits (``all`` for the binary tasks; ``train``/``dev``/``test`` else)."""
+
+    name: str
+    nclasses: int
+    splits: dict[str, TextSplit]
+
+
+def _open_lines(path: Path, encoding: str) -> str:
+    if not path.is_file():
+        raise DataError(f"SentEval file not found: {path}")
+    try:
+        with open(path, encoding=encoding) as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from exc
+
+
+def _iter_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Numbered lines as ``for line in f`` yields them (newline-terminated; no empty last line)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return enumerate(lines, start=1)
+
+
+def read_binary(senteval_path: Path, task: str) -> TaskText:
+    """MR, CR, SUBJ or MPQA: Latin-1, ``splitlines`` (empty lines kept), label-1 file first."""
+    folder, pos_name, neg_name = BINARY_FILES[task]
+    pos = [line.split() for line in _open_lines(senteval_path / folder / pos_name, "latin-1").splitlines()]
+    neg = [line.split() for line in _open_lines(senteval_path / folder / neg_name, "latin-1").splitlines()]
+    labels = np.array([1] * len(pos) + [0] * len(neg), dtype=np.int64)
+    return TaskText(task, 2, {"all": TextSplit((pos + neg,), labels)})
+
+
+def read_sst2(senteval_path: Path) -> TaskText:
+    """SST2: ``SST/binary/sentiment-{train,dev,test}``, UTF-8, ``text<TAB>label`` per line."""
+    splits = {}
+    for split in ("train", "dev", "test"):
+        path = senteval_path / "SST" / "binary" / f"sentiment-{split}"
+        rows, labels = [], []
+        for lineno, line in _iter_lines(_open_lines(path, "utf-8")):
+            fields = line.strip().split("\t")
+            if len(fields) < 2 or fields[1].strip() not in ("0", "1"):
+                raise DataError(f"{path}:{lineno}: expected 'sentence<TAB>0|1', got {line.strip()!r}")
+            rows.append(fields[0].split())
+            labels.append(int(fields[1]))
+        splits[split] = TextSplit((rows,), np.array(labels, dtype=np.int64))
+    return TaskText("SST2", 2, splits)
+
+
+def read_trec(senteval_path: Path) -> TaskText:
+    """TREC: Latin-1, ``COARSE:fine question``; the fine label (first word) is dropped."""
+    splits = {}
+    for split, name in (("train", "train_5500.label"), ("test", "TREC_10.label")):
+        path = senteval_path / "TREC" / name
+        rows, labels = [], []
+        for lineno, line in _iter_lines(_open_lines(path, "latin-1")):
+            target, sep, sample = line.strip().partition(":")
+            words = sample.split(" ", 1)
+            if not sep or target not in TREC_LABELS or len(words) < 2:
+                raise DataError(
+                    f"{path}:{lineno}: expected 'COARSE:fine question' with COARSE one of "
+                    f"{', '.join(TREC_LABELS)}, got {line.strip()!r}"
+                )
+            rows.append(words[1].split())
+            labels.append(TREC_LABELS[target])
+        splits[split] = TextSplit((rows,), np.array(labels, dtype=np.int64))
+    return TaskText("TREC", 6, splits)
+
+
+def read_mrpc(senteval_path: Path) -> TaskText:
+    """MRPC: UTF-8, tab-separated, header dropped; label = field 0, sentences = fields 3 and 4."""
+    splits = {}
+    for split in ("train", "test"):
+        path = senteval_path / "MRPC" / f"msr_paraphrase_{split}.txt"
+        a_rows, b_rows, labels = [], [], []
+        for lineno, line in _iter_lines(_open_lines(path, "utf-8")):
+            if lineno == 1:
+                continue  # the header
+            fields = line.strip().split("\t")
+            if len(fields) < 5 or fields[0] not in ("0", "1"):
+                raise DataError(
+                    f"{path}:{lineno}: expected 'label<TAB>id<TAB>id<TAB>sentence<TAB>sentence' with "
+                    f"label 0 or 1, got {line.strip()!r}"
+                )
+            a_rows.append(fields[3].split())
+            b_rows.append(fields[4].split())
+            labels.append(int(fields[0]))
+        splits[split] = TextSplit((a_rows, b_rows), np.array(labels, dtype=np.int64))
+    return TaskText("MRPC", 2, splits)
+
+
+def sort_split(split: TextSplit) -> TextSplit:
+    """SentEval's stable sort by ``(len(tokens) per column..., label)``."""
+    keys = [(*(len(col[i]) for col in split.columns), int(split.labels[i])) for i in range(len(split))]
+    order = sorted(range(len(split)), key=keys.__getitem__)
+    columns = tuple([col[i] for i in order] for col in split.columns)
+    return TextSplit(columns, split.labels[np.array(order, dtype=np.int64)])
+
+
+def read_task(senteval_path: Path, task: str) -> TaskText:
+    """Read one task and sort every split in SentEval's order."""
+    senteval_path = Path(senteval_path)
+    if task in BINARY_FILES:
+        text = read_binary(senteval_path, task)
+    elif task == "SST2":
+        text = read_sst2(senteval_path)
+    elif task == "TREC":
+        text = read_trec(senteval_path)
+    elif task == "MRPC":
+        text = read_mrpc(senteval_path)
+    else:
+        raise ConfigError(f"unknown transfer task {task!r}; choose from {', '.join(TRANSFER_TASKS)}")
+    return TaskText(text.name, text.nclasses, {k: sort_split(v) for k, v in text.splits.items()})
+
+
+# --------------------------------------------------------------------------------------------------
+# Embedding
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskFeatures:
+    """A task's classifier inputs: per split, features ``[n, f]`` (float32) and labels ``[n]``."""
+
+    name: str
+    nclasses: int
+    splits: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def embed_column(sentences: Sequence[Tokens], embed: EmbedFn, batch_size: int = BATCH_SIZE) -> np.ndarray:
+    """Embed token lists as SentEval does: ``' '.join(tokens)``, chunks of ``batch_size``, vstack."""
+    chunks = []
+    for start in range(0, len(sentences), batch_size):
+        batch = [" ".join(tokens) for tokens in sentences[start : start + batch_size]]
+        out = np.asarray(embed(batch))
+        if out.ndim != 2 or out.shape[0] != len(batch):
+            raise ConfigError(
+                f"embed must return an array [n, d] for n sentences; got shape {out.shape} for n={len(batch)}"
+            )
+        chunks.append(out)
+    if not chunks:
+        raise DataError("nothing to embed: a task split is empty")
+    return np.vstack(chunks)
+
+
+def embed_task(text: TaskText, embed: EmbedFn) -> TaskFeatures:
+    """Embed every split; MRPC's features are ``np.c_[|A - B|, A * B]`` in the embedding dtype."""
+    splits = {}
+    for name, split in text.splits.items():
+        cols = [embed_column(col, embed) for col in split.columns]
+        feats = cols[0] if len(cols) == 1 else np.c_[np.abs(cols[0] - cols[1]), cols[0] * cols[1]]
+        # torch.FloatTensor(X) at every SentEval fit; casting once here is the same, element-wise.
+        splits[name] = (np.ascontiguousarray(feats, dtype=np.float32), split.labels)
+    return TaskFeatures(text.name, text.nclasses, splits)
+
+
+# --------------------------------------------------------------------------------------------------
+# Fits and the protocol around them
+# --------------------------------------------------------------------------------------------------
+Rows = tuple[str, "np.ndarray | None"]
+"""Rows of a task's split: ``(split name, row indices or None for all rows)``."""
+
+
+@dataclass(frozen=True)
+class FitJob:
+    """One classifier fit, small enough to send to a worker (the features stay there).
+
+    Attributes:
+        task: Task name (key of the worker's feature table).
+        train: Training rows.
+        valid: Validation rows, or None for SentEval's 5% split of the training rows.
+        score: Rows to score the best model on, or None (then the best validation accuracy counts).
+        l2: Weight decay.
+    """
+
+    task: str
+    train: Rows
+    valid: Rows | None
+    score: Rows | None
+    l2: float
+
+
+def _rows(features: TaskFeatures, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+    x, y = features.splits[rows[0]]
+    idx = rows[1]
+    return (x, y) if idx is None else (x[idx], y[idx])
+
+
+def run_fit(job: FitJob, features: TaskFeatures, config: ClassifierConfig, engine: str = "fast") -> float:
+    """Run one fit and return SentEval's ``clf.score`` on the scoring rows (a fraction)."""
+    x, y = _rows(features, job.train)
+    valid = _rows(features, job.valid) if job.valid is not None else None
+    score = _rows(features, job.score) if job.score is not None else None
+    result: FitResult = FITTERS[engine](x, y, features.nclasses, job.l2, config, valid, score)
+    return result.best_valid if result.score is None else result.score
+
+
+def _skf_splits(labels: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=SEED)
+    return list(skf.split(np.zeros(len(labels)), labels))
+
+
+class TaskProtocol:
+    """SentEval's model selection for one task, as two stages of independent fits.
+
+    Stage 1 (:attr:`selection_jobs`) scores every L2 value; stage 2 (:meth:`final_jobs`) refits
+    with the chosen L2 and scores the test rows; :meth:`accuracy` rounds as SentEval does.
+    """
+
+    def __init__(self, features: TaskFeatures, config: ClassifierConfig) -> None:
+        self.features = features
+        self.config = config
+        self.name = features.name
+        self.selection_jobs: list[FitJob] = []
+        k = config.kfold
+        if "all" in features.splits:  # nested k-fold (InnerKFoldClassifier)
+            y = features.splits["all"][1]
+            self.kind = "nested"
+            self.outer = _skf_splits(y, k)
+            for train_idx, _ in self.outer:
+                inner = _skf_splits(y[train_idx], k)
+                for l2 in L2_GRID:
+                    for in_train, in_test in inner:
+                        self.selection_jobs.append(
+                            FitJob(
+                                self.name, ("all", train_idx[in_train]), ("all", train_idx[in_test]), None, l2
+                            )
+                        )
+        elif "dev" in features.splits:  # train / dev / test (SplitClassifier)
+            self.kind = "split"
+            for l2 in L2_GRID:
+                self.selection_jobs.append(FitJob(self.name, ("train", None), ("dev", None), None, l2))
+        else:  # k-fold on train, then test (KFoldClassifier)
+            self.kind = "kfold"
+            folds = _skf_splits(features.splits["train"][1], k)
+            for l2 in L2_GRID:
+                for tr, te in folds:
+                    self.selection_jobs.append(FitJob(self.name, ("train", tr), ("train", te), None, l2))
+
+    def final_jobs(self, selection: Sequence[float]) -> list[FitJob]:
+        """The refits, given stage 1's results in :attr:`selection_jobs` order."""
+        k, n_reg = self.config.kfold, len(L2_GRID)
+        if self.kind == "nested":
+            jobs = []
+            per_outer = n_reg * k
+            for o, (train_idx, test_idx) in enumerate(self.outer):
+                block = selection[o * per_outer : (o + 1) * per_outer]
+                scores = [round(100 * np.mean(block[r * k : (r + 1) * k]), 2) for r in range(n_reg)]
+                l2 = L2_GRID[int(np.argmax(scores))]
+                jobs.append(FitJob(self.name, ("all", train_idx), None, ("all", test_idx), l2))
+            return jobs
+        if self.kind == "split":
+            dev_scores = [round(100 * s, 2) for s in selection]  # Python's round, as SentEval
+            l2 = L2_GRID[int(np.argmax(dev_scores))]
+            return [FitJob(self.name, ("train", None), ("dev", None), ("test", None), l2)]
+        scores = [round(100 * np.mean(selection[r * k : (r + 1) * k]), 2) for r in range(n_reg)]
+        l2 = L2_GRID[int(np.argmax(scores))]
+        return [FitJob(self.name, ("train", None), None, ("test", None), l2)]
+
+    def accuracy(self, finals: Sequence[float]) -> float:
+        """SentEval's ``acc``: the mean of rounded fold accuracies (nested) or the test accuracy."""
+        if self.kind == "nested":
+            return float(round(np.mean([round(100 * s, 2) for s in finals]), 2))
+        return float(round(100 * finals[0], 2))
+
+
+# Worker-side state: set once per worker process (inherited by fork, or unpickled once by spawn).
+_WORKER_FEATURES: dict[str, TaskFeatures] = {}
+_WORKER_CONFIG: list[ClassifierConfig] = []
+_WORKER_ENGINE: list[str] = []
+
+
+def _init_worker(features: dict[str, TaskFeatures], config: ClassifierConfig, engine: str) -> None:
+    torch.set_num_threads(1)
+    _WORKER_FEATURES.clear()
+    _WORKER_FEATURES.update(features)
+    _WORKER_CONFIG[:] = [config]
+    _WORKER_ENGINE[:] = [engine]
+
+
+def _worker_fit(job: FitJob) -> float:
+    return run_fit(job, _WORKER_FEATURES[job.task], _WORKER_CONFIG[0], _WORKER_ENGINE[0])
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _mp_context() -> multiprocessing.context.BaseContext:
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _expected_cost(protocol: TaskProtocol) -> int:
+    rows = sum(len(y) for _, y in protocol.features.splits.values())
+    return rows * (1 if protocol.kind == "nested" else 4)
+
+
+@dataclass
+class TransferTiming:
+    """Wall time of the classifier stage, per task (finish time since the start) and in total."""
+
+    seconds: float = 0.0
+    finished_at: dict[str, float] = field(default_factory=dict)
+
+
+def classify_tasks(
+    features: Mapping[str, TaskFeatures],
+    mode: str = "fasttest",
+    workers: int | None = None,
+    engine: str = "fast",
+    timing: TransferTiming | None = None,
+) -> dict[str, float]:
+    """Run SentEval's classifier protocol on embedded tasks and return each task's ``acc``.
+
+    Args:
+        features: Embedded tasks by name (from :func:`embed_task`).
+        mode: ``"fasttest"`` or ``"test"`` (SimCSE's parameter sets).
+        workers: Processes to fit in; 1 runs every fit in this process. Default: ``os.cpu_count()``.
+        engine: ``"fast"`` (same numbers, less overhead) or ``"reference"`` (SentEval's classifier
+            code path, for comparisons).
+        timing: Filled with wall times when given.
+
+    Returns:
+        Test accuracy in percent per task, rounded as SentEval rounds it.
+    """
+    if mode not in PARAMETER_SETS:
+        raise ConfigError(f"unknown SentEval mode {mode!r}; choose one of {', '.join(MODES)}")
+    if engine not in FITTERS:
+        raise ConfigError(f"unknown classifier engine {engine!r}; choose one of {', '.join(FITTERS)}")
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    if workers < 1:
+        raise ConfigError(f"workers must be >= 1, got {workers}")
+    config = PARAMETER_SETS[mode]
+    for name, feats in features.items():
+        if name != feats.name:
+            raise ConfigError(f"features[{name!r}] holds task {feats.name!r}")
+    protocols = {name: TaskProtocol(feats, config) for name, feats in features.items()}
+    start = time.perf_counter()
+    timing = timing if timing is not None else TransferTiming()
+    results: dict[str, float] = {}
+    with _torch_threads(1):
+        if workers == 1:
+            for name, proto in protocols.items():
+                sel = [run_fit(j, proto.features, config, engine) for j in proto.selection_jobs]
+                fin = [run_fit(j, proto.features, config, engine) for j in proto.final_jobs(sel)]
+                results[name] = proto.accuracy(fin)
+                timing.finished_at[name] = time.perf_counter() - start
+        else:
+            results = _classify_parallel(protocols, config, engine, workers, timing, start)
+    timing.seconds = time.perf_counter() - start
+    return {name: results[name] for name in features}
+
+
+def _classify_parallel(
+    protocols: dict[str, TaskProtocol],
+    config: ClassifierConfig,
+    engine: str,
+    workers: int,
+    timing: TransferTiming,
+    start: float,
+) -> dict[str, float]:
+    """Stage-1 fits of every task in one queue; a task's refits jump the queue once it is ready.
+
+    At most ``2 * workers`` fits are in flight, so a refit waits for at most that many fits, and
+    an interrupt cancels little.
+    """
+    feats = {p.name: p.features for p in protocols.values()}
+    selection: dict[str, list[float]] = {n: [0.0] * len(p.selection_jobs) for n, p in protocols.items()}
+    finals: dict[str, list[float]] = {}
+    left = {name: len(p.selection_jobs) for name, p in protocols.items()}
+    results: dict[str, float] = {}
+    # Longest chains first (SST2's refit on 67k rows waits for its selection fits).
+    order = sorted(protocols, key=lambda n: -_expected_cost(protocols[n]))
+    ready: deque[tuple[str, str, int, FitJob]] = deque(
+        (name, "selection", i, job) for name in order for i, job in enumerate(protocols[name].selection_jobs)
+    )
+    pending: dict[Future[float], tuple[str, str, int]] = {}
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=_mp_context(),
+        initializer=_init_worker,
+        initargs=(feats, config, engine),
+    )
+    try:
+        while ready or pending:
+            while ready and len(pending) < 2 * workers:
+                name, stage, i, job = ready.popleft()
+                pending[pool.submit(_worker_fit, job)] = (name, stage, i)
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                name, stage, i = pending.pop(fut)
+                value = fut.result()
+                left[name] -= 1
+                if stage == "selection":
+                    selection[name][i] = value
+                    if left[name] == 0:
+                        jobs = protocols[name].final_jobs(selection[name])
+                        finals[name] = [0.0] * len(jobs)
+                        left[name] = len(jobs)
+                        ready.extendleft(
+                            (name, "final", j, job) for j, job in reversed(list(enumerate(jobs)))
+                        )
+                else:
+                    finals[name][i] = value
+                    if left[name] == 0:
+                        results[name] = protocols[name].accuracy(finals[name])
+                        timing.finished_at[name] = time.perf_counter() - start
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return results
+
+
+def check_tasks(tasks: Sequence[str] | None) -> list[str]:
+    """The requested tasks (all seven by default), validated, duplicates dropped, order kept."""
+    if tasks is None:
+        return list(TRANSFER_TASKS)
+    if isinstance(tasks, str):
+        tasks = [tasks]
+    unknown = [t for t in tasks if t not in TRANSFER_TASKS]
+    if unknown:
+        raise ConfigError(
+            f"unknown transfer task(s) {', '.join(map(repr, unknown))}; "
+            f"choose from {', '.join(TRANSFER_TASKS)}"
+        )
+    if not tasks:
+        raise ConfigError("no transfer task requested")
+    return list(dict.fromkeys(tasks))
+
+
+def average(accuracies: Mapping[str, float]) -> float:
+    """The table's average as SimCSE prints it: ``"%.2f" % (sum / count)`` of the task accuracies."""
+    values = [float(v) for v in accuracies.values()]
+    return float("%.2f" % (sum(values) / len(values)))
+
+
+def evaluate_transfer(
+    embed: EmbedFn,
+    senteval_path: Path,
+    mode: str = "fasttest",
+    tasks: Sequence[str] | None = None,
+    workers: int | None = None,
+) -> dict[str, float]:
+    """Evaluate an encoder on the SentEval transfer tasks with SentEval's exact protocol.
+
+    Args:
+        embed: Embeds exactly the sentences it is given (``list[str]`` -> ``[n, d]``); called with
+            SentEval's batches (sorted splits, chunks of 128).
+        senteval_path: The SentEval data folder (``.../senteval``).
+        mode: ``"fasttest"`` (5 folds, RMSprop, batch 128, tenacity 3, epoch size 2) or ``"test"``
+            (10 folds, Adam, batch 64, tenacity 5, epoch size 4).
+        tasks: Subset of :data:`TRANSFER_TASKS`; default all seven.
+        workers: Processes for the classifier fits; default ``os.cpu_count()``; 1 = sequential.
+
+    Returns:
+        Test accuracy in percent per task (SentEval's ``acc``) and ``avg``, their mean rounded to 2
+        decimals.
+
+    Raises:
+        ConfigError: Unknown task or mode, bad ``workers``, or an ``embed`` returning a bad shape.
+        DataError: A missing or malformed data file (the message names the file and line).
+    """
+    if mode not in PARAMETER_SETS:
+        raise ConfigError(f"unknown SentEval mode {mode!r}; choose one of {', '.join(MODES)}")
+    names = check_tasks(tasks)
+    texts = [read_task(Path(senteval_path), name) for name in names]  # read all before embedding
+    features = {text.name: embed_task(text, embed) for text in texts}
+    accuracies = classify_tasks(features, mode=mode, workers=workers)
+    return {**accuracies, "avg": average(accuracies)}
