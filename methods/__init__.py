@@ -10,10 +10,17 @@ import difflib
 
 from harness.errors import ConfigError
 from methods.base import Method, MethodParams
+from methods.probes import BarlowProbe, NoiseProbe
 from methods.simcse import SimCSE
+from methods.simcsepp import SimCSEpp
+from methods.whitenedcse import WhitenedCSE
 
 REGISTRY: dict[str, type[Method]] = {
+    "barlow_probe": BarlowProbe,
+    "noise_probe": NoiseProbe,
     "simcse": SimCSE,
+    "simcsepp": SimCSEpp,
+    "whitenedcse": WhitenedCSE,
 }
 
 

@@ -2,6 +2,9 @@
 
 Gao, Yao and Chen, "SimCSE: Simple Contrastive Learning of Sentence Embeddings", EMNLP 2021.
 https://arxiv.org/abs/2104.08821
+
+:class:`ContrastiveMethod` holds the wiring every method here shares (the optional training-only MLP
+head and "m dropout views in one encoder call"); the other methods are this plus their own loss.
 """
 
 from __future__ import annotations
@@ -13,6 +16,33 @@ import torch
 from harness.errors import ConfigError
 from methods.base import EncodeFn, LossOutput, Method, MethodParams, MLPHead, repeat_rows
 from methods.losses import info_nce
+
+
+def check_temperature(value: float, name: str = "temperature") -> None:
+    """Raise ConfigError naming ``name`` unless ``value > 0`` (and finite)."""
+    if not (value > 0 and value != float("inf")):
+        raise ConfigError(f"{name} must be > 0, got {value}")
+
+
+class ContrastiveMethod(Method):
+    """Shared wiring (not registered): the optional MLP head and multi-view encoding.
+
+    ``params`` must have a boolean ``mlp`` field.
+    """
+
+    def __init__(self, params: MethodParams, hidden_size: int) -> None:
+        super().__init__(params, hidden_size)
+        self.mlp = MLPHead(hidden_size) if bool(getattr(params, "mlp", True)) else None
+
+    def head(self, x: torch.Tensor) -> torch.Tensor:
+        """The training head (Linear + Tanh) if ``mlp`` is on, else the identity."""
+        return self.mlp(x) if self.mlp is not None else x
+
+    @staticmethod
+    def encode_views(encode: EncodeFn, batch: dict[str, torch.Tensor], n: int) -> torch.Tensor:
+        """``n`` dropout views of every sentence from ONE encoder call: raw features ``[B, n, d]``."""
+        b = batch["input_ids"].shape[0]
+        return encode(repeat_rows(batch, n)).view(b, n, -1)
 
 
 @dataclass(frozen=True)
@@ -28,11 +58,12 @@ class SimCSEParams(MethodParams):
     mlp: bool = True
 
     def validate(self, hidden_size: int | None = None) -> None:
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        check_temperature(self.temperature)
 
 
-class SimCSE(Method):
+class SimCSE(ContrastiveMethod):
+    """``loss = InfoNCE(head(z1), head(z2))`` with ``z1, z2`` two dropout views from one call."""
+
     name = "simcse"
     description = "Unsupervised SimCSE: two dropout views per sentence, InfoNCE over in-batch negatives."
     citation = "Gao et al., SimCSE: Simple Contrastive Learning of Sentence Embeddings, EMNLP 2021"
@@ -41,13 +72,8 @@ class SimCSE(Method):
     def __init__(self, params: SimCSEParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
         self.p: SimCSEParams = params
-        self.mlp = MLPHead(hidden_size) if params.mlp else None
-
-    def head(self, x: torch.Tensor) -> torch.Tensor:
-        return self.mlp(x) if self.mlp is not None else x
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        n = batch["input_ids"].shape[0]
-        views = self.head(encode(repeat_rows(batch, 2))).view(n, 2, -1)
+        views = self.head(self.encode_views(encode, batch, 2))
         loss = info_nce(views[:, 0], views[:, 1], self.p.temperature)
-        return LossOutput(loss)
+        return LossOutput(loss, {"loss_infonce": float(loss.detach())})

@@ -1,0 +1,178 @@
+"""The SimCSE++ probes: dropout-noise probes (Table 1) and Barlow Twins padding probes (Table 2).
+
+Xu et al., "SimCSE++: Improving Contrastive Learning for Sentence Embeddings from Two Perspectives",
+EMNLP 2023, Sec. 3 (METHODS.md Sec. 4). Both are SimCSE plus one injected change: the noise probes
+swap the representations of the positive OR the negative pairs inside
+:func:`~methods.losses.split_info_nce`; the Barlow probe adds a Barlow Twins term.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from harness.errors import ConfigError
+from methods.base import EncodeFn, LossOutput, MethodParams
+from methods.losses import barlow_twins_objective, cross_correlation, info_nce, split_info_nce
+from methods.simcse import ContrastiveMethod, check_temperature
+
+NoiseVariant = Literal["pos_plus_noise", "neg_plus_noise", "pos_minus_noise", "neg_minus_noise"]
+_VARIANTS: tuple[str, ...] = ("pos_plus_noise", "neg_plus_noise", "pos_minus_noise", "neg_minus_noise")
+
+
+@dataclass(frozen=True)
+class NoiseProbeParams(MethodParams):
+    """Hyper-parameters of the dropout-noise probes (grid keys).
+
+    Attributes:
+        temperature: InfoNCE tau (0.05).
+        variant: ``pos_plus_noise`` | ``neg_plus_noise`` | ``pos_minus_noise`` | ``neg_minus_noise``.
+        noise_var: variance of the Gaussian noise of the ``+noise`` variants (paper: 0.1).
+        k_samples: ``K`` dropout encodings averaged by the ``-noise`` variants (paper: 10).
+        mlp: apply the training MLP head (noise and averaging act on the head's output).
+    """
+
+    temperature: float = 0.05
+    variant: NoiseVariant = "pos_plus_noise"
+    noise_var: float = 0.1
+    k_samples: int = 10
+    mlp: bool = True
+
+    def validate(self, hidden_size: int | None = None) -> None:
+        check_temperature(self.temperature)
+        if self.variant not in _VARIANTS:
+            raise ConfigError(f"variant: {self.variant!r} is not one of {', '.join(map(repr, _VARIANTS))}")
+        if not (self.noise_var >= 0 and math.isfinite(self.noise_var)):
+            raise ConfigError(f"noise_var must be >= 0, got {self.noise_var}")
+        if self.k_samples < 1:
+            raise ConfigError(f"k_samples must be >= 1, got {self.k_samples}")
+
+
+class NoiseProbe(ContrastiveMethod):
+    """SimCSE with more (``+noise``) or less (``-noise``) noise on the positive or negative pairs.
+
+    With ``z1, z2`` two dropout views after the head, ``e1, e2 ~ N(0, noise_var I)`` drawn fresh each
+    step, and ``zbar1, zbar2`` the means of two disjoint sets of ``K`` dropout views after the head
+    (one encoder call on ``2K`` copies of each sentence; ``z1, z2`` are then the first view of each
+    set), the loss is :func:`~methods.losses.split_info_nce` with
+
+    * ``pos_plus_noise``: positives ``(z1 + e1, z2 + e2)``, negatives ``(z1, z2)``;
+    * ``neg_plus_noise``: positives ``(z1, z2)``, negatives ``(z1 + e1, z2 + e2)``;
+    * ``pos_minus_noise``: positives ``(zbar1, zbar2)``, negatives ``(z1, z2)``;
+    * ``neg_minus_noise``: positives ``(z1, z2)``, negatives ``(zbar1, zbar2)``.
+
+    ``noise_var = 0`` or ``K = 1`` gives SimCSE. The ``-noise`` variants cost ``K`` times SimCSE's
+    encoder rows.
+    """
+
+    name = "noise_probe"
+    description = (
+        "SimCSE++ Table 1 probe: Gaussian noise added to, or dropout noise averaged out of, the positive "
+        "or the negative pairs."
+    )
+    citation = (
+        "Xu et al., SimCSE++: Improving Contrastive Learning for Sentence Embeddings from Two "
+        "Perspectives, EMNLP 2023"
+    )
+    params_cls = NoiseProbeParams
+
+    def __init__(self, params: NoiseProbeParams, hidden_size: int) -> None:
+        super().__init__(params, hidden_size)
+        self.p: NoiseProbeParams = params
+
+    def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
+        p = self.p
+        if p.variant in ("pos_plus_noise", "neg_plus_noise"):
+            views = self.head(self.encode_views(encode, batch, 2))
+            z1, z2 = views[:, 0], views[:, 1]
+            std = math.sqrt(p.noise_var)
+            n1, n2 = z1 + std * torch.randn_like(z1), z2 + std * torch.randn_like(z2)
+            if p.variant == "pos_plus_noise":
+                loss = split_info_nce(n1, n2, z1, z2, p.temperature)
+            else:
+                loss = split_info_nce(z1, z2, n1, n2, p.temperature)
+        else:
+            k = p.k_samples
+            views = self.head(self.encode_views(encode, batch, 2 * k))
+            z1, z2 = views[:, 0], views[:, k]
+            m1, m2 = views[:, :k].mean(dim=1), views[:, k:].mean(dim=1)
+            if p.variant == "pos_minus_noise":
+                loss = split_info_nce(m1, m2, z1, z2, p.temperature)
+            else:
+                loss = split_info_nce(z1, z2, m1, m2, p.temperature)
+        return LossOutput(loss, {"loss_infonce": float(loss.detach())})
+
+
+@dataclass(frozen=True)
+class BarlowProbeParams(MethodParams):
+    """Hyper-parameters of the Barlow Twins padding probe (grid keys).
+
+    Attributes:
+        temperature: InfoNCE tau (0.05).
+        padding_rows: ``M`` artificial N(0, 1) rows appended to both views (Table 2: 0, 100, 300, 704).
+        bt_weight: weight of the Barlow Twins term (1.0: Barlow Twins' own summed scale; SimCSE++
+            does not state its weight).
+        offdiag_weight: Barlow Twins' ``lambda`` for the off-diagonal terms (5e-3, their default).
+        mlp: apply the training MLP head (the term acts on the head's output, like InfoNCE).
+    """
+
+    temperature: float = 0.05
+    padding_rows: int = 0
+    bt_weight: float = 1.0
+    offdiag_weight: float = 5e-3
+    mlp: bool = True
+
+    def validate(self, hidden_size: int | None = None) -> None:
+        check_temperature(self.temperature)
+        if self.padding_rows < 0:
+            raise ConfigError(f"padding_rows must be >= 0, got {self.padding_rows}")
+        if not (self.bt_weight >= 0 and math.isfinite(self.bt_weight)):
+            raise ConfigError(f"bt_weight must be >= 0, got {self.bt_weight}")
+        if not (self.offdiag_weight >= 0 and math.isfinite(self.offdiag_weight)):
+            raise ConfigError(f"offdiag_weight must be >= 0, got {self.offdiag_weight}")
+
+
+class BarlowProbe(ContrastiveMethod):
+    """``InfoNCE(z1, z2) + bt_weight * BarlowTwins([z1; P], [z2; P])``.
+
+    ``P`` is ``[M, d]`` drawn fresh from N(0, 1) every step and appended to BOTH views (the same rows:
+    each artificial row is a perfectly aligned pair), before the batch normalisation of the
+    cross-correlation. ``metrics["corr_rank"]`` is the rank of the ``d x d`` correlation matrix
+    (at most ``B + M``; the probe shows the rank bottleneck ``rank <= B`` without padding).
+    """
+
+    name = "barlow_probe"
+    description = (
+        "SimCSE++ Table 2 probe: SimCSE plus a Barlow Twins term whose views are padded with M "
+        "artificial N(0, 1) rows."
+    )
+    citation = (
+        "Xu et al., SimCSE++: Improving Contrastive Learning for Sentence Embeddings from Two "
+        "Perspectives, EMNLP 2023"
+    )
+    params_cls = BarlowProbeParams
+
+    def __init__(self, params: BarlowProbeParams, hidden_size: int) -> None:
+        super().__init__(params, hidden_size)
+        self.p: BarlowProbeParams = params
+
+    def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
+        p = self.p
+        views = self.head(self.encode_views(encode, batch, 2))
+        z1, z2 = views[:, 0], views[:, 1]
+        nce = info_nce(z1, z2, p.temperature)
+        padding = None
+        if p.padding_rows > 0:
+            padding = torch.randn(p.padding_rows, z1.shape[1], dtype=z1.dtype, device=z1.device)
+        c = cross_correlation(z1, z2, padding)
+        bt = barlow_twins_objective(c, p.offdiag_weight)
+        rank = int(torch.linalg.matrix_rank(c.detach()))
+        metrics = {
+            "loss_infonce": float(nce.detach()),
+            "loss_bt": float(bt.detach()),
+            "corr_rank": float(rank),
+        }
+        return LossOutput(nce + p.bt_weight * bt, metrics)

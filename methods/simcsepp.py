@@ -1,0 +1,111 @@
+"""SimCSE++: off-dropout negatives with a positive weight ``m``, plus dimension-wise contrast (DCL).
+
+Xu et al., "SimCSE++: Improving Contrastive Learning for Sentence Embeddings from Two Perspectives",
+EMNLP 2023 (METHODS.md Sec. 3).
+
+One training step:
+
+1. ``z1, z2 = MLP(two dropout views)`` from ONE encoder call on the doubled batch.
+2. If ``infonce``: with ``off_dropout``, a SECOND encoder call on the ``B`` sentences with every
+   dropout off (model otherwise in training mode), WITH gradient, MLP applied, gives ``z0``; the
+   negatives are ``s(z0_i, z0_j)``. Without ``off_dropout`` the negatives are SimCSE's
+   ``s(z1_i, z2_j)``. ``L_nce`` = :func:`~methods.losses.off_dropout_nce` with weight ``m`` placed
+   as ``m_placement`` says (``released``: ``m`` scales the positive logit; ``paper``: ``m`` scales the
+   negative sum).
+3. If ``lambda_dcl > 0``: ``L_dcl`` = :func:`~methods.losses.dcl_loss` on ``(z1, z2)``.
+
+``loss = [infonce] * L_nce + lambda_dcl * L_dcl``. ``infonce=False`` makes DCL the only objective
+(SimCSE++ Table 4; no dropout-off pass is made then). ``m = 1, lambda_dcl = 0, off_dropout = False``
+is SimCSE exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from harness.errors import ConfigError
+from methods.base import EncodeFn, LossOutput, MethodParams
+from methods.losses import dcl_loss, off_dropout_nce
+from methods.simcse import ContrastiveMethod, check_temperature
+
+
+@dataclass(frozen=True)
+class SimCSEppParams(MethodParams):
+    """Hyper-parameters of SimCSE++ (grid keys).
+
+    Attributes:
+        temperature: InfoNCE tau (0.05).
+        off_dropout: negatives from a dropout-off encoder pass ``z0`` (with gradient, MLP applied).
+        m: the positive weight (Table 5 searches {0.5, 0.8, 0.9, 1, 1.1, 1.2}; best 0.9); ``> 0``.
+        m_placement: ``released`` (``m`` multiplies the positive logit, default) or ``paper``
+            (Eq. 3: ``m`` multiplies the negative sum).
+        lambda_dcl: weight of DCL (0.1; 0 disables it).
+        tau_dcl: DCL temperature (5).
+        dcl_reduction: ``mean`` over dimensions (released code) or ``sum`` (paper Eq. 5).
+        infonce: include the (off-dropout) InfoNCE term; ``False`` = DCL only (needs lambda_dcl > 0).
+        mlp: apply the training MLP head.
+    """
+
+    temperature: float = 0.05
+    off_dropout: bool = True
+    m: float = 0.9
+    m_placement: Literal["released", "paper"] = "released"
+    lambda_dcl: float = 0.1
+    tau_dcl: float = 5.0
+    dcl_reduction: Literal["mean", "sum"] = "mean"
+    infonce: bool = True
+    mlp: bool = True
+
+    def validate(self, hidden_size: int | None = None) -> None:
+        check_temperature(self.temperature)
+        check_temperature(self.tau_dcl, "tau_dcl")
+        if not (self.m > 0 and math.isfinite(self.m)):
+            raise ConfigError(f"m must be > 0, got {self.m}")
+        if self.m_placement not in ("released", "paper"):
+            raise ConfigError(f"m_placement: {self.m_placement!r} is not one of 'released', 'paper'")
+        if self.dcl_reduction not in ("mean", "sum"):
+            raise ConfigError(f"dcl_reduction: {self.dcl_reduction!r} is not one of 'mean', 'sum'")
+        if not (self.lambda_dcl >= 0 and math.isfinite(self.lambda_dcl)):
+            raise ConfigError(f"lambda_dcl must be >= 0, got {self.lambda_dcl}")
+        if not self.infonce and self.lambda_dcl == 0:
+            raise ConfigError("lambda_dcl must be > 0 when infonce=False (DCL is then the only objective)")
+
+
+class SimCSEpp(ContrastiveMethod):
+    """Off-dropout InfoNCE with weight m, plus lambda * DCL (see the module docstring)."""
+
+    name = "simcsepp"
+    description = (
+        "SimCSE++: negatives from a dropout-off pass, positive weight m, plus dimension-wise "
+        "contrastive learning (DCL)."
+    )
+    citation = (
+        "Xu et al., SimCSE++: Improving Contrastive Learning for Sentence Embeddings from Two "
+        "Perspectives, EMNLP 2023"
+    )
+    params_cls = SimCSEppParams
+
+    def __init__(self, params: SimCSEppParams, hidden_size: int) -> None:
+        super().__init__(params, hidden_size)
+        self.p: SimCSEppParams = params
+
+    def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
+        p = self.p
+        views = self.head(self.encode_views(encode, batch, 2))
+        z1, z2 = views[:, 0], views[:, 1]
+        metrics: dict[str, float] = {}
+        loss = z1.new_zeros(())
+        if p.infonce:
+            z0 = self.head(encode(batch, dropout=False)) if p.off_dropout else None
+            nce = off_dropout_nce(z1, z2, z0, p.temperature, p.m, p.m_placement)
+            loss = loss + nce
+            metrics["loss_infonce"] = float(nce.detach())
+        if p.lambda_dcl > 0:
+            dcl = dcl_loss(z1, z2, p.tau_dcl, p.dcl_reduction)
+            loss = loss + p.lambda_dcl * dcl
+            metrics["loss_dcl"] = float(dcl.detach())
+        return LossOutput(loss, metrics)

@@ -1,0 +1,205 @@
+"""WhitenedCSE: shuffled group whitening before the MLP head, and several positives per sentence.
+
+Zhuo, Sun, Wang, Zhu and Yang, "WhitenedCSE: Whitening-based Contrastive Learning of Sentence
+Embeddings", ACL 2023. https://arxiv.org/abs/2305.17746 (METHODS.md Sec. 2).
+
+One training step:
+
+1. Raw views ``[B, m, d]`` (pooled features, before any head). ``positive_source="dropout"``
+   (default, the released code): ``m`` dropout views from ONE encoder call on the ``m``-times
+   repeated batch. ``positive_source="sgw"`` (the paper's "little extra cost" wording): one call with
+   2 dropout views; view 1 is the anchor and the ``m - 1`` positives are independent SGW draws
+   (fresh permutations) on dropout view 2, so ``m = 2`` is the dropout source exactly.
+2. Whitening of each view (before the MLP):
+
+   * ``none``: identity;
+   * ``sgw``: shuffled group whitening with ``num_groups`` groups; ``shuffle=False`` turns the
+     shuffle off. ``group`` is plain group whitening and is EXACTLY ``sgw`` with ``shuffle=False``
+     (``shuffle`` is read only by ``sgw``);
+   * ``zca`` / ``pca``: whitening over all ``d`` channels with running mean and covariance
+     (momentum ``momentum``), updated once per step from all ``B * m`` rows; every view gets the same
+     matrix (see :class:`~methods.whitening.RunningWhitening`).
+
+   For ``sgw``/``group`` the statistics and permutation are per block. ``reading="paper"``
+   (default): each view is its own block (``B`` rows, its own permutation).
+   ``reading="released"``: the sentence-major rows ``[s0v0, s0v1, ..., s1v0, ...]`` are cut into ``m``
+   contiguous blocks of ``B`` rows, each with its own permutation, so a sentence's views share one.
+3. ``z = MLP(whitened)``; anchor ``z[:, 0]``, positives ``z[:, 1:]``; loss ``l1`` (Eq. 7, default)
+   or ``l2`` (Eq. 8) from :mod:`methods.losses`, weighted by ``positive_weights``.
+
+Evaluation uses the raw [CLS] vector (no whitening, no MLP), as the harness does for every method.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from harness.errors import ConfigError
+from methods.base import EncodeFn, LossOutput, MethodParams
+from methods.losses import info_nce_terms, multi_positive_l1, multi_positive_l2
+from methods.simcse import ContrastiveMethod, check_temperature
+from methods.whitening import RunningWhitening, group_whiten, random_permutations
+
+
+@dataclass(frozen=True)
+class WhitenedCSEParams(MethodParams):
+    """Hyper-parameters of WhitenedCSE (grid keys).
+
+    Attributes:
+        temperature: InfoNCE tau (0.05).
+        whitening: ``sgw`` (default) | ``group`` (= ``sgw`` without shuffle) | ``zca`` | ``pca`` |
+            ``none`` (WhitenedCSE Table 3).
+        num_groups: the NUMBER of channel groups (paper: 384 for bert-base, 256 for roberta); must
+            divide the hidden size. Read only by ``sgw`` and ``group``.
+        shuffle: draw a fresh channel permutation per block (``sgw`` only; ``False`` = plain group
+            whitening, Table 4 "w/o shuffled").
+        num_positives: ``m >= 2`` views per sentence: the anchor and ``m - 1`` positives (Table 5).
+        positive_source: ``dropout`` (m dropout views, released code) or ``sgw`` (extra SGW draws on
+            one dropout view; needs ``whitening="sgw"``, ``shuffle=True``, ``reading="paper"``).
+        reading: ``paper`` (each view its own permutation and statistics) or ``released``
+            (sentence-major row blocks; a sentence's views share a permutation).
+        loss: ``l1`` (Eq. 7, sum of per-positive InfoNCE) or ``l2`` (Eq. 8, positives inside the log).
+        positive_weights: ``lambda_p`` for the ``m - 1`` positives; empty = all 1.0.
+        eps: ridge ``eps * I`` added to every whitening covariance (1e-5; the released code has 0).
+        whitening_grad: ``stop`` (W constant, released code) or ``full``.
+        momentum: beta of the running mean/covariance of ``pca``/``zca``.
+        mlp: apply the training MLP head after whitening.
+    """
+
+    temperature: float = 0.05
+    whitening: Literal["sgw", "group", "zca", "pca", "none"] = "sgw"
+    num_groups: int = 384
+    shuffle: bool = True
+    num_positives: int = 3
+    positive_source: Literal["dropout", "sgw"] = "dropout"
+    reading: Literal["paper", "released"] = "paper"
+    loss: Literal["l1", "l2"] = "l1"
+    positive_weights: tuple[float, ...] = ()
+    eps: float = 1e-5
+    whitening_grad: Literal["stop", "full"] = "stop"
+    momentum: float = 0.9
+    mlp: bool = True
+
+    @property
+    def shuffled(self) -> bool:
+        """Whether channel permutations are drawn (only ``sgw`` with ``shuffle=True``)."""
+        return self.whitening == "sgw" and self.shuffle
+
+    def validate(self, hidden_size: int | None = None) -> None:
+        check_temperature(self.temperature)
+        _choice("whitening", self.whitening, ("sgw", "group", "zca", "pca", "none"))
+        _choice("positive_source", self.positive_source, ("dropout", "sgw"))
+        _choice("reading", self.reading, ("paper", "released"))
+        _choice("loss", self.loss, ("l1", "l2"))
+        _choice("whitening_grad", self.whitening_grad, ("stop", "full"))
+        if self.num_groups < 1:
+            raise ConfigError(f"num_groups must be >= 1, got {self.num_groups}")
+        if (
+            self.whitening in ("sgw", "group")
+            and hidden_size is not None
+            and hidden_size % self.num_groups != 0
+        ):
+            raise ConfigError(
+                f"num_groups={self.num_groups} must divide the hidden size d={hidden_size} "
+                f"(num_groups is the NUMBER of groups, d / num_groups channels each)"
+            )
+        if self.num_positives < 2:
+            raise ConfigError(f"num_positives must be >= 2 (anchor + positives), got {self.num_positives}")
+        if self.positive_weights:
+            if len(self.positive_weights) != self.num_positives - 1:
+                raise ConfigError(
+                    f"positive_weights needs num_positives - 1 = {self.num_positives - 1} values, "
+                    f"got {len(self.positive_weights)}"
+                )
+            if any(not math.isfinite(w) or w < 0 for w in self.positive_weights) or not any(
+                w > 0 for w in self.positive_weights
+            ):
+                raise ConfigError(
+                    f"positive_weights must be finite, >= 0 and not all 0, got {self.positive_weights}"
+                )
+        if not (math.isfinite(self.eps) and self.eps >= 0):
+            raise ConfigError(f"eps must be >= 0, got {self.eps}")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ConfigError(f"momentum must be in [0, 1), got {self.momentum}")
+        if self.positive_source == "sgw" and not (self.shuffled and self.reading == "paper"):
+            raise ConfigError(
+                "positive_source='sgw' draws positives by re-shuffling one dropout view, so it needs "
+                "whitening='sgw', shuffle=True and reading='paper' (otherwise the positives are copies)"
+            )
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(map(repr, choices))}")
+
+
+class WhitenedCSE(ContrastiveMethod):
+    """Whitening of every view before the MLP, then L1/L2 over the anchor and ``m - 1`` positives."""
+
+    name = "whitenedcse"
+    description = (
+        "WhitenedCSE: shuffled group whitening before the MLP head and m positives per sentence "
+        "(multi-positive InfoNCE)."
+    )
+    citation = (
+        "Zhuo et al., WhitenedCSE: Whitening-based Contrastive Learning of Sentence Embeddings, ACL 2023"
+    )
+    params_cls = WhitenedCSEParams
+
+    def __init__(self, params: WhitenedCSEParams, hidden_size: int) -> None:
+        super().__init__(params, hidden_size)
+        self.p: WhitenedCSEParams = params
+        self.running: RunningWhitening | None = None
+        if params.whitening in ("zca", "pca"):
+            self.running = RunningWhitening(
+                hidden_size, params.whitening, params.momentum, params.eps, params.whitening_grad
+            )
+
+    # -- step 1: raw views ------------------------------------------------------------------------
+    def raw_views(self, encode: EncodeFn, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Raw pooled views ``[B, m, d]`` from the configured positive source."""
+        m = self.p.num_positives
+        if self.p.positive_source == "dropout":
+            return self.encode_views(encode, batch, m)
+        two = self.encode_views(encode, batch, 2)
+        b, _, d = two.shape
+        return torch.cat([two[:, :1], two[:, 1:2].expand(b, m - 1, d)], dim=1)
+
+    # -- step 2: whitening ------------------------------------------------------------------------
+    def whiten(self, views: torch.Tensor, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+        """Whiten raw views ``[B, m, d]`` as configured; return ``([B, m, d], metrics)``."""
+        p = self.p
+        b, m, d = views.shape
+        if p.whitening == "none":
+            return views, {}
+        if self.running is not None:
+            out, evals = self.running(views.reshape(b * m, d), step)
+            return out.view(b, m, d), {"whiten_min_eig": float(evals.min())}
+        # paper: view k is block k ([m, B, d]); released: the sentence-major [B*m, d] rows cut into
+        # m contiguous blocks of B rows.
+        blocks = views.transpose(0, 1) if p.reading == "paper" else views.reshape(m, b, d)
+        perm = random_permutations(m, d, views.device) if p.shuffled else None
+        out, evals = group_whiten(blocks, p.num_groups, p.eps, perm=perm, grad=p.whitening_grad, step=step)
+        out = out.transpose(0, 1) if p.reading == "paper" else out.reshape(b, m, d)
+        return out, {"whiten_min_eig": float(evals.min())}
+
+    # -- step 3: loss -----------------------------------------------------------------------------
+    def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
+        p = self.p
+        white, metrics = self.whiten(self.raw_views(encode, batch), step)
+        z = self.head(white)
+        anchor, positives = z[:, 0], z[:, 1:]
+        weights = p.positive_weights or None
+        if p.loss == "l1":
+            loss = multi_positive_l1(anchor, positives, p.temperature, weights)
+        else:
+            loss = multi_positive_l2(anchor, positives, p.temperature, weights)
+        with torch.no_grad():
+            terms = info_nce_terms(anchor, positives, p.temperature)
+        metrics.update({f"loss_pos{k + 2}": float(t) for k, t in enumerate(terms)})
+        metrics[f"loss_{p.loss}"] = float(loss.detach())
+        return LossOutput(loss, metrics)

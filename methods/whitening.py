@@ -1,0 +1,261 @@
+"""Whitening: batched (shuffled) group whitening, running PCA/ZCA, and post-processing whitening.
+
+Training-time whitening follows WhitenedCSE (Zhuo et al., ACL 2023, https://arxiv.org/abs/2305.17746,
+Sec. 3.2): split the ``d`` channels into ``G`` groups, centre each group by the batch mean, take the
+biased covariance ``Xc^T Xc / n``, and multiply by the ZCA matrix ``W = U diag(lambda^-1/2) U^T``.
+Shuffled group whitening (SGW) draws a random channel permutation first and undoes it afterwards.
+
+Numerics (see METHODS.md Sec. 2):
+
+* every group of every block is decomposed in ONE ``torch.linalg.eigh`` call on a ``[k*G, c, c]``
+  batch, in float64, on the tensor's own device; no Python loop over groups, no trip to the CPU;
+* a ridge ``eps * I`` is added to every covariance (the released code has none and returns NaN
+  whenever a group has at least as many channels as the block has rows);
+* the default gradient treats ``W`` as a constant (``grad="stop"``, as the released code does: the
+  gradient flows through the centring and the product ``Xc W`` only); ``grad="full"`` differentiates
+  through the covariance and the eigendecomposition too (unstable when eigenvalues repeat);
+* a non-finite input, or a non-finite or non-positive eigenvalue (possible only with ``eps = 0``),
+  raises :class:`~harness.errors.TrainingError` naming the step, the block and the group. There is
+  no silent fallback: a run that would be poisoned stops with a message instead.
+
+Evaluation-time whitening (BERT-whitening, Su et al. 2021, https://arxiv.org/abs/2103.15316) is
+:func:`fit_post_whitening` / :func:`apply_post_whitening` on NumPy arrays.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.errors import ConfigError, TrainingError
+
+GradMode = Literal["stop", "full"]
+
+
+def random_permutations(k: int, d: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """``k`` independent uniform permutations of ``range(d)``: ``[k, d]`` int64.
+
+    Drawn from the global RNG of ``device`` (so the run's seed controls them), in one call.
+    """
+    return torch.rand(k, d, device=device).argsort(dim=-1)
+
+
+def permute_channels(x: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
+    """``out[b, i, j] = x[b, i, perm[b, j]]`` for ``x: [k, n, d]`` and ``perm: [k, d]``."""
+    return torch.gather(x, -1, perm[:, None, :].expand_as(x))
+
+
+def inverse_permutation(perm: torch.Tensor) -> torch.Tensor:
+    """The inverse of each row of ``perm: [k, d]`` (``inv[perm] = arange``)."""
+    return perm.argsort(dim=-1)
+
+
+def _check_eigenvalues(evals: torch.Tensor, num_groups: int, step: int | None, what: str) -> None:
+    """Raise TrainingError if any eigenvalue of ``evals: [k*G, c]`` is non-finite or <= 0."""
+    bad_rows = (~torch.isfinite(evals) | (evals <= 0)).any(dim=-1)
+    if bool(bad_rows.any()):
+        first = int(bad_rows.nonzero()[0, 0])
+        block, group = divmod(first, num_groups)
+        at = f"step {step}: " if step is not None else ""
+        raise TrainingError(
+            f"{at}{what}: covariance of block {block}, group {group} is singular or non-finite "
+            f"(eigenvalues {evals[first].tolist()}); raise eps or use fewer channels per group"
+        )
+
+
+def group_whiten(
+    x: torch.Tensor,
+    num_groups: int,
+    eps: float = 1e-5,
+    *,
+    perm: torch.Tensor | None = None,
+    grad: GradMode = "stop",
+    step: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ZCA-whiten each group of channels of each block, all groups in one batched ``eigh``.
+
+    Args:
+        x: ``[k, n, d]`` (``k`` independent blocks of ``n`` rows) or ``[n, d]`` (one block).
+            Statistics are computed per block over its ``n`` rows.
+        num_groups: ``G``, the NUMBER of groups; must divide ``d`` (``c = d / G`` channels each).
+        eps: ridge added to every group covariance (``cov + eps * I``).
+        perm: optional ``[k, d]`` (or ``[d]``) channel permutations, one per block: the block's
+            channels are permuted, whitened group by group, and put back in their original order
+            (shuffled group whitening). ``None`` = plain group whitening over contiguous groups.
+        grad: ``"stop"`` treats ``W`` as a constant; ``"full"`` differentiates through it.
+        step: training step, only for error messages.
+
+    Returns:
+        ``(out, evals)``: ``out`` has the shape and dtype of ``x`` (``out = Xc W`` per group);
+        ``evals`` is the ``[k*G, c]`` float64 eigenvalues of the ridged covariances (detached).
+
+    Raises:
+        ConfigError: ``num_groups`` does not divide ``d``.
+        TrainingError: non-finite input, or a singular / non-finite covariance.
+    """
+    squeeze = x.dim() == 2
+    xb = x.unsqueeze(0) if squeeze else x
+    if xb.dim() != 3:
+        raise ValueError(f"group_whiten expects [n, d] or [k, n, d], got shape {tuple(x.shape)}")
+    k, n, d = xb.shape
+    if num_groups < 1 or d % num_groups != 0:
+        raise ConfigError(f"num_groups={num_groups} must divide the hidden size d={d}")
+    c = d // num_groups
+    at = f"step {step}: " if step is not None else ""
+    if not bool(torch.isfinite(xb).all()):
+        bad = (~torch.isfinite(xb)).nonzero()[0]
+        raise TrainingError(
+            f"{at}group whitening got a non-finite input (block {int(bad[0])}, row {int(bad[1])}, "
+            f"channel {int(bad[2])})"
+        )
+    if perm is not None:
+        perm = perm.unsqueeze(0) if perm.dim() == 1 else perm
+        xb = permute_channels(xb, perm)
+
+    xd = xb.to(torch.float64)
+    xc = xd - xd.mean(dim=1, keepdim=True)  # [k, n, d], gradient flows through the centring
+    xg = xc.view(k, n, num_groups, c).permute(0, 2, 1, 3).reshape(k * num_groups, n, c)
+
+    def whitening_matrix(groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cov = groups.transpose(1, 2) @ groups / n  # [k*G, c, c], biased
+        eye = torch.eye(c, dtype=cov.dtype, device=cov.device)
+        evals, evecs = torch.linalg.eigh(cov + eps * eye)
+        _check_eigenvalues(evals.detach(), num_groups, step, "group whitening")
+        w = evecs @ torch.diag_embed(evals.rsqrt()) @ evecs.transpose(1, 2)
+        return w, evals.detach()
+
+    if grad == "stop":
+        with torch.no_grad():
+            w, evals = whitening_matrix(xg.detach())
+    elif grad == "full":
+        w, evals = whitening_matrix(xg)
+    else:
+        raise ConfigError(f"whitening_grad must be 'stop' or 'full', got {grad!r}")
+
+    out = (xg @ w).view(k, num_groups, n, c).permute(0, 2, 1, 3).reshape(k, n, d)
+    if perm is not None:
+        out = permute_channels(out, inverse_permutation(perm))
+    out = out.to(x.dtype)
+    return (out.squeeze(0) if squeeze else out), evals
+
+
+class RunningWhitening(nn.Module):
+    """PCA or ZCA whitening over all ``d`` channels with running mean and covariance.
+
+    Each call computes the batch mean ``xbar`` and biased covariance ``S`` (centred by ``xbar``) of
+    its rows and mixes them into the running estimates with momentum ``beta``:
+    ``mu_n = beta mu_{n-1} + (1 - beta) xbar``, ``Sigma_n = beta Sigma_{n-1} + (1 - beta) S``.
+    At the first call there is nothing to mix with, so the estimates are initialised to the first
+    batch's own statistics (not to zero / identity, which would bias the early steps). The output is
+    ``(x - mu_n) W_n`` with ``W = U diag(lambda^-1/2) U^T`` (ZCA) or ``U diag(lambda^-1/2)`` (PCA,
+    no rotation back; columns sorted by decreasing eigenvalue), ``lambda, U = eigh(Sigma_n + eps I)``
+    in float64. With ``grad="stop"`` ``mu_n`` and ``W_n`` are constants; with ``grad="full"`` the
+    gradient flows through the current batch's share of them. Buffers are float64.
+    """
+
+    running_mean: torch.Tensor
+    running_cov: torch.Tensor
+    initialised: torch.Tensor
+
+    def __init__(
+        self,
+        dim: int,
+        kind: Literal["zca", "pca"] = "zca",
+        momentum: float = 0.9,
+        eps: float = 1e-5,
+        grad: GradMode = "stop",
+    ) -> None:
+        super().__init__()
+        if kind not in ("zca", "pca"):
+            raise ConfigError(f"whitening kind must be 'zca' or 'pca', got {kind!r}")
+        if not 0.0 <= momentum < 1.0:
+            raise ConfigError(f"momentum must be in [0, 1), got {momentum}")
+        self.kind = kind
+        self.momentum = momentum
+        self.eps = eps
+        self.grad = grad
+        self.register_buffer("running_mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("running_cov", torch.eye(dim, dtype=torch.float64))
+        self.register_buffer("initialised", torch.zeros((), dtype=torch.bool))
+
+    def forward(self, x: torch.Tensor, step: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Whiten ``x: [n, d]``; return ``(out [n, d] in x's dtype, eigenvalues [d] float64)``."""
+        at = f"step {step}: " if step is not None else ""
+        if not bool(torch.isfinite(x).all()):
+            raise TrainingError(f"{at}{self.kind} whitening got a non-finite input")
+        xd = x.to(torch.float64)
+        src = xd if self.grad == "full" else xd.detach()
+        mean = src.mean(dim=0)
+        xc = src - mean
+        cov = xc.T @ xc / src.shape[0]
+        if bool(self.initialised):
+            beta = self.momentum
+            mean = beta * self.running_mean + (1.0 - beta) * mean
+            cov = beta * self.running_cov + (1.0 - beta) * cov
+        eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
+        evals, evecs = torch.linalg.eigh(cov + self.eps * eye)
+        _check_eigenvalues(evals.detach().unsqueeze(0), 1, step, f"{self.kind} whitening")
+        if self.kind == "zca":
+            w = evecs @ torch.diag_embed(evals.rsqrt()) @ evecs.T
+        else:
+            order = evals.argsort(descending=True)
+            w = evecs[:, order] * evals[order].rsqrt()
+        with torch.no_grad():
+            self.running_mean.copy_(mean.detach())
+            self.running_cov.copy_(cov.detach())
+            self.initialised.fill_(True)
+        out = (xd - mean) @ w
+        return out.to(x.dtype), evals.detach()
+
+
+# -- post-processing whitening (evaluation) ---------------------------------------------------------
+
+
+def fit_post_whitening(
+    x: np.ndarray, kind: Literal["zca", "pca"] = "zca", dim: int | None = None, *, eps: float = 1e-9
+) -> tuple[np.ndarray, np.ndarray]:
+    """Estimate BERT-whitening's mean and matrix on embeddings ``x: [n, d]``.
+
+    The transform is ``(x - mu) @ W``. The covariance is the biased ``Xc^T Xc / n`` in float64 plus
+    ``eps * I``; ``lambda, U = eigh(cov)`` sorted by decreasing eigenvalue. ``pca``:
+    ``W = U diag(lambda^-1/2)`` (Su et al.'s kernel), truncated to the first ``dim`` columns when
+    ``dim`` is given (dimension reduction). ``zca``: ``W = U diag(lambda^-1/2) U^T`` (``dim`` must
+    be None: ZCA rotates back into all ``d`` channels).
+
+    Returns:
+        ``(mu [1, d], W [d, dim or d])``, both float64.
+    """
+    if kind not in ("zca", "pca"):
+        raise ConfigError(f"kind must be 'zca' or 'pca', got {kind!r}")
+    arr = np.asarray(x, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] < 2:
+        raise ConfigError(f"post-whitening needs a [n >= 2, d] array, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ConfigError("post-whitening got non-finite embeddings")
+    d = arr.shape[1]
+    if dim is not None and (kind == "zca" or not 1 <= dim <= d):
+        raise ConfigError(f"dim={dim} is only valid with kind='pca' and 1 <= dim <= d={d}")
+    mu = arr.mean(axis=0, keepdims=True)
+    xc = arr - mu
+    cov = xc.T @ xc / arr.shape[0] + eps * np.eye(d)
+    evals, evecs = np.linalg.eigh(cov)
+    order = np.argsort(evals)[::-1]
+    evals, evecs = evals[order], evecs[:, order]
+    if not (np.isfinite(evals).all() and evals.min() > 0):
+        raise ConfigError("post-whitening covariance is singular; raise eps or fit on more sentences")
+    if kind == "pca":
+        w = evecs / np.sqrt(evals)
+        if dim is not None:
+            w = w[:, :dim]
+    else:
+        w = (evecs / np.sqrt(evals)) @ evecs.T
+    return mu, w
+
+
+def apply_post_whitening(x: np.ndarray, mu: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``(x - mu) @ W`` computed in float64, returned as float32 ``[n, W.shape[1]]``."""
+    out = (np.asarray(x, dtype=np.float64) - mu) @ w
+    return out.astype(np.float32)

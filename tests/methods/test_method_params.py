@@ -1,0 +1,112 @@
+"""Parameter records: validation errors name the field; overrides are coerced; misspelt keys fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import ConfigError
+from methods import REGISTRY, build_params
+from methods.whitenedcse import WhitenedCSEParams
+
+
+def build(name: str, hidden: int = 64, **overrides):
+    params = build_params(name, overrides)
+    params.validate(hidden)
+    return params
+
+
+def test_num_groups_must_divide_hidden_size():
+    with pytest.raises(ConfigError, match=r"num_groups=384 must divide the hidden size d=64"):
+        build("whitenedcse")
+    with pytest.raises(ConfigError, match=r"num_groups=5 .* d=768"):
+        REGISTRY["whitenedcse"](WhitenedCSEParams(num_groups=5), 768)
+    build("whitenedcse", hidden=768)  # the default (384 groups) divides bert-base's 768
+    build("whitenedcse", hidden=384, num_groups=128)
+    build("whitenedcse", whitening="zca")  # num_groups is read only by sgw / group
+
+
+def test_num_positives_at_least_two():
+    with pytest.raises(ConfigError, match="num_positives must be >= 2"):
+        build("whitenedcse", num_groups=16, num_positives=1)
+
+
+def test_positive_weights_length_and_values():
+    assert build("whitenedcse", num_groups=16, positive_weights="0.8, 1.0").positive_weights == (0.8, 1.0)
+    with pytest.raises(ConfigError, match="positive_weights needs num_positives - 1 = 2"):
+        build("whitenedcse", num_groups=16, positive_weights="1.0")
+    with pytest.raises(ConfigError, match="positive_weights must be"):
+        build("whitenedcse", num_groups=16, positive_weights="0,0")
+
+
+def test_sgw_positive_source_needs_shuffled_paper_reading():
+    with pytest.raises(ConfigError, match="positive_source='sgw'"):
+        build("whitenedcse", num_groups=16, positive_source="sgw", reading="released")
+    with pytest.raises(ConfigError, match="positive_source='sgw'"):
+        build("whitenedcse", num_groups=16, positive_source="sgw", whitening="group")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"eps": -1.0}, "eps"),
+        ({"momentum": 1.0}, "momentum"),
+        ({"whitening": "batch"}, "whitening"),
+        ({"reading": "code"}, "reading"),
+        ({"loss": "l3"}, "loss"),
+    ],
+)
+def test_whitenedcse_bad_values_name_the_field(overrides, field):
+    with pytest.raises(ConfigError, match=field):
+        build("whitenedcse", num_groups=16, **overrides)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"m": 0.0}, "m must be > 0"),
+        ({"tau_dcl": 0.0}, "tau_dcl"),
+        ({"lambda_dcl": -0.1}, "lambda_dcl"),
+        ({"infonce": False, "lambda_dcl": 0.0}, "lambda_dcl"),
+        ({"m_placement": "both"}, "m_placement"),
+        ({"dcl_reduction": "max"}, "dcl_reduction"),
+    ],
+)
+def test_simcsepp_bad_values_name_the_field(overrides, field):
+    with pytest.raises(ConfigError, match=field):
+        build("simcsepp", **overrides)
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "field"),
+    [
+        ("noise_probe", {"noise_var": -0.1}, "noise_var"),
+        ("noise_probe", {"k_samples": 0}, "k_samples"),
+        ("noise_probe", {"variant": "pos_noise"}, "variant"),
+        ("barlow_probe", {"padding_rows": -1}, "padding_rows"),
+        ("barlow_probe", {"bt_weight": -1.0}, "bt_weight"),
+        ("barlow_probe", {"offdiag_weight": -1.0}, "offdiag_weight"),
+    ],
+)
+def test_probe_bad_values_name_the_field(name, overrides, field):
+    with pytest.raises(ConfigError, match=field):
+        build(name, **overrides)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+@pytest.mark.parametrize("tau", [0.0, -0.05])
+def test_temperature_must_be_positive(name, tau):
+    with pytest.raises(ConfigError, match="temperature must be > 0"):
+        build(name, num_groups=16, temperature=tau) if name == "whitenedcse" else build(name, temperature=tau)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_unknown_key_is_rejected_with_a_suggestion(name):
+    with pytest.raises(
+        ConfigError, match=rf"unknown parameter 'temprature' for method '{name}'.*'temperature'"
+    ):
+        build_params(name, {"temprature": 0.1})
+
+
+def test_validation_runs_when_the_method_is_built():
+    with pytest.raises(ConfigError, match="num_positives"):
+        REGISTRY["whitenedcse"](WhitenedCSEParams(num_groups=16, num_positives=1), 64)

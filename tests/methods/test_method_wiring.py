@@ -1,0 +1,275 @@
+"""Methods on a tiny random encoder: reductions to SimCSE (loss AND gradients), the dropout-off pass,
+view layouts of the WhitenedCSE readings, probe metrics."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.encoder import TrainingEncode, dropout_rates, load_encoder
+from harness.errors import TrainingError
+from methods import REGISTRY, build_params
+from methods.base import Method
+from methods.whitening import group_whiten, random_permutations
+
+SENTS = [
+    "a man is playing a guitar .",
+    "two dogs run on the beach .",
+    "the stock market fell sharply today .",
+    "a woman is slicing an onion .",
+    "children play football in the park after school .",
+    "the cat sleeps .",
+]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    enc = load_encoder("random:tiny", seed=0)
+    enc.train()
+    return enc
+
+
+@pytest.fixture(scope="module")
+def batch(encoder):
+    return encoder.tokenize(SENTS, max_length=32)
+
+
+def make(name: str, hidden: int, **overrides) -> Method:
+    torch.manual_seed(123)  # the same MLP head initialisation for every method
+    return REGISTRY[name](build_params(name, overrides), hidden)
+
+
+def loss_and_grads(method: Method, encoder, batch, seed: int = 7):
+    encoder.zero_grad(set_to_none=True)
+    method.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    out = method.compute_loss(TrainingEncode(encoder), batch, step=0)
+    out.loss.backward()
+    params = list(encoder.parameters()) + list(method.parameters())
+    grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+    return out, grads
+
+
+def assert_same(a, b):
+    (out_a, grads_a), (out_b, grads_b) = a, b
+    torch.testing.assert_close(out_a.loss, out_b.loss, rtol=1e-5, atol=1e-6)
+    assert len(grads_a) == len(grads_b)
+    for ga, gb in zip(grads_a, grads_b):
+        torch.testing.assert_close(ga, gb, rtol=1e-4, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def simcse_ref(encoder, batch):
+    return loss_and_grads(make("simcse", encoder.hidden_size), encoder, batch)
+
+
+@pytest.mark.parametrize("reading", ["paper", "released"])
+def test_whitenedcse_without_whitening_and_m2_is_simcse(encoder, batch, simcse_ref, reading):
+    method = make("whitenedcse", encoder.hidden_size, whitening="none", num_positives=2, reading=reading)
+    assert_same(loss_and_grads(method, encoder, batch), simcse_ref)
+
+
+def test_simcsepp_with_m1_no_dcl_dropout_negatives_is_simcse(encoder, batch, simcse_ref):
+    method = make("simcsepp", encoder.hidden_size, m=1.0, lambda_dcl=0.0, off_dropout=False)
+    assert_same(loss_and_grads(method, encoder, batch), simcse_ref)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"variant": "pos_plus_noise", "noise_var": 0.0},
+        {"variant": "neg_plus_noise", "noise_var": 0.0},
+        {"variant": "pos_minus_noise", "k_samples": 1},
+        {"variant": "neg_minus_noise", "k_samples": 1},
+    ],
+)
+def test_noise_probes_without_noise_change_are_simcse(encoder, batch, simcse_ref, overrides):
+    method = make("noise_probe", encoder.hidden_size, **overrides)
+    assert_same(loss_and_grads(method, encoder, batch), simcse_ref)
+
+
+def test_barlow_probe_with_zero_weight_is_simcse(encoder, batch, simcse_ref):
+    method = make("barlow_probe", encoder.hidden_size, bt_weight=0.0)
+    assert_same(loss_and_grads(method, encoder, batch), simcse_ref)
+
+
+class RecordingEncode(TrainingEncode):
+    """TrainingEncode that records the dropout rates seen INSIDE each encoder forward."""
+
+    def __init__(self, encoder) -> None:
+        super().__init__(encoder)
+        self.rates: list[list[float]] = []
+        self.outputs: list[torch.Tensor] = []
+        encoder.model.register_forward_pre_hook(lambda mod, args: self.rates.append(dropout_rates(mod)))
+
+    def __call__(self, batch, *, dropout=True):
+        out = super().__call__(batch, dropout=dropout)
+        self.outputs.append(out)
+        return out
+
+
+def test_simcsepp_off_dropout_pass_runs_without_dropout_and_with_gradient(batch):
+    encoder = load_encoder("random:tiny", seed=1)
+    encoder.train()
+    before = dropout_rates(encoder)
+    assert any(r > 0 for r in before)
+    encode = RecordingEncode(encoder)
+    method = make("simcsepp", encoder.hidden_size)
+    out = method.compute_loss(encode, batch, step=0)
+    assert len(encode.rates) == 2
+    assert encode.rates[0] == dropout_rates(encoder.model) and any(r > 0 for r in encode.rates[0])
+    assert all(r == 0.0 for r in encode.rates[1])
+    assert dropout_rates(encoder) == before  # switched back on for the next step
+    assert encoder.training
+    (g0,) = torch.autograd.grad(out.loss, encode.outputs[1], retain_graph=True)
+    assert g0.abs().sum() > 0  # the dropout-off negatives carry gradient
+    assert set(out.metrics) == {"loss_infonce", "loss_dcl"}
+
+
+def test_simcsepp_dcl_only_makes_no_dropout_off_pass(batch):
+    encoder = load_encoder("random:tiny", seed=1)
+    encoder.train()
+    encode = RecordingEncode(encoder)
+    method = make("simcsepp", encoder.hidden_size, infonce=False)
+    out = method.compute_loss(encode, batch, step=0)
+    assert len(encode.rates) == 1
+    assert set(out.metrics) == {"loss_dcl"}
+    assert out.loss.item() == pytest.approx(0.1 * out.metrics["loss_dcl"], rel=1e-5)
+
+
+def test_whitenedcse_paper_reading_whitens_each_view_with_its_own_permutation():
+    method = make("whitenedcse", 8, num_groups=2, num_positives=3, reading="paper")
+    views = torch.randn(16, 3, 8, dtype=torch.float64)
+    torch.manual_seed(5)
+    out, _ = method.whiten(views, step=0)
+    torch.manual_seed(5)
+    perm = random_permutations(3, 8)
+    for k in range(3):
+        expected, _ = group_whiten(views[:, k], 2, 1e-5, perm=perm[k])
+        torch.testing.assert_close(out[:, k], expected)
+
+
+def test_whitenedcse_released_reading_whitens_sentence_major_row_blocks():
+    method = make("whitenedcse", 8, num_groups=2, num_positives=3, reading="released")
+    views = torch.randn(16, 3, 8, dtype=torch.float64)
+    torch.manual_seed(5)
+    out, _ = method.whiten(views, step=0)
+    torch.manual_seed(5)
+    perm = random_permutations(3, 8)
+    flat = views.reshape(48, 8)
+    expected = torch.cat(
+        [group_whiten(flat[k * 16 : (k + 1) * 16], 2, 1e-5, perm=perm[k])[0] for k in range(3)]
+    )
+    torch.testing.assert_close(out.reshape(48, 8), expected)
+
+
+def test_group_is_sgw_without_shuffle(encoder, batch):
+    a = make("whitenedcse", encoder.hidden_size, whitening="group", num_groups=16)
+    b = make("whitenedcse", encoder.hidden_size, whitening="sgw", shuffle=False, num_groups=16)
+    assert_same(loss_and_grads(a, encoder, batch), loss_and_grads(b, encoder, batch))
+    c = make("whitenedcse", encoder.hidden_size, whitening="sgw", num_groups=16)
+    assert not torch.allclose(
+        loss_and_grads(c, encoder, batch)[0].loss, loss_and_grads(a, encoder, batch)[0].loss
+    )
+
+
+def test_sgw_positive_source_with_m2_is_the_dropout_source(encoder, batch):
+    a = make("whitenedcse", encoder.hidden_size, num_groups=16, num_positives=2, positive_source="sgw")
+    b = make("whitenedcse", encoder.hidden_size, num_groups=16, num_positives=2)
+    assert_same(loss_and_grads(a, encoder, batch), loss_and_grads(b, encoder, batch))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"reading": "released"},
+        {"positive_source": "sgw"},
+        {"loss": "l2"},
+        {"positive_weights": "0.8,1.0"},
+        {"whitening_grad": "full", "num_groups": 32},
+        {"whitening": "zca"},
+        {"whitening": "pca"},
+        {"num_positives": 5, "whitening": "none"},
+    ],
+)
+def test_whitenedcse_variants_train(encoder, batch, overrides):
+    overrides = {"num_groups": 16, **overrides}
+    method = make("whitenedcse", encoder.hidden_size, **overrides)
+    out, grads = loss_and_grads(method, encoder, batch)
+    assert torch.isfinite(out.loss)
+    assert all(torch.isfinite(g).all() for g in grads)
+    m = method.p.num_positives
+    assert {f"loss_pos{k}" for k in range(2, m + 1)} <= set(out.metrics)
+    if method.p.whitening != "none":
+        assert out.metrics["whiten_min_eig"] > 0
+    assert out.metrics[f"loss_{method.p.loss}"] == pytest.approx(out.loss.item(), rel=1e-6)
+
+
+def test_barlow_probe_logs_correlation_rank(encoder, batch):
+    b = len(SENTS)
+    out, _ = loss_and_grads(make("barlow_probe", encoder.hidden_size), encoder, batch)
+    assert 0 < out.metrics["corr_rank"] <= b
+    padded, _ = loss_and_grads(make("barlow_probe", encoder.hidden_size, padding_rows=100), encoder, batch)
+    assert padded.metrics["corr_rank"] > b
+    assert {"loss_infonce", "loss_bt"} <= set(padded.metrics)
+    assert padded.loss.item() == pytest.approx(
+        padded.metrics["loss_infonce"] + padded.metrics["loss_bt"], rel=1e-5
+    )
+
+
+@pytest.mark.parametrize(
+    "variant", ["pos_plus_noise", "neg_plus_noise", "pos_minus_noise", "neg_minus_noise"]
+)
+def test_noise_probes_change_the_loss(encoder, batch, simcse_ref, variant):
+    method = make("noise_probe", encoder.hidden_size, variant=variant, k_samples=3)
+    out, _ = loss_and_grads(method, encoder, batch)
+    assert torch.isfinite(out.loss)
+    assert not torch.allclose(out.loss, simcse_ref[0].loss)
+
+
+class FakeEncode:
+    """An EncodeFn without an encoder: random features for each row (cheap tests of the wiring)."""
+
+    def __init__(self, hidden_size: int, seed: int = 0) -> None:
+        self.hidden_size = hidden_size
+        self.gen = torch.Generator().manual_seed(seed)
+        self.calls: list[tuple[int, bool]] = []
+
+    def __call__(self, batch, *, dropout=True):
+        n = batch["input_ids"].shape[0]
+        self.calls.append((n, dropout))
+        return torch.randn(n, self.hidden_size, generator=self.gen).requires_grad_(True)
+
+
+def fake_batch(b: int) -> dict[str, torch.Tensor]:
+    return {
+        "input_ids": torch.zeros(b, 3, dtype=torch.long),
+        "attention_mask": torch.ones(b, 3, dtype=torch.long),
+    }
+
+
+def test_singular_whitening_raises_training_error_naming_step_and_group():
+    # 4 sentences, 2 groups of 16 channels: singular without the ridge
+    method = make("whitenedcse", 32, num_groups=2, eps=0.0)
+    with pytest.raises(TrainingError, match=r"step 3: .*block 0, group 0"):
+        method.compute_loss(FakeEncode(32), fake_batch(4), step=3)
+    ridged = make("whitenedcse", 32, num_groups=2)
+    assert torch.isfinite(ridged.compute_loss(FakeEncode(32), fake_batch(4), step=3).loss)
+
+
+def test_encoder_rows_per_method():
+    cases = {
+        ("simcse", ()): [(16, True)],
+        ("whitenedcse", (("num_groups", 8),)): [(24, True)],
+        ("whitenedcse", (("num_groups", 8), ("positive_source", "sgw"), ("num_positives", 4))): [(16, True)],
+        ("simcsepp", ()): [(16, True), (8, False)],
+        ("simcsepp", (("off_dropout", False),)): [(16, True)],
+        ("noise_probe", (("variant", "neg_minus_noise"), ("k_samples", 3))): [(48, True)],
+        ("barlow_probe", (("padding_rows", 5),)): [(16, True)],
+    }
+    for (name, overrides), expected in cases.items():
+        encode = FakeEncode(32)
+        out = make(name, 32, **dict(overrides)).compute_loss(encode, fake_batch(8), step=0)
+        assert encode.calls == expected, name
+        assert torch.isfinite(out.loss)

@@ -1,0 +1,186 @@
+"""Group / shuffled group whitening, running PCA/ZCA and post-processing whitening."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from harness.errors import ConfigError, TrainingError
+from methods.whitening import (
+    RunningWhitening,
+    apply_post_whitening,
+    fit_post_whitening,
+    group_whiten,
+    inverse_permutation,
+    permute_channels,
+    random_permutations,
+)
+
+
+def correlated(seed: int, n: int, d: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    mix = torch.randn(d, d, generator=g, dtype=torch.float64)
+    return x @ mix + 3.0
+
+
+def group_covs(x: torch.Tensor, num_groups: int) -> torch.Tensor:
+    n, d = x.shape
+    xc = x - x.mean(0)
+    g = xc.view(n, num_groups, d // num_groups).transpose(0, 1)
+    return g.transpose(1, 2) @ g / n
+
+
+def test_each_group_has_identity_covariance():
+    x = correlated(0, 64, 12)
+    out, evals = group_whiten(x, num_groups=3)
+    assert out.shape == x.shape and out.dtype == torch.float64
+    eye = torch.eye(4, dtype=torch.float64).expand(3, 4, 4)
+    torch.testing.assert_close(group_covs(out, 3), eye, atol=1e-4, rtol=0)
+    torch.testing.assert_close(out.mean(0), torch.zeros(12, dtype=torch.float64), atol=1e-10, rtol=0)
+    assert evals.shape == (3, 4)
+
+
+def test_groups_are_whitened_independently_in_one_batch():
+    x = correlated(1, 32, 8)
+    out, _ = group_whiten(x, num_groups=2)
+    first, _ = group_whiten(x[:, :4], num_groups=1)
+    second, _ = group_whiten(x[:, 4:], num_groups=1)
+    torch.testing.assert_close(out, torch.cat([first, second], dim=1))
+
+
+def test_blocks_use_their_own_statistics():
+    x = correlated(2, 20, 8).view(2, 10, 8)
+    out, _ = group_whiten(x, num_groups=4)
+    torch.testing.assert_close(out[1], group_whiten(x[1], num_groups=4)[0])
+
+
+def test_group_wider_than_batch_is_finite_with_ridge_and_raises_without():
+    x = correlated(3, 4, 16)
+    out, _ = group_whiten(x, num_groups=1, eps=1e-5)
+    assert torch.isfinite(out).all()
+    with pytest.raises(TrainingError, match=r"step 7: .*block 0, group 0"):
+        group_whiten(x, num_groups=1, eps=0.0, step=7)
+
+
+def test_non_finite_input_raises_training_error_with_step():
+    x = correlated(4, 8, 4)
+    x[3, 2] = float("nan")
+    with pytest.raises(TrainingError, match=r"step 11: .*non-finite"):
+        group_whiten(x, num_groups=2, step=11)
+
+
+def test_num_groups_must_divide_d():
+    with pytest.raises(ConfigError, match=r"num_groups=5 .* d=12"):
+        group_whiten(correlated(5, 8, 12), num_groups=5)
+
+
+def test_inverse_permutation_restores_channel_order():
+    x = correlated(6, 5, 12).unsqueeze(0).repeat(3, 1, 1)
+    torch.manual_seed(0)
+    perm = random_permutations(3, 12)
+    assert all(sorted(p.tolist()) == list(range(12)) for p in perm)
+    shuffled = permute_channels(x, perm)
+    assert not torch.equal(shuffled, x)
+    torch.testing.assert_close(permute_channels(shuffled, inverse_permutation(perm)), x)
+
+
+def test_shuffled_differs_from_plain_but_whitens_each_permuted_group():
+    x = correlated(7, 64, 12)
+    torch.manual_seed(1)
+    perm = random_permutations(1, 12)
+    plain, _ = group_whiten(x, num_groups=3)
+    shuffled, _ = group_whiten(x, num_groups=3, perm=perm)
+    assert not torch.allclose(plain, shuffled)
+    # channels back in the original order: output column j belongs to input column j ...
+    torch.testing.assert_close(shuffled, group_whiten(x[:, perm[0]], 3)[0][:, inverse_permutation(perm)[0]])
+    # ... and the groups of the permuted channels are white
+    eye = torch.eye(4, dtype=torch.float64).expand(3, 4, 4)
+    torch.testing.assert_close(group_covs(shuffled[:, perm[0]], 3), eye, atol=1e-4, rtol=0)
+
+
+def test_identity_permutation_is_plain_group_whitening():
+    x = correlated(8, 16, 8)
+    ident = torch.arange(8).unsqueeze(0)
+    torch.testing.assert_close(group_whiten(x, 2, perm=ident)[0], group_whiten(x, 2)[0])
+
+
+def test_float32_in_float32_out():
+    out, _ = group_whiten(correlated(9, 16, 8).float(), 4)
+    assert out.dtype == torch.float32
+
+
+def test_stop_gradient_treats_w_as_constant():
+    x = correlated(10, 16, 8).requires_grad_(True)
+    out, _ = group_whiten(x, 2, grad="stop")
+    weights = torch.randn(16, 8, dtype=torch.float64)
+    (gx,) = torch.autograd.grad((out * weights).sum(), x)
+    # reference: centre with gradient, W computed from detached statistics
+    xc = x - x.mean(0)
+    with torch.no_grad():
+        w = []
+        for g in range(2):
+            cov = group_covs(x.detach(), 2)[g] + 1e-5 * torch.eye(4, dtype=torch.float64)
+            lam, u = torch.linalg.eigh(cov)
+            w.append(u @ torch.diag(lam.rsqrt()) @ u.T)
+    ref = torch.cat([xc[:, :4] @ w[0], xc[:, 4:] @ w[1]], dim=1)
+    (gref,) = torch.autograd.grad((ref * weights).sum(), x)
+    torch.testing.assert_close(gx, gref)
+    out_full, _ = group_whiten(x, 2, grad="full")
+    (gfull,) = torch.autograd.grad((out_full * weights).sum(), x)
+    assert torch.isfinite(gfull).all() and not torch.allclose(gfull, gx)
+
+
+@pytest.mark.parametrize("kind", ["zca", "pca"])
+def test_running_whitening_first_step_whitens_the_batch(kind):
+    x = correlated(11, 64, 6)
+    rw = RunningWhitening(6, kind, momentum=0.9, eps=1e-9)
+    out, _ = rw(x)
+    xc = out - out.mean(0)
+    torch.testing.assert_close(xc.T @ xc / 64, torch.eye(6, dtype=torch.float64), atol=1e-4, rtol=0)
+    torch.testing.assert_close(rw.running_mean, x.mean(0))
+
+
+def test_running_estimates_use_momentum():
+    x1, x2 = correlated(12, 32, 4), correlated(13, 32, 4) * 2
+    rw = RunningWhitening(4, "zca", momentum=0.9)
+    rw(x1)
+    rw(x2)
+    torch.testing.assert_close(rw.running_mean, 0.9 * x1.mean(0) + 0.1 * x2.mean(0))
+    c1 = (x1 - x1.mean(0)).T @ (x1 - x1.mean(0)) / 32
+    c2 = (x2 - x2.mean(0)).T @ (x2 - x2.mean(0)) / 32
+    torch.testing.assert_close(rw.running_cov, 0.9 * c1 + 0.1 * c2)
+
+
+def test_zca_is_symmetric_and_pca_is_not_rotated_back():
+    x = correlated(14, 64, 5)
+    zca, pca = RunningWhitening(5, "zca"), RunningWhitening(5, "pca")
+    out_z, _ = zca(x)
+    out_p, _ = pca(x)
+    # both white; they differ by a rotation, and PCA's first column carries the top direction
+    assert not torch.allclose(out_z, out_p)
+    torch.testing.assert_close(out_z.norm(dim=1), out_p.norm(dim=1))
+
+
+@pytest.mark.parametrize("kind", ["zca", "pca"])
+def test_post_whitening_gives_identity_covariance(kind):
+    x = correlated(15, 500, 8).numpy()
+    mu, w = fit_post_whitening(x, kind)
+    assert mu.dtype == np.float64 and w.dtype == np.float64 and w.shape == (8, 8)
+    y = apply_post_whitening(x, mu, w)
+    assert y.dtype == np.float32
+    cov = np.cov(y.astype(np.float64).T, bias=True)
+    np.testing.assert_allclose(cov, np.eye(8), atol=1e-4)
+    if kind == "zca":
+        np.testing.assert_allclose(w, w.T, atol=1e-10)
+
+
+def test_post_whitening_pca_reduces_dimension():
+    x = correlated(16, 300, 8).numpy()
+    mu, w = fit_post_whitening(x, "pca", dim=3)
+    y = apply_post_whitening(x, mu, w)
+    assert y.shape == (300, 3)
+    np.testing.assert_allclose(np.cov(y.astype(np.float64).T, bias=True), np.eye(3), atol=1e-4)
+    with pytest.raises(ConfigError, match="dim"):
+        fit_post_whitening(x, "zca", dim=3)
