@@ -91,8 +91,12 @@ def time_call(fn: Callable[[], Any], reps: int) -> float:
     fn()
     times = []
     for _ in range(reps):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -110,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated substrings of variant labels to run")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--smoke", action="store_true", help="tiny random encoder, B=8, 1 rep")
+    ap.add_argument("--device", default="cpu", help="torch device (cuda on a GPU box)")
     args = ap.parse_args(argv)
     if args.smoke:
         args.model, args.batch, args.num_groups, args.k_samples = "random:tiny", 8, 16, 2
@@ -118,8 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
-    encoder = load_encoder(args.model)
+    encoder = load_encoder(args.model, device=args.device)
     encoder.train()
+
+    def sync() -> None:
+        if encoder.device.type == "cuda":
+            torch.cuda.synchronize()
+
     d = encoder.hidden_size
     encode = TrainingEncode(encoder)
     chosen = variants(args.num_groups, args.k_samples)
@@ -127,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         keys = [k.strip() for k in args.only.split(",") if k.strip()]
         chosen = [v for v in chosen if v.label == "simcse" or any(k in v.label for k in keys)]
     methods: dict[str, Method] = {
-        v.label: REGISTRY[v.method](build_params(v.method, v.overrides), d) for v in chosen
+        v.label: REGISTRY[v.method](build_params(v.method, v.overrides), d).to(encoder.device) for v in chosen
     }
     params = list(encoder.parameters()) + [p for m in methods.values() for p in m.parameters()]
     opt = torch.optim.AdamW(params, lr=3e-5, weight_decay=0.0)
@@ -140,11 +150,13 @@ def main(argv: list[str] | None = None) -> int:
 
     def step(method: Method, batch: dict[str, torch.Tensor], k: int) -> float:
         opt.zero_grad(set_to_none=True)
+        sync()
         t0 = time.perf_counter()
         out = method.compute_loss(encode, batch, k)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        sync()
         return time.perf_counter() - t0
 
     print(
@@ -172,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- the extra work alone, on fixed features (no encoder) ---------------------------------------
     b = args.batch
-    feats = torch.randn(b, 3, d)
-    z = torch.randn(b, d)
+    feats = torch.randn(b, 3, d, device=encoder.device)
+    z = torch.randn(b, d, device=encoder.device)
     sgw = methods.get("whitenedcse sgw m=3")
     whiten = sgw.whiten if isinstance(sgw, WhitenedCSE) else None
     extra: list[tuple[str, Callable[[], Any]]] = [
@@ -181,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         (
             "sgw whiten m=2 (perm + whiten)",
             lambda: group_whiten(
-                feats[:, :2].transpose(0, 1), args.num_groups, perm=random_permutations(2, d)
+                feats[:, :2].transpose(0, 1), args.num_groups, perm=random_permutations(2, d, encoder.device)
             ),
         ),
         ("dcl_loss fwd", lambda: dcl_loss(z, z.flip(0))),

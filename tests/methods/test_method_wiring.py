@@ -273,3 +273,14 @@ def test_encoder_rows_per_method():
         out = make(name, 32, **dict(overrides)).compute_loss(encode, fake_batch(8), step=0)
         assert encode.calls == expected, name
         assert torch.isfinite(out.loss)
+
+
+def test_barlow_probe_samples_rank_every_k_steps(encoder, batch):
+    method = make("barlow_probe", encoder.hidden_size, rank_every=5)
+    encode = TrainingEncode(encoder)
+    with torch.no_grad():
+        sampled = [s for s in range(1, 12) if "corr_rank" in method.compute_loss(encode, batch, s).metrics]
+    assert sampled == [1, 5, 10]
+    never = make("barlow_probe", encoder.hidden_size, rank_every=0)
+    with torch.no_grad():
+        assert "corr_rank" not in never.compute_loss(encode, batch, 1).metrics
