@@ -184,6 +184,7 @@ def load_encoder(
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
     name = name or DEFAULT_MODEL
     try:
         if name == DEFAULT_MODEL:
