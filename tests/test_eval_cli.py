@@ -173,3 +173,55 @@ def test_eval_missing_data(mini_data_root: Path, tmp_path: Path, capsys: pytest.
     assert code == 2
     assert "STS.gs.images.txt" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_eval_post_whitening(
+    mini_data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    corpus = tmp_path / "whiten.txt"
+    words = [
+        "a",
+        "man",
+        "woman",
+        "dog",
+        "cat",
+        "plays",
+        "runs",
+        "eats",
+        "the",
+        "on",
+        "in",
+        "guitar",
+        "food",
+        "park",
+        "beach",
+    ]
+    corpus.write_text(
+        "\n".join(" ".join(words[(i * k) % len(words)] for k in range(1, 7)) for i in range(300)) + "\n"
+    )
+    base = ["--model", "random:tiny", "--tasks", "sts", "--data-dir", str(mini_data_root)]
+    plain, whitened = tmp_path / "plain.json", tmp_path / "zca.json"
+    assert _run([*base, "--output", str(plain)], capsys)[0] == 0
+    code, _, err = _run(
+        [*base, "--output", str(whitened), "--post-whiten", "zca", "--whiten-corpus", str(corpus)], capsys
+    )
+    assert code == 0, err
+    a = json.loads(plain.read_text())
+    b = json.loads(whitened.read_text())
+    assert b["meta"]["post_whiten"] == "zca"
+    assert b["meta"]["whiten_sentences"] == 10000
+    assert a["sts"]["avg"] != b["sts"]["avg"]  # the whitening changed the embeddings' geometry
+
+
+def test_eval_post_whitening_missing_corpus(
+    mini_data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _run(
+        [
+            *["--model", "random:tiny", "--tasks", "sts", "--data-dir", str(mini_data_root)],
+            *["--output", str(tmp_path / "x.json"), "--post-whiten", "pca", "--whiten-corpus", "nope.txt"],
+        ],
+        capsys,
+    )
+    assert code == 2
+    assert "corpus file not found" in err and "Traceback" not in err

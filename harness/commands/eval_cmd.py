@@ -45,6 +45,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", default=None, help="torch device (default: cuda when available, else cpu)"
     )
+    parser.add_argument(
+        "--post-whiten",
+        default="none",
+        choices=("none", "zca", "pca"),
+        help="BERT-whitening of the evaluation embeddings: mean and matrix estimated on corpus sentences",
+    )
+    parser.add_argument(
+        "--whiten-corpus",
+        default=None,
+        help="one-sentence-per-line file to estimate the whitening on (default: the data root's corpus)",
+    )
+    parser.add_argument(
+        "--whiten-sentences",
+        type=int,
+        default=10000,
+        help="how many corpus sentences (from the top of the file) estimate the whitening (default 10000)",
+    )
 
 
 def _prepare_output(path: Path) -> Path:
@@ -77,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from harness.encoder import check_pooler, load_encoder
-    from harness.errors import DataError
+    from harness.errors import ConfigError, DataError
     from harness.evaluation.runner import (
         check_mode,
         check_task_group,
@@ -98,12 +115,24 @@ def run(args: argparse.Namespace) -> int:
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise DataError(f"STS data file not found: {missing[0]}{more}")
+    whiten_corpus = None
+    if args.post_whiten != "none":
+        from harness.paths import resolve_corpus
+
+        if args.whiten_sentences < 2:
+            raise ConfigError(f"--whiten-sentences must be at least 2, got {args.whiten_sentences}")
+        whiten_corpus = resolve_corpus(args.whiten_corpus, data_root)
     output = _prepare_output(Path(args.output))
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
 
     started = time.perf_counter()
     encoder = load_encoder(args.model, device=device)
     embed, token_lengths = encoder_functions(encoder, pooler)
+    if whiten_corpus is not None:
+        from harness.train import fit_whitening, read_corpus
+
+        fit_on = read_corpus(whiten_corpus)[: args.whiten_sentences]
+        embed = fit_whitening(embed, fit_on, args.post_whiten)
     report = run_evaluation(
         embed,
         data_root,
@@ -119,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         "tasks": args.tasks,
         "mode": mode,
         "exact_batches": bool(args.exact_batches),
+        "post_whiten": args.post_whiten,
+        "whiten_corpus": str(whiten_corpus) if whiten_corpus else None,
+        "whiten_sentences": args.whiten_sentences if whiten_corpus else None,
         "device": str(device),
         "data_root": str(data_root),
         "seconds": {**report.seconds, "total": time.perf_counter() - started},
