@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import random
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +57,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-
-
-def batch_stream(sentences: list[str], batch_size: int, seed: int) -> Iterator[list[str]]:
-    rng = random.Random(seed)
-    order = list(range(len(sentences)))
-    while True:
-        rng.shuffle(order)
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            yield [sentences[i] for i in order[start : start + batch_size]]
 
 
 def build_ours(
@@ -160,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from harness.encoder import packaged_model_dir
     from harness.paths import resolve_corpus, resolve_data_root
-    from harness.train import read_corpus
+    from harness.train import batches, read_corpus
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -185,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             model_dir = args.model
         theirs = build_theirs(args, model_dir, total)
 
-        stream = batch_stream(sentences, args.batch_size, args.seed)
+        stream = batches(sentences, args.batch_size, args.seed)
         timed: dict[str, list[float]] = {"ours": [], "theirs": []}
         losses: dict[str, list[float]] = {"ours": [], "theirs": []}
         sides = {"ours": ours, "theirs": theirs}

@@ -326,20 +326,9 @@ def _coerce_field(name: str, value: Any, hint: Any) -> Any:
         if optional:
             return None
         raise ConfigError(f"{name} must not be empty")
-    try:
-        if target is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(value)
-            return int(str(value).strip()) if isinstance(value, str) else int(value)
-        if target is float:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            return float(value)
-        if target is str:
-            return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}: {value!r} is not a valid {getattr(target, '__name__', target)}") from None
-    return value
+    from harness.coerce import coerce_value
+
+    return coerce_value(name, value, target)
 
 
 def _choice(name: str, value: str, choices: typing.Sequence[str]) -> None:

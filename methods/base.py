@@ -28,53 +28,10 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import torch
 from torch import nn
 
+from harness.coerce import coerce_value
 from harness.errors import ConfigError
 
 P = TypeVar("P", bound="MethodParams")
-
-
-def _coerce(name: str, value: Any, annotation: Any) -> Any:
-    """Turn a command-line string (or a TOML value) into the field's declared type."""
-    target = annotation
-    origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        choices = typing.get_args(annotation)
-        text = value if not isinstance(value, str) else value.strip()
-        if text not in choices:
-            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(map(repr, choices))}")
-        return text
-    if origin is tuple:
-        if isinstance(value, str):
-            parts = [p for p in value.replace("(", "").replace(")", "").split(",") if p.strip()]
-        elif isinstance(value, list | tuple):
-            parts = list(value)
-        else:
-            parts = [value]
-        inner = typing.get_args(annotation)[0] if typing.get_args(annotation) else float
-        return tuple(_coerce(name, p, inner) for p in parts)
-    try:
-        if target is bool:
-            if isinstance(value, bool):
-                return value
-            text = str(value).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(value)
-        if target is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(value)
-            return int(str(value).strip()) if isinstance(value, str) else int(value)
-        if target is float:
-            if isinstance(value, bool):
-                raise ValueError(value)
-            return float(value)
-        if target is str:
-            return str(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}: {value!r} is not a valid {getattr(target, '__name__', target)}") from None
-    return value
 
 
 @dataclass(frozen=True)
@@ -102,7 +59,7 @@ class MethodParams:
                 valid = ", ".join(sorted(known)) or "none"
                 who = f"method {method!r}" if method else cls.__name__
                 raise ConfigError(f"unknown parameter {key!r} for {who}{hint}; valid keys: {valid}")
-            values[key] = _coerce(key, value, hints[key])
+            values[key] = coerce_value(key, value, hints[key])
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
