@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from methods.base import Method
 
 EmbedFn = Callable[[list[str]], np.ndarray]
+LengthsFn = Callable[[list[str]], Sequence[int]]
 Log = Callable[[str], None]
 RESERVED_KEYS: frozenset[str] = frozenset({"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s"})
 EMBED_BATCH = 128
@@ -202,28 +203,41 @@ class TrainStep:
 
 
 # -- evaluation hooks (looked up at call time so tests can replace them) --------------------------
-def make_probe(data_root: Path) -> Callable[[EmbedFn], dict[str, float]]:
-    """The STS-B dev probe: ``probe(embed) -> {"stsb_dev", "align", "uniform"}``."""
+def make_probe(
+    data_root: Path, token_lengths: LengthsFn | None = None
+) -> Callable[[EmbedFn], dict[str, float]]:
+    """The STS-B dev probe: ``probe(embed) -> {"stsb_dev", "align", "uniform"}``.
+
+    ``token_lengths`` (the encoder tokenizer's counts) lets the probe batch the dev sentences by token
+    length, as ``harness eval`` does; without it batches are sorted by characters and pad far more.
+    """
     from harness.evaluation.geometry import StsbDevProbe
     from harness.paths import senteval_dir
 
-    probe: Callable[[EmbedFn], dict[str, float]] = StsbDevProbe(senteval_dir(data_root))
+    probe: Callable[[EmbedFn], dict[str, float]] = StsbDevProbe(
+        senteval_dir(data_root), token_lengths=token_lengths
+    )
     return probe
 
 
 FinalEvaluator = Callable[[EmbedFn, Path, str, str], dict[str, Any]]
 
 
-def make_final_evaluator() -> FinalEvaluator:
+def make_final_evaluator(token_lengths: LengthsFn | None = None) -> FinalEvaluator:
     """The final evaluation, imported before training starts so that a missing evaluator fails fast.
+
+    Args:
+        token_lengths: the encoder tokenizer's counts, so STS batches are sorted by token length
+            exactly as ``harness eval`` sorts them (same numbers, far less padding).
 
     Returns:
         ``evaluate(embed, data_root, tasks, mode) -> {"sts": {..., "avg"}, "transfer": {..., "avg"}}``.
     """
-    from harness.evaluation.runner import evaluate
+    from harness.evaluation.runner import run_evaluation
 
     def final(embed: EmbedFn, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
-        result: dict[str, Any] = evaluate(embed, data_root, tasks=tasks, mode=mode)
+        report = run_evaluation(embed, data_root, tasks, mode, token_lengths=token_lengths)
+        result: dict[str, Any] = dict(report.results)
         return result
 
     return final
@@ -333,6 +347,7 @@ def _run(
     checkpoint_store: RunStore | None,
 ) -> None:
     from harness.encoder import load_encoder
+    from harness.evaluation.runner import encoder_functions
     from methods import build_params, get_method
 
     run_id = record["run_id"]
@@ -349,8 +364,9 @@ def _run(
     method_cls = get_method(config.method)
     method = method_cls(build_params(config.method, config.params), encoder.hidden_size).to(dev)
     step_fn = TrainStep(encoder, method, config, total)
-    probe = make_probe(data_root)
-    final_evaluate = make_final_evaluator() if config.final_tasks != "none" else None
+    _, token_lengths = encoder_functions(encoder, config.eval_pooler)
+    probe = make_probe(data_root, token_lengths)
+    final_evaluate = make_final_evaluator(token_lengths) if config.final_tasks != "none" else None
 
     def embed(batch: list[str]) -> np.ndarray:
         return encoder.embed(batch, config.eval_pooler)

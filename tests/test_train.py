@@ -38,7 +38,9 @@ CORPUS = [
 ]
 
 
-def fake_probe(data_root: Path) -> Callable[[Callable[[list[str]], np.ndarray]], dict[str, float]]:
+def fake_probe(
+    data_root: Path, token_lengths: Any = None
+) -> Callable[[Callable[[list[str]], np.ndarray]], dict[str, float]]:
     def probe(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
         x = embed(list(PROBE_SENTENCES)).astype(np.float64)
         assert x.shape[0] == len(PROBE_SENTENCES)
@@ -64,7 +66,7 @@ def fake_final(
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(train_mod, "make_probe", fake_probe)
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda: fake_final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: fake_final)
 
 
 @pytest.fixture
@@ -167,7 +169,7 @@ def test_final_scores_come_from_the_best_checkpoint(
         seen.append(fake_probe(root)(embed)["stsb_dev"])
         return {"sts": {"avg": 0.0}}
 
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda: final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
     record = train_run(smoke(data_root, max_steps=3, eval_every=1), data_root, log=None)
     assert seen == [pytest.approx(record["best_stsb_dev"], abs=1e-4)]
 
@@ -188,7 +190,7 @@ def test_post_whitening_whitens_the_final_embeddings(
         captured["x"] = embed(CORPUS[:80]).astype(np.float64)
         return {}
 
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda: final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
     config = smoke(data_root, max_steps=0, post_whiten="zca", post_whiten_sentences=80)
     train_run(config, data_root, log=None)
     # With no training the encoder is the seeded random one: whitening must be fitted on the first 80
