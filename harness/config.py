@@ -169,8 +169,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "corpus": "corpus/nli-sentences.txt",
         "batch_size": 64,
         "max_length": 32,
-        "max_steps": 40,
-        "eval_every": 20,
+        "max_steps": 30,
+        "eval_every": 15,
         "lr": 3e-5,
         "final_tasks": "sts",
         "transfer_mode": "fasttest",
@@ -198,11 +198,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         "transfer_mode": "fasttest",
     },
 }
-"""What a run costs. ``cpu``: the packaged MiniLM on the NLI corpus, 40 steps of batch 64 with an
-STS-B dev probe at steps 0, 20 and 40, then the seven STS tasks: about 5-6 minutes of two idle CPU
-cores (a SimCSE step is about 2.5-3 s there, a dev probe about 17 s, the final STS evaluation about
-2.6 minutes), so the four-run demo grid fits in 30 minutes; raise ``max_steps`` where cores are
-plentiful. ``paper``: the papers' setting (bert-base, 1M Wikipedia sentences, one epoch). ``smoke``: a
+"""What a run costs. ``cpu``: the packaged MiniLM on the NLI corpus, 30 steps of batch 64 with an
+STS-B dev probe at steps 0, 15 and 30, then the seven STS tasks. Measured under ``make run`` (two
+single-threaded Ray trials on two cores): a SimCSE step about 9 s, a dev probe about 38 s, so the
+four-run demo grid fits in 30 minutes; raise ``max_steps`` where cores are plentiful. ``paper``: the papers' setting (bert-base, 1M Wikipedia sentences, one epoch). ``smoke``: a
 tiny random BERT and four steps, for tests and CI only, never a result."""
 
 
