@@ -1,8 +1,8 @@
 """The Ray Tune adapter through a real (small, local) Ray: failures, driver-written records, resume.
 
-One Ray session serves the whole module, so Ray's start-up is paid once. The default test uses a
-fast fake trainable (a Ray smoke grid that CI runs in well under a minute); the test marked slow
-trains two real smoke-profile runs.
+One Ray session serves the whole module, so Ray's start-up is paid once. One test drives the
+failure and resume paths with a fast fake trainable; the other trains two real smoke-profile runs
+through Tune and renders tables and plots from them (about two minutes; CI runs both).
 """
 
 from __future__ import annotations
@@ -97,7 +97,6 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     assert "Ray start-up" in summary and "trial work" in summary
 
 
-@pytest.mark.slow
 def test_real_smoke_grid_tables_and_plots(
     ray_up: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
