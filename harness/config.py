@@ -198,11 +198,14 @@ PROFILES: dict[str, dict[str, Any]] = {
         "transfer_mode": "fasttest",
     },
 }
-"""What a run costs. ``cpu``: the packaged MiniLM on the NLI corpus, 30 steps of batch 64 with an
-STS-B dev probe at steps 0, 15 and 30, then the seven STS tasks. Measured under ``make run`` (two
-single-threaded Ray trials on two cores): a SimCSE step about 9 s, a dev probe about 38 s, so the
-four-run demo grid fits in 30 minutes; raise ``max_steps`` where cores are plentiful. ``paper``: the papers' setting (bert-base, 1M Wikipedia sentences, one epoch). ``smoke``: a
-tiny random BERT and four steps, for tests and CI only, never a result."""
+"""What a run costs.
+
+``cpu``: the packaged MiniLM on the NLI corpus, 30 steps of batch 64 with an STS-B dev probe at steps
+0, 15 and 30, then the seven STS tasks. Measured under ``make run`` (two single-threaded Ray trials on
+two cores): a SimCSE step about 9 s, a dev probe about 38 s, so the four-run demo grid fits in 30
+minutes; raise ``max_steps`` where cores are plentiful. ``paper``: the papers' setting (bert-base, 1M
+Wikipedia sentences, one epoch). ``smoke``: a tiny random BERT and four steps, for tests and CI only,
+never a result."""
 
 
 def resolve_config(
