@@ -186,17 +186,32 @@ def _entry(trial: Any) -> dict[str, Any]:
     return dict((trial.config or {}).get("run_entry") or {})
 
 
+def print_line(line: str) -> None:
+    """The default progress sink (a module-level function, so Tune can pickle it by reference)."""
+    print(line, flush=True)
+
+
 class _Progress(tune.Callback):
-    """Prints one line per trial start and end; records driver-side failures."""
+    """Prints one line per trial start and end; records driver-side failures.
+
+    Tune pickles its callbacks with the experiment state. The log sink is a driver-side object (the
+    ``print`` builtin may even have been replaced since it was captured), so it is left out of the
+    pickled state and falls back to :func:`print_line` if the callback is ever restored.
+    """
 
     def __init__(self, total: int, store: RunStore, log: Log) -> None:
         self.total = total
         self.store = store
-        self.log = log
+        self.log: Log = log
         self.start = time.perf_counter()
         self.running = 0
         self.done = 0
         self.failed: list[tuple[str, str]] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["log"] = print_line
+        return state
 
     def _line(self, event: str) -> None:
         ended = self.done + len(self.failed)
@@ -264,7 +279,7 @@ def run_trials(
     smoke: bool = False,
     train_fn: TrainFn | None = None,
     storage_dir: Path | None = None,
-    log: Log = print,
+    log: Log = print_line,
 ) -> GridReport:
     """Run one Tune trial per config; records go into ``store``.
 

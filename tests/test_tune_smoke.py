@@ -130,3 +130,21 @@ def test_real_smoke_grid_tables_and_plots(
     assert len(measured) == 2 and all("--" not in ln for ln in measured)
     assert main(["plots", "--profile", "smoke", *common, "--out", str(tmp_path / "plots")]) == 0
     assert (tmp_path / "plots" / "align_uniform_joint.png").stat().st_size > 1000
+
+
+def test_progress_callback_pickles_even_after_print_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tune pickles callbacks; a captured ``print`` that is no longer ``builtins.print`` must not break it."""
+    import builtins
+
+    import ray.cloudpickle as cloudpickle
+
+    from harness.store import RunStore
+
+    captured = builtins.print
+    monkeypatch.setattr(builtins, "print", lambda *a, **k: None)
+    progress = tune._Progress(2, RunStore(tmp_path), captured)
+    restored = cloudpickle.loads(cloudpickle.dumps(progress))
+    assert restored.log is tune.print_line
+    assert progress.log is captured  # the live callback still logs where it was told to
