@@ -12,6 +12,7 @@ from harness.errors import ConfigError
 from harness.grid import attach_status, describe, expand
 from harness.specs import load_table_spec, load_table_specs
 from harness.store import RunStore, new_record
+from methods.whitenedcse import WhitenedCSEParams
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
@@ -67,10 +68,16 @@ def test_paper_group_counts_map_by_channels_per_group(data_root: Path) -> None:
     plan = expand([spec], "cpu", data_root=data_root)  # MiniLM, d = 384
     assert not [c for c in plan.cells if c.state != "run"] and len(plan.runs) == 16
     cell = plan.cell("whitenedcse_table4", "STS-Avg. (shuffled) [num_groups=384]")
-    assert cell.configs[0].params.effective_groups(384) == 192  # 2 channels each, as at d = 768
+    params = cell.configs[0].params
+    assert isinstance(params, WhitenedCSEParams) and params.effective_groups(384) == 192  # 2 channels each
     smoke = expand([spec], "smoke", data_root=data_root)  # random:tiny, d = 64
-    groups = sorted({c.configs[0].params.effective_groups(64) for c in smoke.cells if c.state == "run"})
+    groups = sorted({_groups(c.configs[0].params, 64) for c in smoke.cells if c.state == "run"})
     assert groups == [3, 4, 5, 8, 11, 16, 21, 32]
+
+
+def _groups(params: object, hidden: int) -> int:
+    assert isinstance(params, WhitenedCSEParams)
+    return params.effective_groups(hidden)
 
 
 def test_runs_that_do_not_train_get_one_seed(data_root: Path) -> None:

@@ -202,7 +202,7 @@ def test_every_real_spec_renders_without_records(tmp_path: Path) -> None:
 
 
 def test_average_trajectory_means_over_seeds() -> None:
-    records = [
+    records: list[dict[str, Any]] = [
         {
             "trajectory": [
                 {"step": 0, "align": 1.0, "uniform": -1.0},

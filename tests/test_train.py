@@ -183,7 +183,6 @@ def test_zero_steps_only_evaluates(fakes: None, data_root: Path) -> None:
 def test_post_whitening_whitens_the_final_embeddings(
     fakes: None, data_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("methods.whitening")
     captured: dict[str, np.ndarray] = {}
 
     def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
@@ -242,7 +241,6 @@ def test_bad_corpus_fails_the_record(fakes: None, data_root: Path, tmp_path: Pat
 
 @pytest.mark.slow
 def test_real_probe_when_the_evaluator_exists(data_root: Path) -> None:
-    pytest.importorskip("harness.evaluation.geometry")
     from harness.paths import resolve_data_root
 
     try:

@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 
+import harness.tune as tune
 from harness.grid import attach_status, expand
 from harness.paths import resolve_data_root
 from harness.specs import load_table_spec
 from harness.store import RunStore, new_record
-
-tune = pytest.importorskip("harness.tune")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
