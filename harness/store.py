@@ -5,13 +5,7 @@ Layout under the store root (``./runs`` by default)::
     records/<run_id>.json        the run record (schema below)
     checkpoints/<run_id>/        the best encoder, when a run was asked to save it
 
-Record schema (``schema_version`` 1)::
-
-    {"schema_version": 1, "run_id", "group_id", "status": "running" | "finished" | "failed",
-     "error": str | None, "config": RunConfig.to_dict(), "code_version",
-     "trajectory": [{"step", "loss", "stsb_dev", "align", "uniform", "lr", ...method metrics}],
-     "best_step", "best_stsb_dev", "final": {"sts": {...}, "transfer": {...}},
-     "wall_time_s", "train_time_s", "eval_time_s", "started_at", "finished_at", "host"}
+The record's typed shape and schema version live in :mod:`harness.record` (``RunRecord``).
 
 Records are written to a temporary file in the same folder and moved into place with
 :func:`os.replace`, so a reader (a table reporter, another Ray trial) never sees half a record.
@@ -25,21 +19,17 @@ import json
 import math
 import os
 import re
-import socket
 import subprocess
 import tempfile
 import warnings
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.errors import ConfigError
+from harness.record import SCHEMA_VERSION, STATUSES, new_record
 
-if TYPE_CHECKING:
-    from harness.config import RunConfig
-
-SCHEMA_VERSION = 1
-STATUSES: tuple[str, ...] = ("running", "finished", "failed")
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
@@ -68,7 +58,7 @@ class RunStore:
         self.path(run_id)  # validates the id
         return self.root / "checkpoints" / run_id
 
-    def save(self, record: dict[str, Any]) -> Path:
+    def save(self, record: Mapping[str, Any]) -> Path:
         """Write ``record`` atomically (temporary file + ``os.replace``); return its path."""
         run_id = record.get("run_id")
         if not isinstance(run_id, str):
@@ -111,29 +101,6 @@ class RunStore:
     def finished_ids(self) -> set[str]:
         """Ids of the runs whose record says ``finished``."""
         return {r["run_id"] for r in self.records() if r.get("status") == "finished"}
-
-
-def new_record(config: RunConfig) -> dict[str, Any]:
-    """A fresh ``running`` record for ``config`` (every schema key present)."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": config.run_id(),
-        "group_id": config.group_id(),
-        "status": "running",
-        "error": None,
-        "config": config.to_dict(),
-        "code_version": code_version(),
-        "trajectory": [],
-        "best_step": None,
-        "best_stsb_dev": None,
-        "final": {},
-        "wall_time_s": 0.0,
-        "train_time_s": 0.0,
-        "eval_time_s": 0.0,
-        "started_at": now_iso(),
-        "finished_at": None,
-        "host": socket.gethostname(),
-    }
 
 
 def now_iso() -> str:

@@ -124,7 +124,7 @@ def test_row_overrides_win_over_command_line(data_root: Path) -> None:
 
 
 def _record(config: Any, status: str) -> dict[str, Any]:
-    record = new_record(config)
+    record = dict(new_record(config))
     record["status"] = status
     return record
 

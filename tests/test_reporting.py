@@ -42,7 +42,7 @@ def make_data_root(tmp_path: Path) -> Path:
 
 
 def finished_record(config: Any, scores: dict[str, float], status: str = "finished") -> dict[str, Any]:
-    record = new_record(config)
+    record = dict(new_record(config))
     record.update(
         status=status,
         final={"sts": dict(scores)} if status == "finished" else {},
