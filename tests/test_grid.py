@@ -186,3 +186,27 @@ def test_grid_command_dry_run(data_root: Path, tmp_path: Path, capsys: pytest.Ca
     assert main(["grid", "no_such_spec", "--dry-run", "--data-dir", str(data_root)]) == 2
     assert main([*args, "--dry-run", "--override", "bad"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_grid_and_tables_resolve_through_one_path(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No command resolves a throwaway config to learn the profile's model or seed: grid expansion and
+    # table building go through resolve_settings once per set of overrides and resolve_run per cell.
+    import harness.config as config_mod
+    from harness.reporting.tables import build_tables
+    from harness.store import RunStore
+
+    calls: list[str] = []
+    real_settings = config_mod.resolve_settings
+
+    def counting_settings(*args: Any, **kwargs: Any) -> Any:
+        calls.append("settings")
+        return real_settings(*args, **kwargs)
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("resolve_config called: a throwaway config was resolved")
+
+    monkeypatch.setattr(config_mod, "resolve_settings", counting_settings)
+    monkeypatch.setattr(config_mod, "resolve_config", forbidden)
+    spec = load_table_spec(Path("tables/whitenedcse_table4.toml"))
+    build_tables([spec], RunStore(data_root / "runs"), "cpu", data_root=data_root)
+    assert calls == ["settings"]  # 16 cells, one set of overrides: one resolution of the settings
