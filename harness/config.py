@@ -82,6 +82,9 @@ class RunSettings:
         post_whiten: BERT-whitening of the evaluation embeddings (estimated on corpus sentences).
         post_whiten_sentences: how many corpus sentences (the file's first) estimate the whitening.
         precision: ``fp32`` or ``bf16`` (autocast of the training forward pass).
+        length_buckets: encode each training call's rows in this many length-sorted buckets, each
+            padded only to its own longest row (1 = one padded block; see
+            :class:`harness.encoder.TrainingEncode`). Same loss function, less padding work.
     """
 
     model: str
@@ -105,6 +108,7 @@ class RunSettings:
     post_whiten: PostWhiten = "none"
     post_whiten_sentences: int = 10000
     precision: Precision = "fp32"
+    length_buckets: int = 1
 
     def __post_init__(self) -> None:
         hints = _SETTING_TYPES
@@ -410,6 +414,8 @@ def _validate(settings: RunSettings) -> None:
         raise ConfigError(f"seed must be in 0 .. 2**32 - 1, got {settings.seed}")
     if settings.threads is not None and settings.threads < 1:
         raise ConfigError(f"threads must be >= 1 (or none = torch's default), got {settings.threads}")
+    if settings.length_buckets < 1:
+        raise ConfigError(f"length_buckets must be >= 1, got {settings.length_buckets}")
     if settings.post_whiten_sentences < 2:
         raise ConfigError(f"post_whiten_sentences must be >= 2, got {settings.post_whiten_sentences}")
 
