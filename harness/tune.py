@@ -43,6 +43,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.cleanup import TEMP_PREFIX, remove_stale_temp_dirs
+
 _QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",  # no usage-stats reporting
     "RAY_AIR_NEW_OUTPUT": "0",  # the legacy reporter honours verbose=0
@@ -289,13 +291,26 @@ class _Progress(tune.Callback):
 
         self.running = max(0, self.running - 1)
         run_id = str(_entry(trial).get("run_id"))
-        reason = _short_error(trial.get_error())
+        reason = _short_error(_trial_error_text(trial))
         where = f" (traceback: {trial.error_file})" if trial.error_file else ""
         config = RunConfig.from_dict(_entry(trial)["run"])
         ensure_failed_record(self.store, config, reason)
         record = self.store.load(run_id) or {}
         self.failed.append((run_id, str(record.get("error") or reason)))
         self._line(f"FAILED {run_id}: {self.failed[-1][1]}{where}")
+
+
+def _trial_error_text(trial: Any) -> str | None:
+    """The trial's error text: Tune's stored copy, else the local error file it just wrote."""
+    with contextlib.suppress(Exception):
+        text = trial.get_error()
+        if text:
+            return str(text)
+    path = getattr(trial, "error_file", None)
+    if path:
+        with contextlib.suppress(OSError):
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+    return None
 
 
 def _slots(cpus_per_trial: float, gpus_per_trial: float) -> int:
@@ -471,7 +486,7 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
             kwargs["num_gpus"] = 0
             kwargs["object_store_memory"] = 80 * 1024 * 1024
         remove_stale_temp_dirs()
-        temp_root = Path(tempfile.mkdtemp(prefix=f"{_TEMP_PREFIX}{os.getpid()}-"))
+        temp_root = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
         kwargs["_temp_dir"] = str(temp_root)
     else:
         kwargs["address"] = address
@@ -483,32 +498,6 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
             ray.shutdown()
         if temp_root is not None:
             shutil.rmtree(temp_root, ignore_errors=True)
-
-
-_TEMP_PREFIX = "harness-ray-"
-
-
-def remove_stale_temp_dirs(root: Path | None = None) -> list[Path]:
-    """Remove the Ray session folders of local grids whose driver is gone (killed grids)."""
-    root = Path(root) if root is not None else Path(tempfile.gettempdir())
-    removed = []
-    for path in root.glob(f"{_TEMP_PREFIX}*-*"):
-        pid_text = path.name[len(_TEMP_PREFIX) :].split("-", 1)[0]
-        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextlib.contextmanager

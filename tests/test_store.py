@@ -209,5 +209,5 @@ def test_a_lock_from_another_host_is_refused(tmp_path: Path) -> None:
 
     other = {"pid": 1, "host": "elsewhere.example", "started_at": "2026-01-01T00:00:00+00:00"}
     (tmp_path / "grid.lock").write_text(json.dumps(other))
-    with pytest.raises(GridLockedError, match="elsewhere.example.*delete the lock file"):
+    with pytest.raises(GridLockedError, match=r"elsewhere\.example.*delete the lock file"):
         RunStore(tmp_path).lock().acquire()

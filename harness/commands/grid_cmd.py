@@ -138,6 +138,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     check_writable_dir(store.root, "runs folder")
     with store.lock(log=print):
+        from harness.cleanup import remove_stale_temp_dirs
+
+        for folder in remove_stale_temp_dirs():
+            print(f"note: removed {folder} (Ray session files of a grid that was killed)")
         attach_status(plan, store)
         for line in distrust_scoreless(plan, store):
             print(line)
