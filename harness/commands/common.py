@@ -115,3 +115,30 @@ def check_device(device: str | None) -> None:
             raise ConfigError(f"--device {device}: MPS is not available here (use --device cpu)")
         return
     raise ConfigError(f"--device {device}: unsupported device type {dev.type!r} (cpu, cuda, cuda:N, mps)")
+
+
+def check_spec_paths(names: list[str]) -> None:
+    """A spec given as a path must be a UTF-8 file (a folder or other bytes: one line naming it)."""
+    for name in names:
+        path = Path(name)
+        if not path.exists():
+            continue  # a name in tables/ or a missing file: the spec loader says which
+        if path.is_dir():
+            raise ConfigError(f"table spec {path} is a folder, not a .toml file")
+        try:
+            path.read_bytes().decode("utf-8")
+        except OSError as exc:
+            raise ConfigError(f"table spec {path} cannot be read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"table spec {path} is not valid UTF-8 (byte {exc.start})") from None
+
+
+def check_finite_configs(configs: list[Any]) -> None:
+    """No resolved run setting or method parameter may be inf or nan (e.g. from a spec's TOML)."""
+    for config in configs:
+        data = config.to_dict()
+        params = data.get("params") or {}
+        settings = {k: v for k, v in data.items() if k != "params"}
+        check_finite_overrides(settings, f"run {config.run_id()}:")
+        where = f"run {config.run_id()}: {config.method}"
+        check_finite_overrides(params if isinstance(params, dict) else {}, where)

@@ -19,7 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.commands.common import add_data_dir, check_finite_overrides
+from harness.commands.common import (
+    add_data_dir,
+    check_finite_configs,
+    check_finite_overrides,
+    check_spec_paths,
+)
 from harness.errors import ConfigError
 
 HELP = "run the grid of runs that table specs need (Ray Tune; skips finished runs)"
@@ -115,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     profile = args.profile or ("smoke" if args.smoke else "cpu")
     overrides = overrides_from_args(args)
     check_finite_overrides(overrides, "override")
+    check_spec_paths(args.specs)
     specs = load_table_specs(args.specs)
     extra = []
     if "all" in args.specs:
@@ -129,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
         data_root=data_root,
         extra=extra,
     )
+    check_finite_configs([r.config for r in plan.runs])
     retry = not args.skip_failed
     if args.dry_run:
         attach_status(plan, store)

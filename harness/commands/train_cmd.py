@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     data_root = resolve_data_root(args.data_dir)
     config = resolve_config(args.method, params, args.profile, overrides, data_root=data_root)
     store = RunStore(args.output_dir)
-    check_writable_dir(store.records_dir, "run store folder")
+    check_writable_dir(store.root, "--output-dir")
     run_id = config.run_id()
     previous = store.load(run_id)
     if previous is not None and previous.get("status") == "finished":

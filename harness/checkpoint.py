@@ -1,0 +1,114 @@
+"""Resumable runs: a checkpoint at every evaluation point, so a killed run continues where it was.
+
+A checkpoint is one ``torch.save`` file, ``<runs>/resume/<run_id>.pt``, written atomically (temporary
+file + :func:`os.replace`) right after each STS-B dev evaluation. It holds everything the rest of the
+run depends on:
+
+* ``step``: the last optimiser step done (the batch stream is a pure function of the seed, so the
+  stream resumes by skipping ``step`` batches);
+* the encoder's and the method's ``state_dict`` (buffers included: running whitening statistics,
+  ...), the optimiser's and the scheduler's;
+* the random states of Python, NumPy and torch (CPU and every CUDA device);
+* the best state so far (its step, score and CPU copies of both state dicts);
+* the record's trajectory, best step and score, and the train/eval seconds so far;
+* the run's config (``RunConfig.to_dict()``): a checkpoint of another config is never loaded.
+
+A resumed run therefore produces the same trajectory and final numbers as an uninterrupted one
+(timings aside). The checkpoint is deleted when the run finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+FORMAT_VERSION = 1
+
+
+def checkpoint_path(store_root: Path | str, run_id: str) -> Path:
+    """Where the resume checkpoint of ``run_id`` lives under a run store folder."""
+    return Path(store_root) / "resume" / f"{run_id}.pt"
+
+
+def rng_state() -> dict[str, Any]:
+    """The random states of Python, NumPy and torch (CPU and every CUDA device)."""
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what :func:`rng_state` returned."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
+    """Write ``state`` (plus the format version and RNG states) atomically to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format": FORMAT_VERSION, "rng": rng_state(), **state}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(payload, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_checkpoint(path: Path, config: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The checkpoint at ``path`` if it belongs to ``config``; else ``(None, why not)``.
+
+    A missing file gives ``(None, None)``; an unreadable one or one of another config or format gives
+    ``(None, reason)`` so the caller can say why it starts from step 0.
+    """
+    if not path.is_file():
+        return None, None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # a truncated or foreign file: start again, say why
+        return None, f"unreadable checkpoint {path} ({type(exc).__name__}: {exc})"
+    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
+        return None, f"checkpoint {path} has another format"
+    if state.get("config") != config:
+        return None, f"checkpoint {path} belongs to another configuration"
+    return state, None
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete a run's checkpoint (the run finished)."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only when empty
+
+
+__all__ = [
+    "FORMAT_VERSION",
+    "checkpoint_path",
+    "load_checkpoint",
+    "remove_checkpoint",
+    "rng_state",
+    "save_checkpoint",
+    "set_rng_state",
+]
