@@ -51,7 +51,7 @@ def _trial(rank: int, args: argparse.Namespace, ready: Any, start: Any, results:
     config = resolve_config(args.method, profile="cpu", overrides=overrides, data_root=data_root)
     encoder = load_encoder(config.model, device="cuda", seed=rank)
     cls = get_method(config.method)
-    method = cls(cls.params_cls.from_overrides(config.params), encoder.hidden_size).to("cuda")
+    method = cls(config.params, encoder.hidden_size).to("cuda")
     step = TrainStep(encoder, method, config, total=args.steps + args.warmup)
     stream = batches(read_corpus(Path(config.corpus)), config.batch_size, seed=rank)
     for i in range(args.warmup):

@@ -66,7 +66,7 @@ def build_ours(
     from harness.config import resolve_config
     from harness.encoder import load_encoder
     from harness.train import TrainStep, seed_everything
-    from methods import build_params, get_method
+    from methods import get_method
 
     config = resolve_config(
         "simcse",
@@ -84,7 +84,7 @@ def build_ours(
     )
     seed_everything(args.seed)
     encoder = load_encoder(args.model, args.device, seed=args.seed)
-    method = get_method("simcse")(build_params("simcse", config.params), encoder.hidden_size).to(args.device)
+    method = get_method("simcse")(config.params, encoder.hidden_size).to(args.device)
     step = TrainStep(encoder, method, config, total)
 
     def run(sentences: list[str], i: int) -> float:

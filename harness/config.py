@@ -1,23 +1,29 @@
-"""Run configurations, profiles and run ids.
+"""Run configurations, profiles and run ids: the ONE path from (profile, method, params, overrides) to a run.
 
-A :class:`RunConfig` is the fully resolved description of one training run: method and its complete
-parameter record (defaults included), encoder, corpus, budget, optimiser settings, poolers, seed and
-what to evaluate at the end. :func:`resolve_config` builds one from a method name, method parameter
-overrides, a profile and run-level overrides, and checks everything that can be checked before a
-model is loaded (unknown names, misspelt keys, a group count that does not divide the hidden size).
+:func:`resolve_settings` turns a profile and run-level overrides into :class:`RunSettings` (every
+field coerced and checked once, the corpus found and hashed once); :func:`resolve_run` adds a method
+and its typed parameter record, validated once against the encoder's hidden size (one lookup,
+:func:`harness.encoder.hidden_size_of`, that never waits on an unreachable hub). ``harness train``,
+``harness grid``, ``harness tables`` and ``harness plots`` all go through these two functions;
+:func:`resolve_config` is both in one call.
+
+A :class:`RunConfig` is the fully resolved description of one run. Method parameters travel inside
+it as their typed record (:class:`methods.base.MethodParams`); they become a dict only in
+:meth:`RunConfig.to_dict`, at the store and Ray boundaries, and come back typed in
+:meth:`RunConfig.from_dict`.
 
 The run id is a hash of every result-affecting field, so the same configuration always maps to the
 same record and a grid can skip runs that already finished. The corpus enters the id through
 ``corpus_id`` (file name + hash of its content), never through its path, so records stay valid when
 the data moves to another machine. ``profile`` is a label and the device is not a field: neither
-enters the id.
+enters the id. ``threads`` (torch's CPU threads) does: on a CPU the thread count changes the
+floating-point reduction order and so the numbers, so a profile fixes it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
 import hashlib
 import json
 import os
@@ -25,41 +31,34 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from harness.errors import ConfigError, HarnessError
 
-FINAL_TASKS: tuple[str, ...] = ("sts", "transfer", "all", "none")
-TRANSFER_MODES: tuple[str, ...] = ("fasttest", "test")
-POST_WHITEN: tuple[str, ...] = ("none", "zca", "pca")
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+if TYPE_CHECKING:
+    from methods.base import MethodParams
+
+Pooler = Literal["cls_before_pooler", "cls", "avg", "avg_first_last", "avg_top2"]
+FinalTasks = Literal["sts", "transfer", "all", "none"]
+TransferMode = Literal["fasttest", "test"]
+PostWhiten = Literal["none", "zca", "pca"]
+Precision = Literal["fp32", "bf16"]
+
+POOLERS: tuple[str, ...] = typing.get_args(Pooler)
+FINAL_TASKS: tuple[str, ...] = typing.get_args(FinalTasks)
+TRANSFER_MODES: tuple[str, ...] = typing.get_args(TransferMode)
+POST_WHITEN: tuple[str, ...] = typing.get_args(PostWhiten)
+PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
 
 NOT_IN_ID: frozenset[str] = frozenset({"profile", "corpus"})
 """Fields that do not affect results: a label and a machine-specific path (``corpus_id`` is in)."""
 
-KNOWN_HIDDEN_SIZES: dict[str, int] = {
-    "bert-base-uncased": 768,
-    "bert-base-cased": 768,
-    "bert-large-uncased": 1024,
-    "bert-large-cased": 1024,
-    "roberta-base": 768,
-    "roberta-large": 1024,
-    "FacebookAI/roberta-base": 768,
-    "FacebookAI/roberta-large": 1024,
-    "google-bert/bert-base-uncased": 768,
-    "google-bert/bert-large-uncased": 1024,
-}
-"""Hidden sizes of the papers' hub encoders, so that a paper-profile grid is expanded and validated
-without reading their configs from the hub (offline machines, and no per-config network round trip)."""
 
-
-@dataclass(frozen=True)
-class RunConfig:
-    """The fully resolved configuration of one run.
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """Everything about a run but its method: what a profile and run-level overrides decide.
 
     Attributes:
-        method: registered method name.
-        params: the method's complete parameter record (defaults included), JSON-able, sorted keys.
         model: encoder name (``minilm``, ``random:tiny``, a hub name or a local path).
         corpus: the corpus file path as resolved on this machine (not part of the id).
         corpus_id: ``<file name>:<12 hex of the sha256 of its content>`` (part of the id).
@@ -73,7 +72,9 @@ class RunConfig:
         weight_decay: AdamW weight decay (the papers: 0).
         grad_clip: gradient-norm clipping threshold; 0 switches clipping off.
         warmup_steps: linear warm-up steps before the decay (the papers: 0).
-        seed: seeds Python, NumPy and torch, and the corpus shuffle.
+        seed: seeds Python, NumPy and torch, and the corpus shuffle (0 .. 2**32 - 1).
+        threads: torch CPU threads of the run (part of the id: it changes CPU numbers); ``None`` =
+            torch's default (GPU profiles, where it does not matter).
         train_pooler: the raw feature the method's head sits on during training.
         eval_pooler: the pooler of every evaluation (dev probe and final tasks).
         final_tasks: what the best checkpoint is evaluated on at the end.
@@ -83,8 +84,6 @@ class RunConfig:
         precision: ``fp32`` or ``bf16`` (autocast of the training forward pass).
     """
 
-    method: str
-    params: dict[str, Any]
     model: str
     corpus: str
     corpus_id: str
@@ -98,26 +97,60 @@ class RunConfig:
     grad_clip: float = 1.0
     warmup_steps: int = 0
     seed: int = 42
-    train_pooler: str = "cls_before_pooler"
-    eval_pooler: str = "cls_before_pooler"
-    final_tasks: str = "sts"
-    transfer_mode: str = "fasttest"
-    post_whiten: str = "none"
+    threads: int | None = None
+    train_pooler: Pooler = "cls_before_pooler"
+    eval_pooler: Pooler = "cls_before_pooler"
+    final_tasks: FinalTasks = "sts"
+    transfer_mode: TransferMode = "fasttest"
+    post_whiten: PostWhiten = "none"
     post_whiten_sentences: int = 10000
-    precision: str = "fp32"
+    precision: Precision = "fp32"
 
     def __post_init__(self) -> None:
-        params = {str(k): self.params[k] for k in sorted(self.params)}
-        object.__setattr__(self, "params", params)
-        for f in dataclasses.fields(self):
-            if f.name == "params":
-                continue
+        hints = _SETTING_TYPES
+        for f in dataclasses.fields(RunSettings):
             value = getattr(self, f.name)
-            object.__setattr__(self, f.name, _coerce_field(f.name, value, _FIELD_TYPES[f.name]))
+            object.__setattr__(self, f.name, _coerce_field(f.name, value, hints[f.name]))
         _validate(self)
+
+    def settings_dict(self) -> dict[str, Any]:
+        """The run-level fields only, JSON-able."""
+        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(RunSettings)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig(RunSettings):
+    """The fully resolved configuration of one run: :class:`RunSettings` plus the method.
+
+    Attributes:
+        method: registered method name.
+        params: the method's complete, typed parameter record (defaults included).
+    """
+
+    method: str
+    params: MethodParams
+
+    def __post_init__(self) -> None:
+        from methods import build_params, get_method
+
+        if not self.method:
+            raise ConfigError("method must not be empty")
+        cls = get_method(self.method).params_cls
+        if isinstance(self.params, Mapping):
+            object.__setattr__(self, "params", build_params(self.method, dict(self.params)))
+        elif not isinstance(self.params, cls):
+            raise ConfigError(
+                f"{self.method}: params must be {cls.__name__}, got {type(self.params).__name__}"
+            )
+        super().__post_init__()
 
     def __hash__(self) -> int:
         return hash(self.run_id())
+
+    @property
+    def settings(self) -> RunSettings:
+        """The run-level part (no method)."""
+        return RunSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings)})
 
     # -- ids ------------------------------------------------------------------------------------
     def id_fields(self, *, with_seed: bool = True) -> dict[str, Any]:
@@ -135,10 +168,12 @@ class RunConfig:
         """Like :meth:`run_id` without the seed, so that tables can aggregate seeds."""
         return f"{self.method}-{_digest(self.id_fields(with_seed=False))}"
 
-    # -- (de)serialisation ----------------------------------------------------------------------
+    # -- (de)serialisation: the store and Ray boundaries ----------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict of every field."""
-        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """A JSON-able dict of every field (``params`` as a sorted dict)."""
+        out = {"method": self.method, "params": _jsonable(self.params.to_dict())}
+        out.update(self.settings_dict())
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
@@ -155,12 +190,11 @@ class RunConfig:
         return dataclasses.replace(self, **changes)
 
 
-_FIELD_TYPES: dict[str, Any] = typing.get_type_hints(RunConfig)
-CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunConfig))
-OVERRIDABLE: tuple[str, ...] = tuple(
-    name for name in CONFIG_FIELDS if name not in ("method", "params", "corpus_id", "profile")
-)
-"""Run-level override keys (everything but the method, its params, the corpus hash and the label)."""
+_SETTING_TYPES: dict[str, Any] = typing.get_type_hints(RunSettings)
+SETTING_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSettings))
+CONFIG_FIELDS: tuple[str, ...] = ("method", "params", *SETTING_FIELDS)
+OVERRIDABLE: tuple[str, ...] = tuple(name for name in SETTING_FIELDS if name not in ("corpus_id", "profile"))
+"""Run-level override keys (every setting but the corpus hash and the label)."""
 
 # -- profiles -------------------------------------------------------------------------------------
 PROFILES: dict[str, dict[str, Any]] = {
@@ -172,6 +206,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "max_steps": 30,
         "eval_every": 15,
         "lr": 3e-5,
+        "threads": 1,
         "final_tasks": "sts",
         "transfer_mode": "fasttest",
     },
@@ -194,6 +229,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "max_steps": 4,
         "eval_every": 2,
         "lr": 3e-5,
+        "threads": 1,
         "final_tasks": "sts",
         "transfer_mode": "fasttest",
     },
@@ -208,33 +244,24 @@ Wikipedia sentences, one epoch). ``smoke``: a tiny random BERT and four steps, f
 never a result."""
 
 
-def resolve_config(
-    method: str,
-    params: Mapping[str, Any] | None = None,
+def resolve_settings(
     profile: str = "cpu",
     overrides: Mapping[str, Any] | None = None,
     data_root: Path | None = None,
-) -> RunConfig:
-    """Resolve a method, its parameter overrides, a profile and run-level overrides into a config.
+) -> RunSettings:
+    """A profile plus run-level overrides -> validated :class:`RunSettings` (no method yet).
 
     Args:
-        method: registered method name.
-        params: method parameter overrides (strings are coerced to the field types).
         profile: a key of :data:`PROFILES`.
-        overrides: run-level overrides; keys are :class:`RunConfig` field names.
+        overrides: run-level overrides; keys are :data:`OVERRIDABLE` names (strings are coerced).
         data_root: where relative corpus paths (``corpus/...``) are looked up; default: the usual
             data-root search (``$HARNESS_DATA``, ``./data``, ``../shared/data``).
 
-    Returns:
-        A validated :class:`RunConfig`.
-
     Raises:
-        ConfigError: unknown profile, method, parameter or override key (with a close-match hint), or
-            a value out of range (a group count that does not divide the hidden size included).
+        ConfigError: unknown profile or override key (with a close-match hint), or a bad value.
         DataError: the corpus file cannot be found.
     """
     from harness.paths import resolve_corpus, resolve_data_root
-    from methods import build_params
 
     if profile not in PROFILES:
         raise ConfigError(
@@ -248,10 +275,6 @@ def resolve_config(
                 f"unknown run setting {key!r}{_hint(key, OVERRIDABLE)}; valid settings: {valid}"
             )
         values[key] = value
-    model = str(values["model"])
-    record = build_params(method, dict(params or {}))
-    record.validate(_hidden_size(model))
-
     corpus_arg = str(values.pop("corpus"))
     root = data_root
     if root is None and not Path(corpus_arg).expanduser().is_absolute():
@@ -260,14 +283,48 @@ def resolve_config(
         except HarnessError:
             root = None
     corpus_path = resolve_corpus(Path(corpus_arg).expanduser(), root)
-    return RunConfig(
-        method=method,
-        params=record.to_dict(),
-        corpus=str(corpus_path),
-        corpus_id=corpus_id(corpus_path),
-        profile=profile,
-        **values,
-    )
+    return RunSettings(corpus=str(corpus_path), corpus_id=corpus_id(corpus_path), profile=profile, **values)
+
+
+def resolve_run(
+    method: str,
+    params: Mapping[str, Any] | MethodParams | None,
+    settings: RunSettings,
+    **changes: Any,
+) -> RunConfig:
+    """Add a method and its parameters to resolved settings: the typed, validated :class:`RunConfig`.
+
+    Args:
+        method: registered method name.
+        params: parameter overrides (strings are coerced to the field types) or a typed record.
+        settings: from :func:`resolve_settings`.
+        changes: settings to change for this run only (e.g. ``seed``), validated with the rest.
+
+    Raises:
+        ConfigError: unknown method or parameter (with a hint), a bad value, or parameters that do not
+            suit the encoder (more whitening groups than it has channels, ...).
+        ModelLoadError: the encoder's hidden size cannot be found (see
+            :func:`harness.encoder.hidden_size_of`).
+    """
+    from harness.encoder import hidden_size_of
+    from methods import MethodParams, build_params
+
+    record = params if isinstance(params, MethodParams) else build_params(method, dict(params or {}))
+    record.validate(hidden_size_of(settings.model))
+    values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(RunSettings)}
+    values.update(changes)
+    return RunConfig(method=method, params=record, **values)
+
+
+def resolve_config(
+    method: str,
+    params: Mapping[str, Any] | None = None,
+    profile: str = "cpu",
+    overrides: Mapping[str, Any] | None = None,
+    data_root: Path | None = None,
+) -> RunConfig:
+    """:func:`resolve_settings` then :func:`resolve_run`: one run from names and overrides."""
+    return resolve_run(method, params, resolve_settings(profile, overrides, data_root))
 
 
 def corpus_id(path: Path) -> str:
@@ -287,16 +344,6 @@ _CORPUS_IDS: dict[tuple[str, int, int], str] = {}
 
 
 # -- helpers --------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=64)
-def _hidden_size(model: str) -> int:
-    """The encoder's hidden size: the papers' hub encoders from a table (no network), else its config."""
-    from harness.encoder import model_hidden_size
-
-    if model in KNOWN_HIDDEN_SIZES and not Path(model).expanduser().exists():
-        return KNOWN_HIDDEN_SIZES[model]
-    return model_hidden_size(model)
-
-
 def _hint(name: str, choices: typing.Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(choices), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -319,6 +366,10 @@ def _jsonable(value: Any) -> Any:
 
 def _coerce_field(name: str, value: Any, hint: Any) -> Any:
     """Coerce a field value (possibly a command-line string) to the field's declared type."""
+    from harness.coerce import coerce_value
+
+    if typing.get_origin(hint) is Literal:
+        return coerce_value(name, value, hint)
     args = typing.get_args(hint)
     optional = type(None) in args
     target = next((a for a in args if a is not type(None)), hint) if args else hint
@@ -333,40 +384,34 @@ def _coerce_field(name: str, value: Any, hint: Any) -> Any:
     return coerce_value(name, value, target)
 
 
-def _choice(name: str, value: str, choices: typing.Sequence[str]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}{_hint(value, choices)}")
-
-
-def _validate(config: RunConfig) -> None:
-    from harness.encoder import POOLERS
-
-    if not config.method:
-        raise ConfigError("method must not be empty")
-    if config.batch_size < 2:
-        raise ConfigError(f"batch_size must be >= 2 (in-batch negatives), got {config.batch_size}")
-    if config.max_length < 2:
-        raise ConfigError(f"max_length must be >= 2, got {config.max_length}")
-    if config.max_steps is not None and config.max_steps < 0:
-        raise ConfigError(f"max_steps must be >= 0 (or none = one epoch), got {config.max_steps}")
-    if config.eval_every < 1:
-        raise ConfigError(f"eval_every must be >= 1, got {config.eval_every}")
-    if not config.lr > 0:
-        raise ConfigError(f"lr must be > 0, got {config.lr}")
-    if config.weight_decay < 0:
-        raise ConfigError(f"weight_decay must be >= 0, got {config.weight_decay}")
-    if config.grad_clip < 0:
-        raise ConfigError(f"grad_clip must be >= 0 (0 = off), got {config.grad_clip}")
-    if config.warmup_steps < 0:
-        raise ConfigError(f"warmup_steps must be >= 0, got {config.warmup_steps}")
-    if config.post_whiten_sentences < 2:
-        raise ConfigError(f"post_whiten_sentences must be >= 2, got {config.post_whiten_sentences}")
-    _choice("train_pooler", config.train_pooler, POOLERS)
-    _choice("eval_pooler", config.eval_pooler, POOLERS)
-    _choice("final_tasks", config.final_tasks, FINAL_TASKS)
-    _choice("transfer_mode", config.transfer_mode, TRANSFER_MODES)
-    _choice("post_whiten", config.post_whiten, POST_WHITEN)
-    _choice("precision", config.precision, PRECISIONS)
+def _validate(settings: RunSettings) -> None:
+    """Range checks of the run-level fields (choices were checked by their ``Literal`` types)."""
+    if settings.batch_size < 2:
+        raise ConfigError(f"batch_size must be >= 2 (in-batch negatives), got {settings.batch_size}")
+    if settings.max_length < 2:
+        raise ConfigError(f"max_length must be >= 2, got {settings.max_length}")
+    if settings.max_steps is not None and settings.max_steps < 0:
+        raise ConfigError(f"max_steps must be >= 0 (or none = one epoch), got {settings.max_steps}")
+    if settings.eval_every < 1:
+        raise ConfigError(f"eval_every must be >= 1, got {settings.eval_every}")
+    for name in ("lr", "weight_decay", "grad_clip"):
+        value = getattr(settings, name)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ConfigError(f"{name} must be finite, got {value}")
+    if not settings.lr > 0:
+        raise ConfigError(f"lr must be finite and > 0, got {settings.lr}")
+    if settings.weight_decay < 0:
+        raise ConfigError(f"weight_decay must be >= 0, got {settings.weight_decay}")
+    if settings.grad_clip < 0:
+        raise ConfigError(f"grad_clip must be >= 0 (0 = off), got {settings.grad_clip}")
+    if settings.warmup_steps < 0:
+        raise ConfigError(f"warmup_steps must be >= 0, got {settings.warmup_steps}")
+    if not 0 <= settings.seed < 2**32:
+        raise ConfigError(f"seed must be in 0 .. 2**32 - 1, got {settings.seed}")
+    if settings.threads is not None and settings.threads < 1:
+        raise ConfigError(f"threads must be >= 1 (or none = torch's default), got {settings.threads}")
+    if settings.post_whiten_sentences < 2:
+        raise ConfigError(f"post_whiten_sentences must be >= 2, got {settings.post_whiten_sentences}")
 
 
 __all__ = [
@@ -375,8 +420,12 @@ __all__ = [
     "OVERRIDABLE",
     "POST_WHITEN",
     "PROFILES",
+    "SETTING_FIELDS",
     "TRANSFER_MODES",
     "RunConfig",
+    "RunSettings",
     "corpus_id",
     "resolve_config",
+    "resolve_run",
+    "resolve_settings",
 ]

@@ -19,6 +19,9 @@ Model names:
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,11 +30,30 @@ import numpy as np
 import torch
 from torch import nn
 
+from harness.config import POOLERS as CONFIG_POOLERS
 from harness.errors import ConfigError, ModelLoadError
 
-POOLERS: tuple[str, ...] = ("cls_before_pooler", "cls", "avg", "avg_first_last", "avg_top2")
+POOLERS = CONFIG_POOLERS
 """Poolers, as SimCSE names them. ``cls`` uses the model's pooler layer (after training, the
 trained MLP head is copied into it, as SimCSE's checkpoint converter does)."""
+
+KNOWN_HIDDEN_SIZES: dict[str, int] = {
+    "bert-base-uncased": 768,
+    "bert-base-cased": 768,
+    "bert-large-uncased": 1024,
+    "bert-large-cased": 1024,
+    "roberta-base": 768,
+    "roberta-large": 1024,
+    "FacebookAI/roberta-base": 768,
+    "FacebookAI/roberta-large": 1024,
+    "google-bert/bert-base-uncased": 768,
+    "google-bert/bert-large-uncased": 1024,
+    "sentence-transformers/bert-base-nli-mean-tokens": 768,
+    "sentence-transformers/bert-large-nli-mean-tokens": 1024,
+    "sentence-transformers/all-MiniLM-L6-v2": 384,
+}
+"""Hidden sizes of the papers' hub encoders (and their SBERT starts), so that grids, tables and
+plots are expanded and validated without reading a config from the hub."""
 
 DEFAULT_MODEL = "minilm"
 TINY_MODEL = "random:tiny"
@@ -170,10 +192,10 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _load_tokenizer(path: str) -> Any:
+def _load_tokenizer(path: str, local_files_only: bool = False) -> Any:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path, local_files_only=local_files_only)
 
 
 def load_encoder(
@@ -206,9 +228,11 @@ def load_encoder(
             looks_like_path = name.startswith((".", "/", "~")) or Path(name).suffix != ""
             if looks_like_path and not Path(name).expanduser().exists():
                 raise ModelLoadError(f"model path does not exist: {name}")
-            path = str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
-            model = AutoModel.from_pretrained(path)
-            tokenizer = _load_tokenizer(path)
+            local = Path(name).expanduser().exists()
+            path = str(Path(name).expanduser()) if local else name
+            offline = not local and hub_offline()  # a cached hub model loads without asking the hub
+            model = AutoModel.from_pretrained(path, local_files_only=offline)
+            tokenizer = _load_tokenizer(path, local_files_only=offline)
     except (ConfigError, ModelLoadError):
         raise
     except Exception as exc:  # from_pretrained raises OSError, ValueError, HTTP errors, ...
@@ -236,25 +260,106 @@ class TrainingEncode:
             return self.encoder.features(batch, self.pooler)
 
 
-def model_hidden_size(name: str | None) -> int:
-    """The hidden size of an encoder from its config alone (no weights loaded).
+def hub_offline() -> bool:
+    """Whether the model hub must not be asked: ``HF_HUB_OFFLINE``/``TRANSFORMERS_OFFLINE`` set, or
+    the hub's host cannot be reached within 2 s (checked once per process)."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            _force_offline()
+            return True
+    if _hub_reachable():
+        return False
+    _force_offline()
+    return True
 
-    Used to validate method parameters (a group count must divide d) before anything trains.
+
+def _force_offline() -> None:
+    """Put huggingface_hub in offline mode for this process: even a cache lookup otherwise asks the hub
+    for its agent registry (huggingface_hub reads ``HF_HUB_OFFLINE`` only when it is imported)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        from huggingface_hub import constants
+    except ImportError:  # pragma: no cover - transformers always brings it
+        return
+    constants.HF_HUB_OFFLINE = True
+
+
+@functools.cache
+def _hub_reachable() -> bool:
+    import socket
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    result: list[bool] = []
+
+    def connect() -> None:
+        try:
+            with socket.create_connection((host, 443), timeout=2.0):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    import threading
+
+    worker = threading.Thread(target=connect, daemon=True)  # DNS lookups ignore socket timeouts
+    worker.start()
+    worker.join(2.5)
+    return bool(result and result[0])
+
+
+@functools.cache
+def hidden_size_of(name: str | None) -> int:
+    """The hidden size of an encoder without loading weights: the ONE lookup every command uses.
+
+    In order: the packaged and random encoders; a local directory's ``config.json``; the table of the
+    papers' hub encoders (:data:`KNOWN_HIDDEN_SIZES`); the Hugging Face cache; the hub itself only
+    when it is reachable (see :func:`hub_offline`), so an offline machine never waits on it.
+
+    Raises:
+        ModelLoadError: none of those knows the encoder (the message says where it looked).
     """
-    from transformers import AutoConfig
-
     name = name or DEFAULT_MODEL
     if name == DEFAULT_MODEL:
-        return int(AutoConfig.from_pretrained(str(packaged_model_dir())).hidden_size)
+        return _config_hidden_size(packaged_model_dir() / "config.json", name)
     if name.startswith("random:"):
         size = name.split(":", 1)[1]
         if size not in _RANDOM_SIZES:
             raise ConfigError(
                 f"unknown random encoder {name!r}; choose random:{' or random:'.join(_RANDOM_SIZES)}"
             )
-        return _RANDOM_SIZES[size]["hidden_size"]
+        return int(_RANDOM_SIZES[size]["hidden_size"])
     local = Path(name).expanduser()
+    if local.exists():
+        return _config_hidden_size(local / "config.json", name)
+    if name in KNOWN_HIDDEN_SIZES:
+        return KNOWN_HIDDEN_SIZES[name]
+    from transformers import AutoConfig
+
+    offline = hub_offline()
     try:
-        return int(AutoConfig.from_pretrained(str(local) if local.exists() else name).hidden_size)
+        return int(AutoConfig.from_pretrained(name, local_files_only=True).hidden_size)
+    except Exception:
+        pass
+    if offline:
+        raise ModelLoadError(
+            f"cannot find the config of encoder {name!r}: not a local path, not in the Hugging Face cache, "
+            "and the hub is offline or unreachable (download it once where the hub is reachable, or pass a "
+            "local directory)"
+        )
+    try:
+        return int(AutoConfig.from_pretrained(name).hidden_size)
     except Exception as exc:
         raise ModelLoadError(f"cannot read the config of encoder {name!r}: {_first_line(exc)}") from exc
+
+
+def _config_hidden_size(path: Path, name: str) -> int:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return int(data["hidden_size"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelLoadError(f"cannot read the hidden size of encoder {name!r} from {path}: {exc}") from None
+
+
+def model_hidden_size(name: str | None) -> int:
+    """Alias of :func:`hidden_size_of` (kept for callers of the earlier name)."""
+    return hidden_size_of(name)

@@ -33,7 +33,7 @@ from harness.errors import ConfigError, ModelLoadError
 from harness.specs import RunSpec, TableSpec
 
 if TYPE_CHECKING:
-    from harness.config import RunConfig
+    from harness.config import RunConfig, RunSettings
     from harness.store import RunStore
 
 CellState = Literal["run", "profile", "n/a", "unresolved"]
@@ -82,6 +82,8 @@ class GridPlan:
 
     profile: str
     seeds: tuple[int, ...]
+    settings: RunSettings
+    """The profile's run-level settings with the command line's overrides (model, corpus, budget)."""
     cells: list[Cell]
     runs: list[PlannedRun]
 
@@ -104,73 +106,59 @@ class GridPlan:
 
 
 class _Resolver:
-    """Resolves run specs under one profile, caching the encoder's hidden size per model."""
+    """Resolves run specs under one profile through :func:`~harness.config.resolve_settings` and
+    :func:`~harness.config.resolve_run` (settings cached per set of overrides)."""
 
     def __init__(
         self,
         profile: str,
         overrides: Mapping[str, Any] | None,
         data_root: Path | None,
-        seeds: Sequence[int] | None,
+        seeds: int | Sequence[int],
     ) -> None:
         self.profile = profile
         self.overrides = dict(overrides or {})
         if "seed" in self.overrides:
             raise ConfigError("set seeds with --seeds, not as an override")
         self.data_root = data_root
-        self._seeds = tuple(seeds) if seeds is not None else None
-        self._hidden: dict[str, int] = {}
-        self._probe: dict[tuple[tuple[str, str], ...], RunConfig] = {}
+        self._settings: dict[str, RunSettings] = {}
+        self.base = self.settings(self.overrides)
+        self.seeds = seed_list(seeds, self.base.seed) if isinstance(seeds, int) else tuple(seeds)
+        if not self.seeds:
+            raise ConfigError("at least one seed is needed")
 
-    def _probe_config(self, overrides: dict[str, Any]) -> RunConfig:
-        """The profile's config for plain SimCSE with these overrides (to learn the model and seed)."""
-        from harness.config import resolve_config
+    def settings(self, overrides: dict[str, Any]) -> RunSettings:
+        from harness.config import resolve_settings
 
-        key = tuple(sorted((k, repr(v)) for k, v in overrides.items()))
-        if key not in self._probe:
-            self._probe[key] = resolve_config("simcse", None, self.profile, overrides, self.data_root)
-        return self._probe[key]
-
-    def hidden_size(self, model: str) -> int:
-        """The encoder's hidden size from its config (the papers' encoders are known offline)."""
-        from harness.config import KNOWN_HIDDEN_SIZES
-        from harness.encoder import model_hidden_size
-
-        if model not in self._hidden:
-            try:
-                self._hidden[model] = model_hidden_size(model)
-            except ModelLoadError:
-                if model not in KNOWN_HIDDEN_SIZES:
-                    raise
-                self._hidden[model] = KNOWN_HIDDEN_SIZES[model]
-        return self._hidden[model]
-
-    def seeds(self, base_seed: int) -> tuple[int, ...]:
-        return self._seeds if self._seeds is not None else (base_seed,)
+        key = repr(sorted((k, repr(v)) for k, v in overrides.items()))
+        if key not in self._settings:
+            self._settings[key] = resolve_settings(self.profile, overrides, self.data_root)
+        return self._settings[key]
 
     def resolve(self, spec: str, key: str, run: RunSpec) -> Cell:
-        from harness.config import resolve_config
+        from harness.config import resolve_run
+        from harness.encoder import hidden_size_of
         from methods import build_params
 
         if not run.runs_under(self.profile):
             only = ", ".join(run.only_profiles or ())
             return Cell(spec, key, "profile", reason=f"runs under profile {only} only")
-        overrides = {**self.overrides, **run.overrides_for(self.profile)}
-        probe = self._probe_config(overrides)
+        settings = self.settings({**self.overrides, **run.overrides_for(self.profile)})
         try:
-            hidden = self.hidden_size(probe.model)
+            hidden = hidden_size_of(settings.model)
         except ModelLoadError as exc:
             return Cell(spec, key, "unresolved", reason=str(exc))
+        # Settings were checked by resolve_settings and the parameter keys when the spec was loaded,
+        # so a ConfigError here means these parameter values do not suit this encoder.
         try:
-            build_params(run.method, dict(run.params)).validate(hidden)
+            first = resolve_run(
+                run.method, build_params(run.method, dict(run.params)), settings, seed=self.seeds[0]
+            )
         except ConfigError as exc:
             return Cell(spec, key, "n/a", reason=str(exc), hidden_size=hidden)
-        configs = tuple(
-            resolve_config(
-                run.method, dict(run.params), self.profile, {**overrides, "seed": s}, self.data_root
-            )
-            for s in self.seeds(probe.seed)
-        )
+        # A run that does not train is deterministic given the encoder: one seed is enough.
+        seeds = self.seeds[:1] if settings.max_steps == 0 else self.seeds
+        configs = (first, *(first.replace(seed=s) for s in seeds[1:]))
         return Cell(spec, key, "run", configs=configs, hidden_size=hidden)
 
 
@@ -179,13 +167,6 @@ def seed_list(n: int, base: int) -> tuple[int, ...]:
     if n < 1:
         raise ConfigError(f"--seeds must be >= 1, got {n}")
     return tuple(base + i for i in range(n))
-
-
-def base_seed(profile: str, data_root: Path | None = None) -> int:
-    """The profile's default seed."""
-    from harness.config import resolve_config
-
-    return int(resolve_config("simcse", None, profile, None, data_root).seed)
 
 
 def expand(
@@ -202,16 +183,16 @@ def expand(
     Args:
         specs: validated table specs.
         profile: profile name (``smoke``, ``cpu``, ``paper``).
-        seeds: a number of seeds (consecutive from the profile's seed) or an explicit list.
-        overrides: RunConfig overrides from the command line (rows' own overrides win).
-        data_root: data root, passed to ``resolve_config``.
+        seeds: a number of seeds (consecutive from the profile's seed, after overrides) or a list.
+            Cells whose runs do not train (``max_steps = 0``) get the first seed only.
+        overrides: run-level overrides from the command line (rows' own overrides win).
+        data_root: data root, passed to :func:`~harness.config.resolve_settings`.
         extra: more ``(owner, key, run)`` cells, e.g. plot series.
 
     Returns:
         The plan; run states are ``missing`` until :func:`attach_status` is called.
     """
-    seed_values = seed_list(seeds, base_seed(profile, data_root)) if isinstance(seeds, int) else tuple(seeds)
-    resolver = _Resolver(profile, overrides, data_root, seed_values)
+    resolver = _Resolver(profile, overrides, data_root, seeds)
     cells: list[Cell] = []
     for spec in specs:
         for key, run in spec.run_cells():
@@ -224,7 +205,7 @@ def expand(
             run_id = cfg.run_id()
             planned = runs.setdefault(run_id, PlannedRun(cfg, run_id))
             planned.used_by.append(f"{cell.spec}: {cell.key}")
-    return GridPlan(profile, seed_values, cells, list(runs.values()))
+    return GridPlan(profile, resolver.seeds, resolver.base, cells, list(runs.values()))
 
 
 def attach_status(plan: GridPlan, store: RunStore) -> GridPlan:
@@ -247,7 +228,7 @@ def describe(plan: GridPlan, *, retry_failed: bool = True) -> list[str]:
         c = run.config
         todo = run.state != "finished" and (retry_failed or run.state != "failed")
         mark = "todo" if todo else ("done" if run.state == "finished" else "skip")
-        params = ", ".join(f"{k}={v}" for k, v in sorted(c.params.items()))
+        params = ", ".join(f"{k}={v}" for k, v in sorted(c.params.to_dict().items()))
         settings = (
             f"model={c.model} max_steps={c.max_steps} eval_pooler={c.eval_pooler} final={c.final_tasks}"
         )

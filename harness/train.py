@@ -152,9 +152,11 @@ class TrainStep:
         self.method = method
         self.config = config
         self.encode = TrainingEncode(encoder, config.train_pooler)
+        if method.uses_encoder:
+            method.attach(encoder)
         seen: set[int] = set()
         self.parameters: list[nn.Parameter] = []
-        for p in [*encoder.parameters(), *method.parameters()]:
+        for p in [*encoder.parameters(), *method.trainable_parameters()]:
             if p.requires_grad and id(p) not in seen:
                 seen.add(id(p))
                 self.parameters.append(p)
@@ -183,6 +185,8 @@ class TrainStep:
     def __call__(self, sentences: Sequence[str], step: int) -> tuple[float, dict[str, float]]:
         """Run step ``step`` (1-based) on ``sentences``; return the loss and the method's metrics.
 
+        The method's ``after_step`` hook runs after the optimiser step; its metrics are merged in.
+
         Raises:
             TrainingError: the loss is NaN or infinite (nothing is updated).
         """
@@ -199,7 +203,9 @@ class TrainStep:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
-        return value, {k: float(v) for k, v in out.metrics.items()}
+        metrics = {k: float(v) for k, v in out.metrics.items()}
+        metrics.update({k: float(v) for k, v in self.method.after_step(step).items()})
+        return value, metrics
 
 
 # -- evaluation hooks (looked up at call time so tests can replace them) --------------------------
@@ -348,7 +354,7 @@ def _run(
 ) -> None:
     from harness.encoder import load_encoder
     from harness.evaluation.runner import encoder_functions
-    from methods import build_params, get_method
+    from methods import get_method
 
     run_id = record["run_id"]
     _check_post_whitening_available(config.post_whiten)
@@ -362,7 +368,7 @@ def _run(
     )
     encoder = load_encoder(config.model, dev, seed=config.seed)
     method_cls = get_method(config.method)
-    method = method_cls(build_params(config.method, config.params), encoder.hidden_size).to(dev)
+    method = method_cls(config.params, encoder.hidden_size).to(dev)
     step_fn = TrainStep(encoder, method, config, total)
     _, token_lengths = encoder_functions(encoder, config.eval_pooler)
     probe = make_probe(data_root, token_lengths)
@@ -416,7 +422,10 @@ def _run(
         candidate = step > 0 or total == 0
         if candidate and point["stsb_dev"] > best["score"]:
             best.update(
-                score=point["stsb_dev"], step=step, encoder=_cpu_state(encoder), method=_cpu_state(method)
+                score=point["stsb_dev"],
+                step=step,
+                encoder=_cpu_state(encoder),
+                method=method.snapshot_state(),
             )
             record["best_step"] = step
             record["best_stsb_dev"] = point["stsb_dev"]
@@ -443,7 +452,7 @@ def _run(
 
     if best["encoder"] is not None:
         encoder.load_state_dict(best["encoder"])
-        method.load_state_dict(best["method"])
+        method.restore_state(best["method"])
     encoder.eval()
     head_into_pooler(required=config.eval_pooler == "cls")
     if checkpoint_store is not None:

@@ -6,8 +6,19 @@ many encoder calls it makes and on which rows (m dropout views in ONE call on a 
 dropout-free pass, K samples, ...), applies its own trainable head, and returns a scalar loss plus
 any scalar metrics worth logging (per-term losses, correlation rank, ...).
 
-A method is an ``nn.Module``: its trainable head (the SimCSE MLP) is a sub-module, and the loop
-optimises ``encoder.parameters()`` and ``method.parameters()`` together.
+A method is an ``nn.Module`` with a small lifecycle the loop drives, so a method with state (a
+momentum encoder, a negative queue) needs no change to the loop:
+
+1. ``Method(params, hidden_size)``: build heads and buffers.
+2. ``attach(encoder)`` -> ``bind(encoder)``: called once, before the optimiser is built, for
+   methods that declare ``uses_encoder = True``; this is the only way a method reaches the encoder
+   module (``self.encoder`` afterwards, e.g. to copy it into a momentum encoder).
+3. each step: ``compute_loss(encode, batch, step)``; the optimiser steps over
+   ``encoder.parameters()`` and :meth:`Method.trainable_parameters`; then ``after_step(step)``
+   (momentum updates, queue bookkeeping) returns metrics to log.
+4. model selection snapshots :meth:`Method.snapshot_state` (the trainable part only: frozen copies
+   registered with :meth:`Method.register_frozen` and buffers are not copied into best-state
+   snapshots) and restores it with :meth:`Method.restore_state`.
 
 Hyper-parameters are a frozen dataclass subclassing :class:`MethodParams`. Its fields are the grid
 keys that exist for the method: a misspelt ``--set`` key or grid key fails in
@@ -20,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,9 +46,42 @@ from harness.errors import ConfigError
 P = TypeVar("P", bound="MethodParams")
 
 
+SWITCH = "switch"
+"""Field-metadata key marking a parameter that chooses between a paper's and its released code's
+reading (its value is a one-line description). Reporters state every switch of a run."""
+
+
+def switch(default: Any, description: str) -> Any:
+    """A dataclass field that chooses between two readings of a method (paper vs released code)."""
+    return field(default=default, metadata={SWITCH: description})
+
+
 @dataclass(frozen=True)
 class MethodParams:
-    """Base of every method's hyper-parameter record."""
+    """Base of every method's hyper-parameter record.
+
+    ``__post_init__`` checks what every record shares, once, whatever built it: ``Literal`` fields
+    hold one of their choices and float fields are finite. :meth:`validate` adds the method's own
+    range checks (and those that need the encoder's hidden size).
+    """
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            hint = hints[f.name]
+            if typing.get_origin(hint) is typing.Literal:
+                choices = typing.get_args(hint)
+                if value not in choices:
+                    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+                    did = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise ConfigError(
+                        f"{f.name}: {value!r} is not one of {', '.join(map(repr, choices))}{did}"
+                    )
+            values = value if isinstance(value, tuple) else (value,)
+            for v in values:
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise ConfigError(f"{f.name} must be finite, got {v}")
 
     def validate(self, hidden_size: int | None = None) -> None:
         """Raise :class:`ConfigError` naming the field when a value is out of range."""
@@ -44,6 +89,11 @@ class MethodParams:
     @classmethod
     def keys(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def switches(cls) -> dict[str, str]:
+        """The paper-vs-released-code switches of this record: ``{field: description}``."""
+        return {f.name: str(f.metadata[SWITCH]) for f in dataclasses.fields(cls) if SWITCH in f.metadata}
 
     @classmethod
     def from_overrides(cls: type[P], overrides: Mapping[str, Any] | None = None, method: str = "") -> P:
@@ -63,8 +113,37 @@ class MethodParams:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON-able form (tuples become lists): only for the store and process boundaries."""
         out = dataclasses.asdict(self)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+
+def check_positive(value: float, name: str) -> None:
+    """Raise ConfigError naming ``name`` unless ``value`` is finite and ``> 0``."""
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{name} must be finite and > 0, got {value}")
+
+
+def check_non_negative(value: float, name: str) -> None:
+    """Raise ConfigError naming ``name`` unless ``value`` is finite and ``>= 0``."""
+    if not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{name} must be finite and >= 0, got {value}")
+
+
+@dataclass(frozen=True)
+class ContrastiveParams(MethodParams):
+    """The fields every method here shares (declared once).
+
+    Attributes:
+        temperature: tau of the InfoNCE softmax (paper: 0.05).
+        mlp: apply the training-only MLP head (Linear + Tanh) to the pooled feature.
+    """
+
+    temperature: float = 0.05
+    mlp: bool = True
+
+    def validate(self, hidden_size: int | None = None) -> None:
+        check_positive(self.temperature, "temperature")
 
 
 class EncodeFn(Protocol):
@@ -117,13 +196,16 @@ class MLPHead(nn.Module):
 class Method(nn.Module):
     """Base class of every registered method.
 
-    Subclasses set the class attributes and implement :meth:`compute_loss`.
+    Subclasses set the class attributes and implement :meth:`compute_loss`; stateful methods also
+    set ``uses_encoder`` and override :meth:`bind` / :meth:`after_step` (see the module docstring).
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
     citation: ClassVar[str]
     params_cls: ClassVar[type[MethodParams]]
+    uses_encoder: ClassVar[bool] = False
+    """Declare that :meth:`bind` must receive the encoder module before training starts."""
 
     def __init__(self, params: MethodParams, hidden_size: int) -> None:
         super().__init__()
@@ -134,11 +216,79 @@ class Method(nn.Module):
         params.validate(hidden_size)
         self.params = params
         self.hidden_size = hidden_size
+        self._frozen: list[str] = []
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def attach(self, encoder: nn.Module) -> None:
+        """Called by the loop once, before the optimiser is built, when ``uses_encoder`` is set.
+
+        Keeps a reference to the encoder that is NOT registered as a sub-module (so the encoder is not
+        part of the method's parameters or state) and calls :meth:`bind`.
+        """
+        object.__setattr__(self, "_bound_encoder", encoder)
+        self.bind(encoder)
+
+    @property
+    def encoder(self) -> nn.Module:
+        """The encoder given to :meth:`attach` (only for methods that declare ``uses_encoder``)."""
+        bound = self.__dict__.get("_bound_encoder")
+        if bound is None:
+            raise RuntimeError(f"{self.name}: no encoder attached (set uses_encoder = True)")
+        return bound
+
+    def bind(self, encoder: nn.Module) -> None:
+        """Set up encoder-dependent state (e.g. a momentum copy via :meth:`register_frozen`)."""
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
         raise NotImplementedError
 
+    def after_step(self, step: int) -> dict[str, float]:
+        """Called after every optimiser step (momentum updates, queues); returns metrics to log."""
+        return {}
+
+    # -- state ------------------------------------------------------------------------------------
+    def register_frozen(self, name: str, module: nn.Module) -> nn.Module:
+        """Attach ``module`` as a frozen sub-module (a momentum copy): never optimised, never snapshotted.
+
+        Its parameters get ``requires_grad = False``; it still moves with ``.to(device)`` and is part
+        of ``state_dict()`` (so a resumable checkpoint keeps it), but not of :meth:`snapshot_state`.
+        """
+        module.requires_grad_(False)
+        self.add_module(name, module)
+        if name not in self._frozen:
+            self._frozen.append(name)
+        return module
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """The parameters the optimiser updates: everything but frozen sub-modules."""
+        return [p for name, p in self.named_parameters() if p.requires_grad and not self._is_frozen(name)]
+
+    def snapshot_state(self) -> dict[str, torch.Tensor]:
+        """A CPU copy of the trainable state (no frozen sub-modules, no buffers) for model selection."""
+        buffers = {name for name, _ in self.named_buffers()}
+        return {
+            k: v.detach().to("cpu", copy=True)
+            for k, v in self.state_dict().items()
+            if k not in buffers and not self._is_frozen(k)
+        }
+
+    def restore_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Load a :meth:`snapshot_state` back (frozen sub-modules and buffers keep their values)."""
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        trainable_missing = [
+            k for k in missing if k in dict(self.named_parameters()) and not self._is_frozen(k)
+        ]
+        if trainable_missing or unexpected:
+            raise RuntimeError(
+                f"snapshot does not match the method: missing {trainable_missing}, unexpected {unexpected}"
+            )
+
+    def _is_frozen(self, key: str) -> bool:
+        return any(key == f or key.startswith(f + ".") for f in self._frozen)
+
     def export_head(self) -> nn.Linear | None:
-        """The trained ``Linear`` of the head, if any, for the ``cls`` evaluation pooler."""
-        head = getattr(self, "mlp", None)
-        return head.dense if isinstance(head, MLPHead) else None
+        """The trained ``Linear(d, d)`` of a training head, if the method has one, for the ``cls`` pooler.
+
+        Methods with a head override this; the loop never looks a head up by attribute name.
+        """
+        return None

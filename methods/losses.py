@@ -94,18 +94,28 @@ def multi_positive_l2(
     positives: torch.Tensor,
     temperature: float = 0.05,
     weights: Sequence[float] | torch.Tensor | None = None,
+    *,
+    form: Literal["softmax", "printed"] = "softmax",
 ) -> torch.Tensor:
     """WhitenedCSE's L2 (Eq. 8): the positives inside the log.
 
+    ``form="softmax"`` (default):
     ``l_i = -log sum_p lambda_p * exp(s(h_i, h_{i,p})) / sum_j exp(s(h_i, h_{j,p}))``: each positive's
     softmax probability against its own in-batch negatives, summed (weighted) inside one ``-log``.
     This is also the form of the released code's commented-out variant
     (``-log(softmax_1 + 0.8 softmax_2)`` taken at the target). With one positive and weight 1 it is
     InfoNCE.
 
+    ``form="printed"``: Eq. 8 exactly as the paper prints it, with ``exp`` of MINUS the positive
+    similarity in the numerator:
+    ``l_i = -log sum_p lambda_p * exp(-s(h_i, h_{i,p})) / sum_j exp(s(h_i, h_{j,p}))``.
+    Minimising it pushes positives apart as well as negatives, so it is offered to test the printed
+    equation, not as a training objective one would choose.
+
     Args:
         anchor: ``[B, d]``; positives: ``[B, P, d]``; temperature: ``tau``.
         weights: ``lambda_p`` (``P`` values, ``None``/empty = all 1.0).
+        form: ``softmax`` or ``printed`` (see above).
 
     Returns:
         Scalar mean over rows ``i`` of ``l_i``.
@@ -115,7 +125,10 @@ def multi_positive_l2(
     pos = F.normalize(positives, dim=-1)
     logits = torch.einsum("id,jpd->pij", a, pos) / temperature  # [P, B, B]
     idx = torch.arange(b, device=anchor.device)
-    log_prob = logits[:, idx, idx] - torch.logsumexp(logits, dim=-1)  # [P, B]
+    if form not in ("softmax", "printed"):
+        raise ValueError(f"form must be 'softmax' or 'printed', got {form!r}")
+    positive = logits[:, idx, idx] if form == "softmax" else -logits[:, idx, idx]
+    log_prob = positive - torch.logsumexp(logits, dim=-1)  # [P, B]
     w = _positive_weights(weights, p, log_prob)
     return -torch.logsumexp(log_prob + torch.log(w)[:, None], dim=0).mean()
 
@@ -207,6 +220,13 @@ def dcl_loss(
     ``C = BN(z1)^T BN(z2) / B / tau_DCL`` is ``[d, d]``; row ``k`` is a softmax over dimensions with
     target ``k``: ``loss = reduce_k -log softmax(C_k)[k]``.
 
+    The divisor: BN uses the biased batch variance (over ``B``), so ``BN(z1)^T BN(z2) / B`` is the
+    exact Pearson correlation matrix (diagonal entries in [-1, 1]) and ``1 / tau_DCL`` is the largest
+    logit scale. Eq. 5 as printed normalises by the batch without saying which estimator; with the
+    unbiased variance (a ``B - 1`` divisor, as ``torch.std`` defaults to) every logit would be
+    ``B / (B - 1)`` larger (1.6 % at B = 64), i.e. the same loss at ``tau_DCL * (B - 1) / B``. The
+    released code's BatchNorm1d gives the form here.
+
     Args:
         z1, z2: ``[B, d]`` the two dropout-on views after the head.
         tau_dcl: DCL temperature (paper: 5).
@@ -227,7 +247,12 @@ def dcl_loss(
 
 
 def cross_correlation(
-    z1: torch.Tensor, z2: torch.Tensor, padding: torch.Tensor | None = None, eps: float = 1e-5
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    padding: torch.Tensor | None = None,
+    eps: float = 1e-5,
+    *,
+    centre: bool = True,
 ) -> torch.Tensor:
     """Barlow Twins' ``d x d`` cross-correlation of two views, optionally padded.
 
@@ -235,15 +260,24 @@ def cross_correlation(
         z1, z2: ``[B, d]``.
         padding: ``[M, d]`` artificial rows appended to BOTH views (the SimCSE++ Table 2 probe), or
             ``None``.
-        eps: batch-norm epsilon.
+        eps: batch-norm epsilon (centred form) or norm floor (uncentred form).
+        centre: ``True`` (default, Barlow Twins' code): ``C = BN(z1')^T BN(z2') / N``, each dimension
+            centred and scaled over the ``N = B + M`` rows, so ``rank(C) <= N - 1`` (the centred rows
+            sum to zero). ``False``: SimCSE++ Eq. 4 as printed (and Barlow Twins' Eq. 2),
+            ``C_kl = sum_b z1'_bk z2'_bl / (||z1'_.k|| ||z2'_.l||)`` without centring, so
+            ``rank(C) <= N``: at B = 64 without padding the rank bound is 64, the paper's number.
 
     Returns:
-        ``C = BN(z1')^T BN(z2') / N`` with ``z' = [z; padding]`` and ``N = B + M`` rows.
+        ``C``: ``[d, d]``.
     """
     if padding is not None and padding.shape[0] > 0:
         z1 = torch.cat([z1, padding], dim=0)
         z2 = torch.cat([z2, padding], dim=0)
-    return batch_standardise(z1, eps).T @ batch_standardise(z2, eps) / z1.shape[0]
+    if centre:
+        return batch_standardise(z1, eps).T @ batch_standardise(z2, eps) / z1.shape[0]
+    n1 = z1 / z1.norm(dim=0, keepdim=True).clamp_min(eps)
+    n2 = z2 / z2.norm(dim=0, keepdim=True).clamp_min(eps)
+    return n1.T @ n2
 
 
 def barlow_twins_objective(c: torch.Tensor, offdiag_weight: float = 5e-3) -> torch.Tensor:

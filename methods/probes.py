@@ -15,38 +15,36 @@ from typing import Literal
 import torch
 
 from harness.errors import ConfigError
-from methods.base import EncodeFn, LossOutput, MethodParams
+from methods.base import ContrastiveParams, EncodeFn, LossOutput, check_non_negative, switch
 from methods.losses import barlow_twins_objective, cross_correlation, info_nce, split_info_nce
-from methods.simcse import ContrastiveMethod, check_temperature
+from methods.simcse import ContrastiveMethod
+from methods.simcsepp import SIMCSEPP_CITATION
 
 NoiseVariant = Literal["pos_plus_noise", "neg_plus_noise", "pos_minus_noise", "neg_minus_noise"]
-_VARIANTS: tuple[str, ...] = ("pos_plus_noise", "neg_plus_noise", "pos_minus_noise", "neg_minus_noise")
 
 
 @dataclass(frozen=True)
-class NoiseProbeParams(MethodParams):
-    """Hyper-parameters of the dropout-noise probes (grid keys).
+class NoiseProbeParams(ContrastiveParams):
+    """Hyper-parameters of the dropout-noise probes (grid keys), besides ``temperature`` and ``mlp``
+    (noise and averaging act on the head's output).
 
     Attributes:
-        temperature: InfoNCE tau (0.05).
         variant: ``pos_plus_noise`` | ``neg_plus_noise`` | ``pos_minus_noise`` | ``neg_minus_noise``.
         noise_var: variance of the Gaussian noise of the ``+noise`` variants (paper: 0.1).
         k_samples: ``K`` dropout encodings averaged by the ``-noise`` variants (paper: 10).
-        mlp: apply the training MLP head (noise and averaging act on the head's output).
+        k_independent: ``False`` (default): the pair's other side (``z1, z2``) is the first of the
+            ``K`` samples of each mean; ``True`` (the paper's description): ``z1, z2`` are two extra
+            dropout views, independent of the ``2K`` averaged ones (``2K + 2`` encoder rows).
     """
 
-    temperature: float = 0.05
     variant: NoiseVariant = "pos_plus_noise"
     noise_var: float = 0.1
     k_samples: int = 10
-    mlp: bool = True
+    k_independent: bool = switch(False, "false: z1, z2 are among the K samples; true: independent (paper)")
 
     def validate(self, hidden_size: int | None = None) -> None:
-        check_temperature(self.temperature)
-        if self.variant not in _VARIANTS:
-            raise ConfigError(f"variant: {self.variant!r} is not one of {', '.join(map(repr, _VARIANTS))}")
-        if not (self.noise_var >= 0 and math.isfinite(self.noise_var)):
-            raise ConfigError(f"noise_var must be >= 0, got {self.noise_var}")
+        super().validate(hidden_size)
+        check_non_negative(self.noise_var, "noise_var")
         if self.k_samples < 1:
             raise ConfigError(f"k_samples must be >= 1, got {self.k_samples}")
 
@@ -57,7 +55,8 @@ class NoiseProbe(ContrastiveMethod):
     With ``z1, z2`` two dropout views after the head, ``e1, e2 ~ N(0, noise_var I)`` drawn fresh each
     step, and ``zbar1, zbar2`` the means of two disjoint sets of ``K`` dropout views after the head
     (one encoder call on ``2K`` copies of each sentence; ``z1, z2`` are then the first view of each
-    set), the loss is :func:`~methods.losses.split_info_nce` with
+    set; with ``k_independent`` two further views, independent of the ``2K``), the loss is
+    :func:`~methods.losses.split_info_nce` with
 
     * ``pos_plus_noise``: positives ``(z1 + e1, z2 + e2)``, negatives ``(z1, z2)``;
     * ``neg_plus_noise``: positives ``(z1, z2)``, negatives ``(z1 + e1, z2 + e2)``;
@@ -73,10 +72,7 @@ class NoiseProbe(ContrastiveMethod):
         "SimCSE++ Table 1 probe: Gaussian noise added to, or dropout noise averaged out of, the positive "
         "or the negative pairs."
     )
-    citation = (
-        "Xu et al., SimCSE++: Improving Contrastive Learning for Sentence Embeddings from Two "
-        "Perspectives, EMNLP 2023"
-    )
+    citation = SIMCSEPP_CITATION
     params_cls = NoiseProbeParams
 
     def __init__(self, params: NoiseProbeParams, hidden_size: int) -> None:
@@ -96,9 +92,13 @@ class NoiseProbe(ContrastiveMethod):
                 loss = split_info_nce(z1, z2, n1, n2, p.temperature)
         else:
             k = p.k_samples
-            views = self.head(self.encode_views(encode, batch, 2 * k))
-            z1, z2 = views[:, 0], views[:, k]
-            m1, m2 = views[:, :k].mean(dim=1), views[:, k:].mean(dim=1)
+            extra = 2 if p.k_independent else 0
+            views = self.head(self.encode_views(encode, batch, 2 * k + extra))
+            m1, m2 = views[:, :k].mean(dim=1), views[:, k : 2 * k].mean(dim=1)
+            if p.k_independent:
+                z1, z2 = views[:, 2 * k], views[:, 2 * k + 1]
+            else:
+                z1, z2 = views[:, 0], views[:, k]
             if p.variant == "pos_minus_noise":
                 loss = split_info_nce(m1, m2, z1, z2, p.temperature)
             else:
@@ -107,36 +107,37 @@ class NoiseProbe(ContrastiveMethod):
 
 
 @dataclass(frozen=True)
-class BarlowProbeParams(MethodParams):
-    """Hyper-parameters of the Barlow Twins padding probe (grid keys).
+class BarlowProbeParams(ContrastiveParams):
+    """Hyper-parameters of the Barlow Twins padding probe (grid keys), besides ``temperature`` and
+    ``mlp`` (the term acts on the head's output, like InfoNCE).
 
     Attributes:
-        temperature: InfoNCE tau (0.05).
         padding_rows: ``M`` artificial N(0, 1) rows appended to both views (Table 2: 0, 100, 300, 704).
         bt_weight: weight of the Barlow Twins term (1.0: Barlow Twins' own summed scale; SimCSE++
             does not state its weight).
         offdiag_weight: Barlow Twins' ``lambda`` for the off-diagonal terms (5e-3, their default).
-        mlp: apply the training MLP head (the term acts on the head's output, like InfoNCE).
+        correlation: ``centred`` (default, Barlow Twins' code: batch-normalised views, rank at most
+            ``B + M - 1``) or ``uncentred`` (SimCSE++ Eq. 4 as printed: no centring, rank at most
+            ``B + M``, so the logged rank matches the paper's "64" at B = 64 without padding).
         rank_every: compute ``corr_rank`` on step 1 and every ``rank_every`` steps (0 = never). The
             rank is an SVD of a d x d matrix: on a GPU at bert-base size it costs more than the
             training step itself, so it is sampled; the loop logs the mean of the sampled values.
     """
 
-    temperature: float = 0.05
     padding_rows: int = 0
     bt_weight: float = 1.0
     offdiag_weight: float = 5e-3
-    mlp: bool = True
+    correlation: Literal["centred", "uncentred"] = switch(
+        "centred", "centred: batch-normalised (rank <= B+M-1); uncentred: Eq. 4 as printed (<= B+M)"
+    )
     rank_every: int = 10
 
     def validate(self, hidden_size: int | None = None) -> None:
-        check_temperature(self.temperature)
+        super().validate(hidden_size)
         if self.padding_rows < 0:
             raise ConfigError(f"padding_rows must be >= 0, got {self.padding_rows}")
-        if not (self.bt_weight >= 0 and math.isfinite(self.bt_weight)):
-            raise ConfigError(f"bt_weight must be >= 0, got {self.bt_weight}")
-        if not (self.offdiag_weight >= 0 and math.isfinite(self.offdiag_weight)):
-            raise ConfigError(f"offdiag_weight must be >= 0, got {self.offdiag_weight}")
+        check_non_negative(self.bt_weight, "bt_weight")
+        check_non_negative(self.offdiag_weight, "offdiag_weight")
         if self.rank_every < 0:
             raise ConfigError(f"rank_every must be >= 0, got {self.rank_every}")
 
@@ -147,7 +148,8 @@ class BarlowProbe(ContrastiveMethod):
     ``P`` is ``[M, d]`` drawn fresh from N(0, 1) every step and appended to BOTH views (the same rows:
     each artificial row is a perfectly aligned pair), before the batch normalisation of the
     cross-correlation. ``metrics["corr_rank"]`` is the rank of the ``d x d`` correlation matrix
-    (at most ``B + M``; the probe shows the rank bottleneck ``rank <= B`` without padding).
+    (at most ``B + M - 1`` centred, ``B + M`` uncentred; the probe shows the rank bottleneck
+    ``rank <= B`` without padding).
     """
 
     name = "barlow_probe"
@@ -155,10 +157,7 @@ class BarlowProbe(ContrastiveMethod):
         "SimCSE++ Table 2 probe: SimCSE plus a Barlow Twins term whose views are padded with M "
         "artificial N(0, 1) rows."
     )
-    citation = (
-        "Xu et al., SimCSE++: Improving Contrastive Learning for Sentence Embeddings from Two "
-        "Perspectives, EMNLP 2023"
-    )
+    citation = SIMCSEPP_CITATION
     params_cls = BarlowProbeParams
 
     def __init__(self, params: BarlowProbeParams, hidden_size: int) -> None:
@@ -173,7 +172,7 @@ class BarlowProbe(ContrastiveMethod):
         padding = None
         if p.padding_rows > 0:
             padding = torch.randn(p.padding_rows, z1.shape[1], dtype=z1.dtype, device=z1.device)
-        c = cross_correlation(z1, z2, padding)
+        c = cross_correlation(z1, z2, padding, centre=p.correlation == "centred")
         bt = barlow_twins_objective(c, p.offdiag_weight)
         metrics = {"loss_infonce": float(nce.detach()), "loss_bt": float(bt.detach())}
         if p.rank_every and (step <= 1 or step % p.rank_every == 0):

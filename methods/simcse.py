@@ -13,30 +13,25 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.errors import ConfigError
-from methods.base import EncodeFn, LossOutput, Method, MethodParams, MLPHead, repeat_rows
+from methods.base import ContrastiveParams, EncodeFn, LossOutput, Method, MLPHead, repeat_rows
 from methods.losses import info_nce
 
-
-def check_temperature(value: float, name: str = "temperature") -> None:
-    """Raise ConfigError naming ``name`` unless ``value > 0`` (and finite)."""
-    if not (value > 0 and value != float("inf")):
-        raise ConfigError(f"{name} must be > 0, got {value}")
+SIMCSE_CITATION = "Gao et al., SimCSE: Simple Contrastive Learning of Sentence Embeddings, EMNLP 2021"
 
 
 class ContrastiveMethod(Method):
-    """Shared wiring (not registered): the optional MLP head and multi-view encoding.
+    """Shared wiring (not registered): the optional MLP head and multi-view encoding."""
 
-    ``params`` must have a boolean ``mlp`` field.
-    """
-
-    def __init__(self, params: MethodParams, hidden_size: int) -> None:
+    def __init__(self, params: ContrastiveParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
-        self.mlp = MLPHead(hidden_size) if bool(getattr(params, "mlp", True)) else None
+        self.mlp = MLPHead(hidden_size) if params.mlp else None
 
     def head(self, x: torch.Tensor) -> torch.Tensor:
         """The training head (Linear + Tanh) if ``mlp`` is on, else the identity."""
         return self.mlp(x) if self.mlp is not None else x
+
+    def export_head(self) -> torch.nn.Linear | None:
+        return self.mlp.dense if self.mlp is not None else None
 
     @staticmethod
     def encode_views(encode: EncodeFn, batch: dict[str, torch.Tensor], n: int) -> torch.Tensor:
@@ -46,19 +41,8 @@ class ContrastiveMethod(Method):
 
 
 @dataclass(frozen=True)
-class SimCSEParams(MethodParams):
-    """Hyper-parameters of unsupervised SimCSE.
-
-    Attributes:
-        temperature: tau of the InfoNCE softmax (paper: 0.05).
-        mlp: apply the training-only MLP head (Linear + Tanh) to the pooled feature.
-    """
-
-    temperature: float = 0.05
-    mlp: bool = True
-
-    def validate(self, hidden_size: int | None = None) -> None:
-        check_temperature(self.temperature)
+class SimCSEParams(ContrastiveParams):
+    """Hyper-parameters of unsupervised SimCSE: the shared ``temperature`` and ``mlp`` only."""
 
 
 class SimCSE(ContrastiveMethod):
@@ -66,7 +50,7 @@ class SimCSE(ContrastiveMethod):
 
     name = "simcse"
     description = "Unsupervised SimCSE: two dropout views per sentence, InfoNCE over in-batch negatives."
-    citation = "Gao et al., SimCSE: Simple Contrastive Learning of Sentence Embeddings, EMNLP 2021"
+    citation = SIMCSE_CITATION
     params_cls = SimCSEParams
 
     def __init__(self, params: SimCSEParams, hidden_size: int) -> None:

@@ -21,24 +21,34 @@ is SimCSE exactly.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
 from harness.errors import ConfigError
-from methods.base import EncodeFn, LossOutput, MethodParams
+from methods.base import (
+    ContrastiveParams,
+    EncodeFn,
+    LossOutput,
+    check_non_negative,
+    check_positive,
+    switch,
+)
 from methods.losses import dcl_loss, off_dropout_nce
-from methods.simcse import ContrastiveMethod, check_temperature
+from methods.simcse import ContrastiveMethod
+
+SIMCSEPP_CITATION = (
+    "Xu et al., SimCSE++: Improving Contrastive Learning for Sentence Embeddings from Two "
+    "Perspectives, EMNLP 2023"
+)
 
 
 @dataclass(frozen=True)
-class SimCSEppParams(MethodParams):
-    """Hyper-parameters of SimCSE++ (grid keys).
+class SimCSEppParams(ContrastiveParams):
+    """Hyper-parameters of SimCSE++ (grid keys), besides the shared ``temperature`` and ``mlp``.
 
     Attributes:
-        temperature: InfoNCE tau (0.05).
         off_dropout: negatives from a dropout-off encoder pass ``z0`` (with gradient, MLP applied).
         m: the positive weight (Table 5 searches {0.5, 0.8, 0.9, 1, 1.1, 1.2}; best 0.9); ``> 0``.
         m_placement: ``released`` (``m`` multiplies the positive logit, default) or ``paper``
@@ -47,30 +57,25 @@ class SimCSEppParams(MethodParams):
         tau_dcl: DCL temperature (5).
         dcl_reduction: ``mean`` over dimensions (released code) or ``sum`` (paper Eq. 5).
         infonce: include the (off-dropout) InfoNCE term; ``False`` = DCL only (needs lambda_dcl > 0).
-        mlp: apply the training MLP head.
     """
 
-    temperature: float = 0.05
     off_dropout: bool = True
     m: float = 0.9
-    m_placement: Literal["released", "paper"] = "released"
+    m_placement: Literal["released", "paper"] = switch(
+        "released", "released: m scales the positive logit; paper: m scales the negatives (Eq. 3)"
+    )
     lambda_dcl: float = 0.1
     tau_dcl: float = 5.0
-    dcl_reduction: Literal["mean", "sum"] = "mean"
+    dcl_reduction: Literal["mean", "sum"] = switch(
+        "mean", "mean over dimensions (released code, lambda tuned so); sum (Eq. 5)"
+    )
     infonce: bool = True
-    mlp: bool = True
 
     def validate(self, hidden_size: int | None = None) -> None:
-        check_temperature(self.temperature)
-        check_temperature(self.tau_dcl, "tau_dcl")
-        if not (self.m > 0 and math.isfinite(self.m)):
-            raise ConfigError(f"m must be > 0, got {self.m}")
-        if self.m_placement not in ("released", "paper"):
-            raise ConfigError(f"m_placement: {self.m_placement!r} is not one of 'released', 'paper'")
-        if self.dcl_reduction not in ("mean", "sum"):
-            raise ConfigError(f"dcl_reduction: {self.dcl_reduction!r} is not one of 'mean', 'sum'")
-        if not (self.lambda_dcl >= 0 and math.isfinite(self.lambda_dcl)):
-            raise ConfigError(f"lambda_dcl must be >= 0, got {self.lambda_dcl}")
+        super().validate(hidden_size)
+        check_positive(self.tau_dcl, "tau_dcl")
+        check_positive(self.m, "m")
+        check_non_negative(self.lambda_dcl, "lambda_dcl")
         if not self.infonce and self.lambda_dcl == 0:
             raise ConfigError("lambda_dcl must be > 0 when infonce=False (DCL is then the only objective)")
 
@@ -83,10 +88,7 @@ class SimCSEpp(ContrastiveMethod):
         "SimCSE++: negatives from a dropout-off pass, positive weight m, plus dimension-wise "
         "contrastive learning (DCL)."
     )
-    citation = (
-        "Xu et al., SimCSE++: Improving Contrastive Learning for Sentence Embeddings from Two "
-        "Perspectives, EMNLP 2023"
-    )
+    citation = SIMCSEPP_CITATION
     params_cls = SimCSEppParams
 
     def __init__(self, params: SimCSEppParams, hidden_size: int) -> None:

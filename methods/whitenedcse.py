@@ -32,29 +32,37 @@ Evaluation uses the raw [CLS] vector (no whitening, no MLP), as the harness does
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
 from harness.errors import ConfigError
-from methods.base import EncodeFn, LossOutput, MethodParams
+from methods.base import ContrastiveParams, EncodeFn, LossOutput, check_non_negative, switch
 from methods.losses import info_nce_terms, multi_positive_l1, multi_positive_l2
-from methods.simcse import ContrastiveMethod, check_temperature
-from methods.whitening import RunningWhitening, group_whiten, random_permutations
+from methods.simcse import ContrastiveMethod
+from methods.whitening import RunningWhitening, describe_groups, group_whiten, random_permutations
+
+PAPER_HIDDEN_SIZE = 768
+"""The width at which the paper states its group counts (bert-base: 384 groups = 2 channels each)."""
 
 
 @dataclass(frozen=True)
-class WhitenedCSEParams(MethodParams):
-    """Hyper-parameters of WhitenedCSE (grid keys).
+class WhitenedCSEParams(ContrastiveParams):
+    """Hyper-parameters of WhitenedCSE (grid keys), besides the shared ``temperature`` and ``mlp``.
 
     Attributes:
-        temperature: InfoNCE tau (0.05).
         whitening: ``sgw`` (default) | ``group`` (= ``sgw`` without shuffle) | ``zca`` | ``pca`` |
             ``none`` (WhitenedCSE Table 3).
-        num_groups: the NUMBER of channel groups (paper: 384 for bert-base, 256 for roberta); must
-            divide the hidden size. Read only by ``sgw`` and ``group``.
+        num_groups: the NUMBER of channel groups as the paper states it (384 for bert-base, 256 for
+            roberta). Read only by ``sgw`` and ``group``; how it maps to another encoder's width is
+            ``group_scaling``.
+        group_scaling: ``channels`` (default): keep the channels per group that ``num_groups`` has at
+            d = 768, i.e. ``round(num_groups * d / 768)`` groups (384 -> 192 at d = 384, 32 at the
+            smoke encoder's d = 64), so the paper's grid means the same group shape on every profile;
+            ``count``: use ``num_groups`` as is (the paper's own choice on BERT-large: 384 groups on
+            1024 channels). Either way a count that does not divide d is split as evenly as possible,
+            and the run record states the split.
         shuffle: draw a fresh channel permutation per block (``sgw`` only; ``False`` = plain group
             whitening, Table 4 "w/o shuffled").
         num_positives: ``m >= 2`` views per sentence: the anchor and ``m - 1`` positives (Table 5).
@@ -63,50 +71,69 @@ class WhitenedCSEParams(MethodParams):
         reading: ``paper`` (each view its own permutation and statistics) or ``released``
             (sentence-major row blocks; a sentence's views share a permutation).
         loss: ``l1`` (Eq. 7, sum of per-positive InfoNCE) or ``l2`` (Eq. 8, positives inside the log).
+        l2_form: ``softmax`` (default: each positive's softmax probability inside the log, the released
+            code's commented variant) or ``printed`` (Eq. 8 exactly as printed: ``exp`` of MINUS the
+            positive similarity in the numerator; see :func:`~methods.losses.multi_positive_l2`).
         positive_weights: ``lambda_p`` for the ``m - 1`` positives; empty = all 1.0.
         eps: ridge ``eps * I`` added to every whitening covariance (1e-5; the released code has 0).
         whitening_grad: ``stop`` (W constant, released code) or ``full``.
         momentum: beta of the running mean/covariance of ``pca``/``zca``.
-        mlp: apply the training MLP head after whitening.
+        running_stats: ``current`` (default: whiten with the running estimate that includes this
+            batch) or ``previous`` (Eq. 13 as printed: whiten with the estimate of the batches before).
     """
 
-    temperature: float = 0.05
     whitening: Literal["sgw", "group", "zca", "pca", "none"] = "sgw"
     num_groups: int = 384
+    group_scaling: Literal["channels", "count"] = "channels"
     shuffle: bool = True
     num_positives: int = 3
-    positive_source: Literal["dropout", "sgw"] = "dropout"
-    reading: Literal["paper", "released"] = "paper"
+    positive_source: Literal["dropout", "sgw"] = switch(
+        "dropout", "dropout: m dropout views (released code); sgw: extra SGW draws (paper wording)"
+    )
+    reading: Literal["paper", "released"] = switch(
+        "paper", "paper: per-view permutation; released: sentence-major row blocks"
+    )
     loss: Literal["l1", "l2"] = "l1"
+    l2_form: Literal["softmax", "printed"] = switch(
+        "softmax", "softmax: probabilities inside the log; printed: Eq. 8 with exp(-s_pos)"
+    )
     positive_weights: tuple[float, ...] = ()
     eps: float = 1e-5
-    whitening_grad: Literal["stop", "full"] = "stop"
+    whitening_grad: Literal["stop", "full"] = switch(
+        "stop", "stop: W constant (released code); full: gradient through W"
+    )
     momentum: float = 0.9
-    mlp: bool = True
+    running_stats: Literal["current", "previous"] = switch(
+        "current", "current: this batch mixed in first; previous: Eq. 13 as printed"
+    )
 
     @property
     def shuffled(self) -> bool:
         """Whether channel permutations are drawn (only ``sgw`` with ``shuffle=True``)."""
         return self.whitening == "sgw" and self.shuffle
 
+    @property
+    def grouped(self) -> bool:
+        return self.whitening in ("sgw", "group")
+
+    def effective_groups(self, hidden_size: int) -> int:
+        """The number of groups used at width ``hidden_size`` (see ``group_scaling``)."""
+        if self.group_scaling == "count":
+            return self.num_groups
+        return max(1, round(self.num_groups * hidden_size / PAPER_HIDDEN_SIZE))
+
     def validate(self, hidden_size: int | None = None) -> None:
-        check_temperature(self.temperature)
-        _choice("whitening", self.whitening, ("sgw", "group", "zca", "pca", "none"))
-        _choice("positive_source", self.positive_source, ("dropout", "sgw"))
-        _choice("reading", self.reading, ("paper", "released"))
-        _choice("loss", self.loss, ("l1", "l2"))
-        _choice("whitening_grad", self.whitening_grad, ("stop", "full"))
+        super().validate(hidden_size)
         if self.num_groups < 1:
             raise ConfigError(f"num_groups must be >= 1, got {self.num_groups}")
-        if (
-            self.whitening in ("sgw", "group")
-            and hidden_size is not None
-            and hidden_size % self.num_groups != 0
-        ):
-            raise ConfigError(
-                f"num_groups={self.num_groups} must divide the hidden size d={hidden_size} "
-                f"(num_groups is the NUMBER of groups, d / num_groups channels each)"
-            )
+        if self.grouped and hidden_size is not None:
+            groups = self.effective_groups(hidden_size)
+            if groups > hidden_size:
+                raise ConfigError(
+                    f"num_groups={self.num_groups} gives {groups} groups, more than the hidden size "
+                    f"d={hidden_size} has channels (num_groups is the NUMBER of groups; "
+                    f"group_scaling={self.group_scaling!r})"
+                )
         if self.num_positives < 2:
             raise ConfigError(f"num_positives must be >= 2 (anchor + positives), got {self.num_positives}")
         if self.positive_weights:
@@ -115,14 +142,9 @@ class WhitenedCSEParams(MethodParams):
                     f"positive_weights needs num_positives - 1 = {self.num_positives - 1} values, "
                     f"got {len(self.positive_weights)}"
                 )
-            if any(not math.isfinite(w) or w < 0 for w in self.positive_weights) or not any(
-                w > 0 for w in self.positive_weights
-            ):
-                raise ConfigError(
-                    f"positive_weights must be finite, >= 0 and not all 0, got {self.positive_weights}"
-                )
-        if not (math.isfinite(self.eps) and self.eps >= 0):
-            raise ConfigError(f"eps must be >= 0, got {self.eps}")
+            if any(w < 0 for w in self.positive_weights) or not any(w > 0 for w in self.positive_weights):
+                raise ConfigError(f"positive_weights must be >= 0 and not all 0, got {self.positive_weights}")
+        check_non_negative(self.eps, "eps")
         if not 0.0 <= self.momentum < 1.0:
             raise ConfigError(f"momentum must be in [0, 1), got {self.momentum}")
         if self.positive_source == "sgw" and not (self.shuffled and self.reading == "paper"):
@@ -131,10 +153,13 @@ class WhitenedCSEParams(MethodParams):
                 "whitening='sgw', shuffle=True and reading='paper' (otherwise the positives are copies)"
             )
 
-
-def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(map(repr, choices))}")
+    def describe(self, hidden_size: int) -> dict[str, str]:
+        """What the parameters resolve to at this width (stored in the run record)."""
+        if not self.grouped:
+            return {}
+        return {
+            "groups": f"{describe_groups(hidden_size, self.effective_groups(hidden_size))} at d={hidden_size}"
+        }
 
 
 class WhitenedCSE(ContrastiveMethod):
@@ -156,8 +181,14 @@ class WhitenedCSE(ContrastiveMethod):
         self.running: RunningWhitening | None = None
         if params.whitening in ("zca", "pca"):
             self.running = RunningWhitening(
-                hidden_size, params.whitening, params.momentum, params.eps, params.whitening_grad
+                hidden_size,
+                params.whitening,
+                params.momentum,
+                params.eps,
+                params.whitening_grad,
+                params.running_stats,
             )
+        self.num_groups = params.effective_groups(hidden_size)
 
     # -- step 1: raw views ------------------------------------------------------------------------
     def raw_views(self, encode: EncodeFn, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -183,7 +214,7 @@ class WhitenedCSE(ContrastiveMethod):
         # m contiguous blocks of B rows.
         blocks = views.transpose(0, 1) if p.reading == "paper" else views.reshape(m, b, d)
         perm = random_permutations(m, d, views.device) if p.shuffled else None
-        out, evals = group_whiten(blocks, p.num_groups, p.eps, perm=perm, grad=p.whitening_grad, step=step)
+        out, evals = group_whiten(blocks, self.num_groups, p.eps, perm=perm, grad=p.whitening_grad, step=step)
         out = out.transpose(0, 1) if p.reading == "paper" else out.reshape(b, m, d)
         return out, {"whiten_min_eig": float(evals.min())}
 
@@ -197,7 +228,7 @@ class WhitenedCSE(ContrastiveMethod):
         if p.loss == "l1":
             loss = multi_positive_l1(anchor, positives, p.temperature, weights)
         else:
-            loss = multi_positive_l2(anchor, positives, p.temperature, weights)
+            loss = multi_positive_l2(anchor, positives, p.temperature, weights, form=p.l2_form)
         with torch.no_grad():
             terms = info_nce_terms(anchor, positives, p.temperature)
         metrics.update({f"loss_pos{k + 2}": float(t) for k, t in enumerate(terms)})

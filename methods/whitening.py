@@ -24,6 +24,7 @@ Evaluation-time whitening (BERT-whitening, Su et al. 2021, https://arxiv.org/abs
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -53,17 +54,53 @@ def inverse_permutation(perm: torch.Tensor) -> torch.Tensor:
     return perm.argsort(dim=-1)
 
 
-def _check_eigenvalues(evals: torch.Tensor, num_groups: int, step: int | None, what: str) -> None:
-    """Raise TrainingError if any eigenvalue of ``evals: [k*G, c]`` is non-finite or <= 0."""
+def _check_eigenvalues(
+    evals: torch.Tensor,
+    groups_per_block: int,
+    step: int | None,
+    what: str,
+    *,
+    group_offset: int = 0,
+) -> None:
+    """Raise TrainingError if any eigenvalue of ``evals: [k*G', c]`` is non-finite or <= 0.
+
+    Row ``r`` is block ``r // G'``, group ``group_offset + r % G'`` (``G'`` = ``groups_per_block``).
+    """
     bad_rows = (~torch.isfinite(evals) | (evals <= 0)).any(dim=-1)
     if bool(bad_rows.any()):
         first = int(bad_rows.nonzero()[0, 0])
-        block, group = divmod(first, num_groups)
+        block, group = divmod(first, groups_per_block)
+        group += group_offset
         at = f"step {step}: " if step is not None else ""
         raise TrainingError(
             f"{at}{what}: covariance of block {block}, group {group} is singular or non-finite "
             f"(eigenvalues {evals[first].tolist()}); raise eps or use fewer channels per group"
         )
+
+
+def group_sizes(d: int, num_groups: int) -> list[int]:
+    """Channels per group when ``d`` channels are split into ``num_groups`` contiguous groups.
+
+    As even as possible: the first ``d % G`` groups get one channel more (e.g. 1024 channels in 384
+    groups: 256 groups of 3 and 128 of 2, as the paper runs 384 groups on BERT-large).
+
+    Raises:
+        ConfigError: ``num_groups`` is not in ``1..d``.
+    """
+    if not 1 <= num_groups <= d:
+        raise ConfigError(f"num_groups={num_groups} must be between 1 and the hidden size d={d}")
+    c, r = divmod(d, num_groups)
+    return [c + 1] * r + [c] * (num_groups - r)
+
+
+def describe_groups(d: int, num_groups: int) -> str:
+    """``"384 groups of 2 channels"`` or ``"256 groups of 3 and 128 of 2 channels"``."""
+    sizes = group_sizes(d, num_groups)
+    big, small = sizes[0], sizes[-1]
+    if big == small:
+        return f"{num_groups} groups of {big} channel{'s' if big != 1 else ''}"
+    n_big = sizes.count(big)
+    return f"{n_big} groups of {big} and {num_groups - n_big} of {small} channels"
 
 
 def group_whiten(
@@ -75,12 +112,13 @@ def group_whiten(
     grad: GradMode = "stop",
     step: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """ZCA-whiten each group of channels of each block, all groups in one batched ``eigh``.
+    """ZCA-whiten each group of channels of each block, groups of one size in one batched ``eigh``.
 
     Args:
         x: ``[k, n, d]`` (``k`` independent blocks of ``n`` rows) or ``[n, d]`` (one block).
             Statistics are computed per block over its ``n`` rows.
-        num_groups: ``G``, the NUMBER of groups; must divide ``d`` (``c = d / G`` channels each).
+        num_groups: ``G``, the NUMBER of groups, ``1 <= G <= d``. When ``G`` divides ``d`` every group
+            has ``d / G`` channels; otherwise the split is as even as possible (:func:`group_sizes`).
         eps: ridge added to every group covariance (``cov + eps * I``).
         perm: optional ``[k, d]`` (or ``[d]``) channel permutations, one per block: the block's
             channels are permuted, whitened group by group, and put back in their original order
@@ -90,10 +128,11 @@ def group_whiten(
 
     Returns:
         ``(out, evals)``: ``out`` has the shape and dtype of ``x`` (``out = Xc W`` per group);
-        ``evals`` is the ``[k*G, c]`` float64 eigenvalues of the ridged covariances (detached).
+        ``evals`` is ``[k*G, c_max]`` float64, the eigenvalues of the ridged covariances (detached),
+        row ``b * G + g`` for block ``b``, group ``g``; rows of smaller groups are padded with +inf.
 
     Raises:
-        ConfigError: ``num_groups`` does not divide ``d``.
+        ConfigError: ``num_groups`` is not in ``1..d``.
         TrainingError: non-finite input, or a singular / non-finite covariance.
     """
     squeeze = x.dim() == 2
@@ -101,9 +140,7 @@ def group_whiten(
     if xb.dim() != 3:
         raise ValueError(f"group_whiten expects [n, d] or [k, n, d], got shape {tuple(x.shape)}")
     k, n, d = xb.shape
-    if num_groups < 1 or d % num_groups != 0:
-        raise ConfigError(f"num_groups={num_groups} must divide the hidden size d={d}")
-    c = d // num_groups
+    sizes = group_sizes(d, num_groups)
     at = f"step {step}: " if step is not None else ""
     if not bool(torch.isfinite(xb).all()):
         bad = (~torch.isfinite(xb)).nonzero()[0]
@@ -111,35 +148,51 @@ def group_whiten(
             f"{at}group whitening got a non-finite input (block {int(bad[0])}, row {int(bad[1])}, "
             f"channel {int(bad[2])})"
         )
+    if grad not in ("stop", "full"):
+        raise ConfigError(f"whitening_grad must be 'stop' or 'full', got {grad!r}")
     if perm is not None:
         perm = perm.unsqueeze(0) if perm.dim() == 1 else perm
         xb = permute_channels(xb, perm)
 
     xd = xb.to(torch.float64)
     xc = xd - xd.mean(dim=1, keepdim=True)  # [k, n, d], gradient flows through the centring
-    xg = xc.view(k, n, num_groups, c).permute(0, 2, 1, 3).reshape(k * num_groups, n, c)
 
-    def whitening_matrix(groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cov = groups.transpose(1, 2) @ groups / n  # [k*G, c, c], biased
-        eye = torch.eye(c, dtype=cov.dtype, device=cov.device)
-        evals, evecs = torch.linalg.eigh(cov + eps * eye)
-        _check_eigenvalues(evals.detach(), num_groups, step, "group whitening")
-        w = evecs @ torch.diag_embed(evals.rsqrt()) @ evecs.transpose(1, 2)
-        return w, evals.detach()
+    # Contiguous runs of equal-sized groups: one run when G divides d, else two (c + 1 and c).
+    runs: list[tuple[int, int, int, int]] = []  # (first group, groups, channels each, first channel)
+    g0 = ch0 = 0
+    for size in dict.fromkeys(sizes):
+        count = sizes.count(size)
+        runs.append((g0, count, size, ch0))
+        g0, ch0 = g0 + count, ch0 + count * size
+    c_max = sizes[0]
+    outs: list[torch.Tensor] = []
+    evals_all = torch.full((k, num_groups, c_max), math.inf, dtype=torch.float64, device=x.device)
+    for first_group, count, c, first_channel in runs:
+        part = xc[:, :, first_channel : first_channel + count * c]
+        xg = part.reshape(k, n, count, c).permute(0, 2, 1, 3).reshape(k * count, n, c)
 
-    if grad == "stop":
-        with torch.no_grad():
-            w, evals = whitening_matrix(xg.detach())
-    elif grad == "full":
-        w, evals = whitening_matrix(xg)
-    else:
-        raise ConfigError(f"whitening_grad must be 'stop' or 'full', got {grad!r}")
+        def whitening_matrix(groups: torch.Tensor, c: int = c) -> tuple[torch.Tensor, torch.Tensor]:
+            cov = groups.transpose(1, 2) @ groups / n  # [k*count, c, c], biased
+            eye = torch.eye(c, dtype=cov.dtype, device=cov.device)
+            evals, evecs = torch.linalg.eigh(cov + eps * eye)
+            return evecs @ torch.diag_embed(evals.rsqrt()) @ evecs.transpose(1, 2), evals.detach()
 
-    out = (xg @ w).view(k, num_groups, n, c).permute(0, 2, 1, 3).reshape(k, n, d)
+        if grad == "stop":
+            with torch.no_grad():
+                w, evals = whitening_matrix(xg.detach())
+        else:
+            w, evals = whitening_matrix(xg)
+        evals_all[:, first_group : first_group + count, :c] = evals.view(k, count, c)
+        _check_eigenvalues(
+            evals.reshape(k * count, c), count, step, "group whitening", group_offset=first_group
+        )
+        outs.append((xg @ w).view(k, count, n, c).permute(0, 2, 1, 3).reshape(k, n, count * c))
+
+    out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
     if perm is not None:
         out = permute_channels(out, inverse_permutation(perm))
     out = out.to(x.dtype)
-    return (out.squeeze(0) if squeeze else out), evals
+    return (out.squeeze(0) if squeeze else out), evals_all.view(k * num_groups, c_max)
 
 
 class RunningWhitening(nn.Module):
@@ -149,7 +202,13 @@ class RunningWhitening(nn.Module):
     its rows and mixes them into the running estimates with momentum ``beta``:
     ``mu_n = beta mu_{n-1} + (1 - beta) xbar``, ``Sigma_n = beta Sigma_{n-1} + (1 - beta) S``.
     At the first call there is nothing to mix with, so the estimates are initialised to the first
-    batch's own statistics (not to zero / identity, which would bias the early steps). The output is
+    batch's own statistics (not to zero / identity, which would bias the early steps).
+
+    ``stats`` says which estimate whitens the current batch: ``"current"`` (default) whitens with
+    ``mu_n, Sigma_n`` after the current batch was mixed in; ``"previous"`` is WhitenedCSE Eq. 13 as
+    printed: the batch is whitened with ``mu_{n-1}, Sigma_{n-1}`` (the statistics of the batches
+    before it; the first batch uses its own) and only then mixed into the running estimates, so no
+    gradient flows through the statistics. The output is
     ``(x - mu_n) W_n`` with ``W = U diag(lambda^-1/2) U^T`` (ZCA) or ``U diag(lambda^-1/2)`` (PCA,
     no rotation back; columns sorted by decreasing eigenvalue), ``lambda, U = eigh(Sigma_n + eps I)``
     in float64. With ``grad="stop"`` ``mu_n`` and ``W_n`` are constants; with ``grad="full"`` the
@@ -167,8 +226,12 @@ class RunningWhitening(nn.Module):
         momentum: float = 0.9,
         eps: float = 1e-5,
         grad: GradMode = "stop",
+        stats: Literal["current", "previous"] = "current",
     ) -> None:
         super().__init__()
+        if stats not in ("current", "previous"):
+            raise ConfigError(f"running statistics must be 'current' or 'previous', got {stats!r}")
+        self.stats = stats
         if kind not in ("zca", "pca"):
             raise ConfigError(f"whitening kind must be 'zca' or 'pca', got {kind!r}")
         if not 0.0 <= momentum < 1.0:
@@ -193,8 +256,14 @@ class RunningWhitening(nn.Module):
         cov = xc.T @ xc / src.shape[0]
         if bool(self.initialised):
             beta = self.momentum
-            mean = beta * self.running_mean + (1.0 - beta) * mean
-            cov = beta * self.running_cov + (1.0 - beta) * cov
+            new_mean = beta * self.running_mean + (1.0 - beta) * mean
+            new_cov = beta * self.running_cov + (1.0 - beta) * cov
+        else:
+            new_mean, new_cov = mean, cov
+        if self.stats == "previous" and bool(self.initialised):
+            mean, cov = self.running_mean.clone(), self.running_cov.clone()
+        else:
+            mean, cov = new_mean, new_cov
         eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
         evals, evecs = torch.linalg.eigh(cov + self.eps * eye)
         _check_eigenvalues(evals.detach().unsqueeze(0), 1, step, f"{self.kind} whitening")
@@ -204,8 +273,8 @@ class RunningWhitening(nn.Module):
             order = evals.argsort(descending=True)
             w = evecs[:, order] * evals[order].rsqrt()
         with torch.no_grad():
-            self.running_mean.copy_(mean.detach())
-            self.running_cov.copy_(cov.detach())
+            self.running_mean.copy_(new_mean.detach())
+            self.running_cov.copy_(new_cov.detach())
             self.initialised.fill_(True)
         out = (xd - mean) @ w
         return out.to(x.dtype), evals.detach()

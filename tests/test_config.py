@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import OVERRIDABLE, PROFILES, RunConfig, corpus_id, resolve_config
-from harness.errors import ConfigError, DataError
+from harness.config import (
+    OVERRIDABLE,
+    PROFILES,
+    RunConfig,
+    corpus_id,
+    resolve_config,
+    resolve_run,
+    resolve_settings,
+)
+from harness.errors import ConfigError, DataError, ModelLoadError
+from methods.simcse import SimCSEParams
 
 SENTENCES = [f"sentence number {i} is here ." for i in range(40)]
 
@@ -47,8 +56,11 @@ def test_profiles_have_the_documented_settings() -> None:
 
 def test_resolution_fills_defaults_and_sorts_params(data_root: Path) -> None:
     config = smoke(data_root)
-    assert config.params == {"mlp": True, "temperature": 0.05}
-    assert list(config.params) == sorted(config.params)
+    assert isinstance(config.params, SimCSEParams)  # typed inside the program
+    assert config.params == SimCSEParams(temperature=0.05, mlp=True)
+    stored = config.to_dict()["params"]  # a dict only at the store / Ray boundary, keys sorted
+    assert stored == {"mlp": True, "temperature": 0.05} and list(stored) == sorted(stored)
+    assert config.threads == 1  # the smoke and cpu profiles fix the thread count
     assert config.corpus == str((data_root / "corpus" / "nli-sentences.txt").resolve())
     assert re.fullmatch(r"nli-sentences\.txt:[0-9a-f]{12}", config.corpus_id)
     assert (config.seed, config.grad_clip, config.weight_decay, config.warmup_steps) == (42, 1.0, 0.0, 0)
@@ -64,7 +76,7 @@ def test_paper_profile_resolves_offline(data_root: Path) -> None:
 def test_strings_are_coerced(data_root: Path) -> None:
     config = smoke(data_root, batch_size="16", lr="1e-4", max_steps="epoch", params={"temperature": "0.1"})
     assert config.batch_size == 16 and config.lr == 1e-4 and config.max_steps is None
-    assert config.params["temperature"] == 0.1
+    assert config.params.temperature == 0.1
     assert smoke(data_root, max_steps="none").max_steps is None
     assert smoke(data_root, max_steps=0).max_steps == 0
 
@@ -97,6 +109,7 @@ def test_same_config_same_id(data_root: Path) -> None:
         {"transfer_mode": "test"},
         {"post_whiten": "zca"},
         {"precision": "bf16"},
+        {"threads": 2},
         {"params": {"temperature": 0.1}},
         {"params": {"mlp": False}},
     ],
@@ -182,6 +195,13 @@ def test_misspelt_override_key(data_root: Path) -> None:
         ({"post_whiten": "zcaa"}, "post_whiten"),
         ({"batch_size": "many"}, "batch_size"),
         ({"params": {"temperature": -1}}, "temperature"),
+        ({"params": {"temperature": "nan"}}, "temperature must be finite"),
+        ({"lr": "inf"}, "lr must be finite"),
+        ({"grad_clip": float("nan")}, "grad_clip must be finite"),
+        ({"seed": -1}, "seed must be in 0 .. 2"),
+        ({"seed": 2**32}, "seed must be in 0 .. 2"),
+        ({"threads": 0}, "threads must be >= 1"),
+        ({"precision": "fp16"}, "precision"),
     ],
 )
 def test_bad_values_name_the_field(data_root: Path, change: dict[str, object], field: str) -> None:
@@ -194,14 +214,56 @@ def test_missing_corpus_is_a_data_error(data_root: Path) -> None:
         smoke(data_root, corpus=str(data_root / "nope.txt"))
 
 
-def test_group_count_must_divide_hidden_size(data_root: Path) -> None:
-    from methods import REGISTRY
+def test_group_counts_keep_their_shape_on_every_profile(data_root: Path) -> None:
+    # random:tiny has d = 64: the default 384 groups (2 channels each at d = 768) become 32 groups.
+    default = resolve_config("whitenedcse", None, "smoke", data_root=data_root)
+    assert default.params.effective_groups(64) == 32
+    ok = resolve_config(
+        "whitenedcse", {"num_groups": 7, "group_scaling": "count"}, "smoke", data_root=data_root
+    )
+    assert ok.params.num_groups == 7  # uneven groups are allowed
+    with pytest.raises(ConfigError, match=r"num_groups=384 gives 384 groups, more than .* d=64"):
+        resolve_config(
+            "whitenedcse", {"num_groups": 384, "group_scaling": "count"}, "smoke", data_root=data_root
+        )
 
-    if "whitenedcse" not in REGISTRY:
-        pytest.skip("whitenedcse is not registered yet")
-    # random:tiny has d = 64: 16 groups divide it, 7 and 384 do not.
-    ok = resolve_config("whitenedcse", {"num_groups": 16}, "smoke", data_root=data_root)
-    assert ok.params["num_groups"] == 16
-    for bad in (7, 384):
-        with pytest.raises(ConfigError, match=r"num_groups|group"):
-            resolve_config("whitenedcse", {"num_groups": bad}, "smoke", data_root=data_root)
+
+def test_overrides_are_honoured_before_anything_reads_the_profile(data_root: Path) -> None:
+    # The paper profile's default corpus is absent: an override must be enough (the seed, model and
+    # budget all come from the same resolved settings; nothing resolves a throwaway config).
+    (data_root / "corpus" / "wiki1m_for_simcse.txt").unlink()
+    corpus = str(data_root / "corpus" / "nli-sentences.txt")
+    settings = resolve_settings("paper", {"corpus": corpus, "seed": 7}, data_root)
+    assert settings.seed == 7 and settings.corpus_id.startswith("nli-sentences.txt:")
+    config = resolve_run("simcse", {"temperature": 0.1}, settings, seed=9)
+    assert config.seed == 9 and config.params.temperature == 0.1 and config.model == "bert-base-uncased"
+    with pytest.raises(DataError, match="wiki1m_for_simcse"):
+        resolve_settings("paper", None, data_root)
+
+
+def test_hidden_size_lookup_never_asks_an_offline_hub(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import harness.encoder as enc
+
+    enc.hidden_size_of.cache_clear()
+    asked: list[str] = []
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        asked.append("connect")
+        raise OSError("no network in this test")
+
+    from huggingface_hub import constants
+
+    monkeypatch.setattr("socket.create_connection", no_network)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", constants.HF_HUB_OFFLINE)  # restored afterwards
+    assert enc.hidden_size_of("sentence-transformers/bert-base-nli-mean-tokens") == 768  # known table
+    local = tmp_path / "enc"
+    local.mkdir()
+    (local / "config.json").write_text(json.dumps({"hidden_size": 96}))
+    assert enc.hidden_size_of(str(local)) == 96  # a local config, read without transformers
+    with pytest.raises(ModelLoadError, match="hub is offline or unreachable"):
+        enc.hidden_size_of("someone/not-cached-anywhere")
+    assert asked == []  # HF_HUB_OFFLINE: not even a connection attempt
+    enc.hidden_size_of.cache_clear()

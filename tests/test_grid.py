@@ -48,18 +48,39 @@ def test_ids_are_stable_and_shared_across_specs(data_root: Path) -> None:
     assert len(shared.used_by) == 3
 
 
-def test_invalid_cells_are_na_not_errors(data_root: Path) -> None:
-    spec = load_table_spec(Path("tables/whitenedcse_table4.toml"))
-    plan = expand([spec], "cpu", data_root=data_root)
+def test_invalid_cells_are_na_not_errors(data_root: Path, tmp_path: Path) -> None:
+    spec_path = tmp_path / "groups.toml"
+    spec_path.write_text(
+        'cites = "WhitenedCSE Table 4"\ntitle = "t"\nscores = "sts"\ncolumns = ["avg"]\n'
+        '[[sweeps]]\nlabel = "count"\nheader = "Groups"\nmethod = "whitenedcse"\n'
+        'params = {group_scaling = "count"}\nvary = "num_groups"\nvalues = [128, 500]\npaper = [1.0, 2.0]\n'
+    )
+    plan = expand([load_table_spec(spec_path)], "cpu", data_root=data_root)
     na = [c for c in plan.cells if c.state == "n/a"]
-    assert sorted(c.key for c in na) == [
-        "STS-Avg. (shuffled) [num_groups=256]",
-        "w/o shuffled [num_groups=256]",
-    ]
-    assert all(c.hidden_size == 384 and "num_groups=256" in c.reason for c in na)
-    assert len(plan.runs) == 14
+    assert [c.key for c in na] == ["count [num_groups=500]"]
+    assert na[0].hidden_size == 384 and "num_groups=500 gives 500 groups" in na[0].reason
+    assert len(plan.runs) == 1
+
+
+def test_paper_group_counts_map_by_channels_per_group(data_root: Path) -> None:
+    spec = load_table_spec(Path("tables/whitenedcse_table4.toml"))
+    plan = expand([spec], "cpu", data_root=data_root)  # MiniLM, d = 384
+    assert not [c for c in plan.cells if c.state != "run"] and len(plan.runs) == 16
+    cell = plan.cell("whitenedcse_table4", "STS-Avg. (shuffled) [num_groups=384]")
+    assert cell.configs[0].params.effective_groups(384) == 192  # 2 channels each, as at d = 768
     smoke = expand([spec], "smoke", data_root=data_root)  # random:tiny, d = 64
-    assert {c.key.split("=")[1].rstrip("]") for c in smoke.cells if c.state == "run"} == {"32", "64"}
+    groups = sorted({c.configs[0].params.effective_groups(64) for c in smoke.cells if c.state == "run"})
+    assert groups == [3, 4, 5, 8, 11, 16, 21, 32]
+
+
+def test_runs_that_do_not_train_get_one_seed(data_root: Path) -> None:
+    spec = load_table_spec(Path("tables/simcsepp_table3.toml"))
+    plan = expand([spec], "cpu", seeds=3, data_root=data_root)
+    untrained = [c for c in plan.cells if c.state == "run" and c.configs[0].max_steps == 0]
+    trained = [c for c in plan.cells if c.state == "run" and c.configs[0].max_steps != 0]
+    assert untrained and trained
+    assert all(len(c.configs) == 1 for c in untrained)
+    assert all([cfg.seed for cfg in c.configs] == [42, 43, 44] for c in trained)
 
 
 def test_profile_only_rows_are_not_run(data_root: Path) -> None:
@@ -154,7 +175,7 @@ def test_grid_command_dry_run(data_root: Path, tmp_path: Path, capsys: pytest.Ca
     ]
     assert main([*args, "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "14 distinct runs" in out and "n/a (d=384)" in out and "0 finished, 14 to run" in out
+    assert "16 distinct runs" in out and "0 finished, 16 to run" in out
     assert main(["grid", "no_such_spec", "--dry-run", "--data-dir", str(data_root)]) == 2
     assert main([*args, "--dry-run", "--override", "bad"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err

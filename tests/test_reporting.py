@@ -142,7 +142,7 @@ def test_rows_table_cells(rendered: list[RenderedTable]) -> None:
 
 def test_sweep_table_cells(rendered: list[RenderedTable]) -> None:
     sweep = rendered[1]
-    assert sweep.header == ["Group size", "16", "32", "48", "64"]
+    assert sweep.header == ["Group size", "16", "32", "96", "64"]
     assert _line(sweep, "STS-Avg. (shuffled)") == [
         ":50.00",
         "best:53.00 \u00b1 0.71",
@@ -153,7 +153,7 @@ def test_sweep_table_cells(rendered: list[RenderedTable]) -> None:
     # the m = 2 cell shares its run with the 32-group shuffled cell
     assert _line(sweep, "STS-Avg.") == ["best:53.00 \u00b1 0.71", "second:52.00"]
     assert any(
-        n.startswith("n/a: not valid for this profile's encoder (d = 64): num_groups=48") for n in sweep.notes
+        n.startswith("n/a: not valid for this profile's encoder (d = 64): num_groups=96") for n in sweep.notes
     )
     headers = [ln for ln in sweep.lines if ln.kind == "header"]
     assert [h.label for h in headers] == ["Positive Number"]
@@ -197,7 +197,8 @@ def test_every_real_spec_renders_without_records(tmp_path: Path) -> None:
         tex = render_latex(table)
         assert tex.count(r"\begin{tabular}") == 1 and "profile cpu" in tex
     table4 = next(t for t in tables if t.name == "whitenedcse_table4")
-    assert "n/a (d=384)" in render_latex(table4)
+    # group counts keep their channels per group (384 at d = 768 -> 192 at d = 384): none is n/a
+    assert "n/a" not in render_latex(table4)
 
 
 def test_average_trajectory_means_over_seeds() -> None:

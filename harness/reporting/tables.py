@@ -31,21 +31,11 @@ from harness.grid import Cell, expand
 from harness.specs import Row, RunSpec, Sweep, TableSpec, format_value, sweep_cell_key
 
 if TYPE_CHECKING:
-    from harness.config import RunConfig
+    from harness.config import RunConfig, RunSettings
     from harness.store import RunStore
 
 Style = Literal["", "best", "second"]
 LineKind = Literal["header", "measured", "paper", "quoted", "rule"]
-
-READING_KEYS: tuple[str, ...] = (
-    "reading",
-    "positive_source",
-    "loss",
-    "whitening_grad",
-    "m_placement",
-    "dcl_reduction",
-)
-"""Method parameters that choose between the paper's and the released code's reading: always stated."""
 
 MISSING = "--"
 QUOTED_MARK = "\u2020"  # dagger
@@ -202,10 +192,11 @@ def _sections(rows: Sequence[Row]) -> list[list[Row]]:
 
 
 def _describe_run(config: RunConfig, run: RunSpec) -> str:
+    """The spec's parameters plus every paper-vs-released-code switch the method declares."""
     shown = dict(run.params)
-    for key in READING_KEYS:
-        if key in config.params:
-            shown[key] = config.params[key]
+    values = config.params.to_dict()
+    for key in config.params.switches():
+        shown[key] = values[key]
     params = ", ".join(f"{k}={format_value(v)}" for k, v in sorted(shown.items()))
     text = f"{config.method}({params})"
     overrides = run.overrides_for(config.profile)
@@ -214,7 +205,7 @@ def _describe_run(config: RunConfig, run: RunSpec) -> str:
     return text
 
 
-def _profile_note(config: RunConfig, seeds: int) -> str:
+def _profile_note(config: RunSettings, seeds: int) -> str:
     steps = "one epoch" if config.max_steps is None else f"{config.max_steps} steps"
     return (
         f"Measured under profile {config.profile}: model {config.model}, corpus {config.corpus_id}, "
@@ -229,7 +220,7 @@ def build_table(
     cells: Sequence[Cell],
     records: Mapping[str, list[Mapping[str, Any]]],
     profile: str,
-    reference: RunConfig | None,
+    reference: RunSettings | None,
 ) -> RenderedTable:
     """Lay out one table from its resolved cells and the finished records by group id."""
     by_key = {c.key: c for c in cells if c.spec == spec.name}
@@ -341,14 +332,11 @@ def build_tables(
         store: the run store to read records from (never written).
         profile: the profile whose runs to show.
         overrides: the same command-line overrides the grid ran with (they are part of run ids).
-        data_root: data root passed to ``resolve_config``.
+        data_root: data root passed to :func:`~harness.config.resolve_settings`.
     """
-    from harness.config import resolve_config
-
     plan = expand(specs, profile, seeds=1, overrides=overrides, data_root=data_root)
     records = index_records(store)
-    reference = resolve_config("simcse", None, profile, dict(overrides or {}), data_root)
-    return [build_table(spec, plan.cells, records, profile, reference) for spec in specs]
+    return [build_table(spec, plan.cells, records, profile, plan.settings) for spec in specs]
 
 
 # -- LaTeX ----------------------------------------------------------------------------------------

@@ -15,14 +15,38 @@ def build(name: str, hidden: int = 64, **overrides):
     return params
 
 
-def test_num_groups_must_divide_hidden_size():
-    with pytest.raises(ConfigError, match=r"num_groups=384 must divide the hidden size d=64"):
-        build("whitenedcse")
-    with pytest.raises(ConfigError, match=r"num_groups=5 .* d=768"):
-        REGISTRY["whitenedcse"](WhitenedCSEParams(num_groups=5), 768)
-    build("whitenedcse", hidden=768)  # the default (384 groups) divides bert-base's 768
-    build("whitenedcse", hidden=384, num_groups=128)
-    build("whitenedcse", whitening="zca")  # num_groups is read only by sgw / group
+@pytest.mark.parametrize("hidden", [64, 384, 768, 1024])
+def test_default_groups_suit_every_shipped_width(hidden: int) -> None:
+    # The default keeps the paper's 2 channels per group (384 groups at d = 768) at any width.
+    params = build("whitenedcse", hidden=hidden)
+    assert params.effective_groups(hidden) == hidden // 2
+    assert params.describe(hidden) == {"groups": f"{hidden // 2} groups of 2 channels at d={hidden}"}
+
+
+def test_group_scaling_count_keeps_the_number_and_splits_unevenly() -> None:
+    # The paper's BERT-large setting: 384 groups on 1024 channels.
+    params = build("whitenedcse", hidden=1024, group_scaling="count")
+    assert params.effective_groups(1024) == 384
+    assert params.describe(1024) == {"groups": "256 groups of 3 and 128 of 2 channels at d=1024"}
+
+
+def test_more_groups_than_channels_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"num_groups=384 gives 384 groups, more than .* d=64"):
+        build("whitenedcse", group_scaling="count")
+    with pytest.raises(ConfigError, match=r"num_groups=5000 gives 2500 groups, more than .* d=384"):
+        REGISTRY["whitenedcse"](WhitenedCSEParams(num_groups=5000), 384)
+    build("whitenedcse", whitening="zca", num_groups=5000)  # num_groups is read only by sgw / group
+
+
+def test_bad_choice_and_non_finite_values_name_the_field() -> None:
+    with pytest.raises(ConfigError, match=r"reading: 'papr' is not one of 'paper', 'released'.*'paper'"):
+        WhitenedCSEParams(reading="papr")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="temperature must be finite"):
+        build("simcse", temperature="inf")
+    with pytest.raises(ConfigError, match="m must be finite"):
+        build("simcsepp", m=float("nan"))
+    with pytest.raises(ConfigError, match="temperature must be finite and > 0"):
+        build("simcse", temperature=0)
 
 
 def test_num_positives_at_least_two():
@@ -63,7 +87,7 @@ def test_whitenedcse_bad_values_name_the_field(overrides, field):
 @pytest.mark.parametrize(
     ("overrides", "field"),
     [
-        ({"m": 0.0}, "m must be > 0"),
+        ({"m": 0.0}, "m must be finite and > 0"),
         ({"tau_dcl": 0.0}, "tau_dcl"),
         ({"lambda_dcl": -0.1}, "lambda_dcl"),
         ({"infonce": False, "lambda_dcl": 0.0}, "lambda_dcl"),
@@ -95,7 +119,7 @@ def test_probe_bad_values_name_the_field(name, overrides, field):
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 @pytest.mark.parametrize("tau", [0.0, -0.05])
 def test_temperature_must_be_positive(name, tau):
-    with pytest.raises(ConfigError, match="temperature must be > 0"):
+    with pytest.raises(ConfigError, match="temperature must be finite and > 0"):
         build(name, num_groups=16, temperature=tau) if name == "whitenedcse" else build(name, temperature=tau)
 
 

@@ -44,10 +44,32 @@ def test_registered_method_is_documented(name):
     assert cls.description.strip() and "\n" not in cls.description
     assert cls.citation.strip()
     assert issubclass(cls.params_cls, MethodParams)
-    assert cls.params_cls.__doc__ and "Attributes:" in cls.params_cls.__doc__
+    docs = "\n".join(c.__doc__ or "" for c in cls.params_cls.__mro__)
     for key in cls.params_cls.keys():  # noqa: SIM118 (a classmethod, not a dict)
-        assert key in cls.params_cls.__doc__, f"{name}: parameter {key} is not documented"
-    cls.params_cls().validate(768)  # defaults are valid on bert-base
+        assert f"{key}:" in docs, f"{name}: parameter {key} is not documented"
+    for hidden in (64, 384, 768, 1024):  # defaults train on every shipped encoder and the papers'
+        cls.params_cls().validate(hidden)
+        cls(cls.params_cls(), hidden)
+
+
+def test_shared_fields_are_declared_once():
+    # temperature and mlp live in one base record, not redeclared per method.
+    from methods.base import ContrastiveParams
+
+    for cls in REGISTRY.values():
+        assert issubclass(cls.params_cls, ContrastiveParams)
+        for key in ("temperature", "mlp"):
+            assert key not in vars(cls.params_cls).get("__annotations__", {}), (cls.name, key)
+
+
+def test_switches_are_self_described():
+    switches = {name: set(cls.params_cls.switches()) for name, cls in REGISTRY.items()}
+    assert {"reading", "positive_source", "l2_form", "whitening_grad", "running_stats"} <= switches[
+        "whitenedcse"
+    ]
+    assert {"m_placement", "dcl_reduction"} <= switches["simcsepp"]
+    assert "k_independent" in switches["noise_probe"] and "correlation" in switches["barlow_probe"]
+    assert switches["simcse"] == set()
 
 
 def test_citations_name_the_papers():

@@ -138,7 +138,7 @@ def test_simcsepp_dcl_only_makes_no_dropout_off_pass(batch):
 
 
 def test_whitenedcse_paper_reading_whitens_each_view_with_its_own_permutation():
-    method = make("whitenedcse", 8, num_groups=2, num_positives=3, reading="paper")
+    method = make("whitenedcse", 8, num_groups=2, group_scaling="count", num_positives=3, reading="paper")
     views = torch.randn(16, 3, 8, dtype=torch.float64)
     torch.manual_seed(5)
     out, _ = method.whiten(views, step=0)
@@ -150,7 +150,7 @@ def test_whitenedcse_paper_reading_whitens_each_view_with_its_own_permutation():
 
 
 def test_whitenedcse_released_reading_whitens_sentence_major_row_blocks():
-    method = make("whitenedcse", 8, num_groups=2, num_positives=3, reading="released")
+    method = make("whitenedcse", 8, num_groups=2, group_scaling="count", num_positives=3, reading="released")
     views = torch.randn(16, 3, 8, dtype=torch.float64)
     torch.manual_seed(5)
     out, _ = method.whiten(views, step=0)
@@ -164,10 +164,17 @@ def test_whitenedcse_released_reading_whitens_sentence_major_row_blocks():
 
 
 def test_group_is_sgw_without_shuffle(encoder, batch):
-    a = make("whitenedcse", encoder.hidden_size, whitening="group", num_groups=16)
-    b = make("whitenedcse", encoder.hidden_size, whitening="sgw", shuffle=False, num_groups=16)
+    a = make("whitenedcse", encoder.hidden_size, whitening="group", num_groups=16, group_scaling="count")
+    b = make(
+        "whitenedcse",
+        encoder.hidden_size,
+        whitening="sgw",
+        shuffle=False,
+        num_groups=16,
+        group_scaling="count",
+    )
     assert_same(loss_and_grads(a, encoder, batch), loss_and_grads(b, encoder, batch))
-    c = make("whitenedcse", encoder.hidden_size, whitening="sgw", num_groups=16)
+    c = make("whitenedcse", encoder.hidden_size, whitening="sgw", num_groups=16, group_scaling="count")
     assert not torch.allclose(
         loss_and_grads(c, encoder, batch)[0].loss, loss_and_grads(a, encoder, batch)[0].loss
     )

@@ -10,7 +10,9 @@ from harness.errors import ConfigError, TrainingError
 from methods.whitening import (
     RunningWhitening,
     apply_post_whitening,
+    describe_groups,
     fit_post_whitening,
+    group_sizes,
     group_whiten,
     inverse_permutation,
     permute_channels,
@@ -71,9 +73,33 @@ def test_non_finite_input_raises_training_error_with_step():
         group_whiten(x, num_groups=2, step=11)
 
 
-def test_num_groups_must_divide_d():
-    with pytest.raises(ConfigError, match=r"num_groups=5 .* d=12"):
-        group_whiten(correlated(5, 8, 12), num_groups=5)
+def test_more_groups_than_channels_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"num_groups=13 must be between 1 and the hidden size d=12"):
+        group_whiten(correlated(5, 8, 12), num_groups=13)
+
+
+def test_uneven_groups_split_as_evenly_as_possible_and_each_is_white():
+    # 10 channels in 4 groups: 3, 3, 2, 2 contiguous channels; each group is ZCA-whitened on its own.
+    assert group_sizes(10, 4) == [3, 3, 2, 2]
+    assert describe_groups(10, 4) == "2 groups of 3 and 2 of 2 channels"
+    x = correlated(7, 64, 10)
+    out, evals = group_whiten(x, num_groups=4, eps=0.0)
+    bounds = [(0, 3), (3, 6), (6, 8), (8, 10)]
+    for lo, hi in bounds:
+        expected, _ = group_whiten(x[:, lo:hi], num_groups=1, eps=0.0)
+        torch.testing.assert_close(out[:, lo:hi], expected)
+        cov = out[:, lo:hi].T @ out[:, lo:hi] / x.shape[0]
+        torch.testing.assert_close(cov, torch.eye(hi - lo, dtype=cov.dtype), atol=1e-6, rtol=0)
+    assert evals.shape == (4, 3)
+    assert torch.isinf(evals[2:, 2]).all() and torch.isfinite(evals[:2]).all()
+
+
+def test_uneven_groups_with_shuffle_undo_the_permutation():
+    x = correlated(8, 32, 10)
+    perm = random_permutations(1, 10)
+    shuffled, _ = group_whiten(x, num_groups=3, perm=perm)
+    direct, _ = group_whiten(x[:, perm[0]], num_groups=3)
+    torch.testing.assert_close(shuffled, direct[:, inverse_permutation(perm)[0]])
 
 
 def test_inverse_permutation_restores_channel_order():

@@ -1,0 +1,76 @@
+"""A test-only stateful method: a momentum key encoder and a negative queue (MoCo-style).
+
+It exists to prove that the method contract fits stateful methods: it is written against
+``methods.base`` alone and registered by one line in its test; the training loop is not touched.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from methods.base import ContrastiveParams, EncodeFn, LossOutput, MLPHead, check_positive
+from methods.losses import cosine_logits
+from methods.memory import NegativeQueue, ema_update
+from methods.simcse import ContrastiveMethod
+
+
+@dataclass(frozen=True)
+class MomentumQueueParams(ContrastiveParams):
+    """Hyper-parameters of the test-only momentum method.
+
+    Attributes:
+        momentum: EMA factor of the key encoder and key head.
+        queue_size: past keys kept as extra negatives.
+    """
+
+    momentum: float = 0.9
+    queue_size: int = 16
+
+    def validate(self, hidden_size: int | None = None) -> None:
+        super().validate(hidden_size)
+        check_positive(self.momentum, "momentum")
+
+
+class MomentumQueue(ContrastiveMethod):
+    """Queries from the online encoder, keys from a momentum copy, negatives = batch keys + queue."""
+
+    name = "momentum_queue"
+    description = "Test-only: momentum key encoder and a negative queue."
+    citation = "He et al., Momentum Contrast for Unsupervised Visual Representation Learning, CVPR 2020"
+    params_cls = MomentumQueueParams
+    uses_encoder = True
+
+    def __init__(self, params: MomentumQueueParams, hidden_size: int) -> None:
+        super().__init__(params, hidden_size)
+        self.p = params
+        self.queue = NegativeQueue(params.queue_size, hidden_size)
+        self._keys: torch.Tensor | None = None
+
+    def bind(self, encoder: nn.Module) -> None:
+        self.register_frozen("key_encoder", copy.deepcopy(encoder))
+        key_head = MLPHead(self.hidden_size)
+        if self.mlp is not None:
+            key_head.load_state_dict(self.mlp.state_dict())
+        self.register_frozen("key_head", key_head.to(next(encoder.parameters()).device))
+
+    def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
+        q = self.head(encode(batch))
+        with torch.no_grad():
+            k = self.key_head(self.key_encoder.features(batch))
+        negatives = torch.cat([k, self.queue.contents().to(k.dtype)])
+        logits = cosine_logits(q, negatives, self.p.temperature)
+        loss = nn.functional.cross_entropy(logits, torch.arange(q.shape[0], device=q.device))
+        self._keys = k
+        return LossOutput(loss, {"loss_infonce": float(loss.detach())})
+
+    def after_step(self, step: int) -> dict[str, float]:
+        assert self.mlp is not None
+        ema_update(self.key_encoder, self.encoder, self.p.momentum)
+        ema_update(self.key_head, self.mlp, self.p.momentum)
+        if self._keys is not None:
+            self.queue.push(self._keys)
+        return {"queue_filled": float(self.queue.filled)}

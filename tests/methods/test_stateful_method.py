@@ -1,0 +1,106 @@
+"""A stateful method (momentum copy + queue) fits the method contract without touching the loop.
+
+The method lives in ``momentum_method.py`` beside this test and is registered by ONE line
+(``monkeypatch.setitem(REGISTRY, ...)``); ``harness/train.py`` knows nothing about it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from momentum_method import MomentumQueue, MomentumQueueParams
+
+import harness.train as train_mod
+from harness.config import RunConfig, resolve_config
+from harness.encoder import load_encoder
+from harness.store import RunStore
+from harness.train import TrainStep
+from methods import REGISTRY
+
+SENTENCES = [f"the dog number {i} walks to the park ." for i in range(40)]
+
+
+@pytest.fixture
+def registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(REGISTRY, "momentum_queue", MomentumQueue)  # the one registry line
+
+
+@pytest.fixture
+def data_root(tmp_path: Path) -> Path:
+    root = tmp_path / "data"
+    (root / "corpus").mkdir(parents=True)
+    (root / "corpus" / "nli-sentences.txt").write_text("\n".join(SENTENCES) + "\n")
+    return root
+
+
+def config(data_root: Path, **params: Any) -> RunConfig:
+    return resolve_config("momentum_queue", params, "smoke", {"max_steps": 3}, data_root=data_root)
+
+
+def test_frozen_copy_is_not_optimised_and_follows_the_ema(registered: None, data_root: Path) -> None:
+    cfg = config(data_root, momentum=0.75, queue_size=12)
+    encoder = load_encoder("random:tiny", seed=0)
+    method = MomentumQueue(MomentumQueueParams(momentum=0.75, queue_size=12), encoder.hidden_size)
+    step = TrainStep(encoder, method, cfg, total=3)
+    optimised = {id(p) for p in step.parameters}
+    key_params = list(method.key_encoder.parameters()) + list(method.key_head.parameters())
+    assert key_params and not any(id(p) in optimised for p in key_params)
+    assert not any(p.requires_grad for p in key_params)
+    assert all(id(p) in optimised for p in method.mlp.parameters())  # the head is trained
+
+    online_before = [p.detach().clone() for p in encoder.parameters()]
+    key_before = [p.detach().clone() for p in method.key_encoder.parameters()]
+    _, metrics = step(SENTENCES[:8], 1)
+    assert metrics["queue_filled"] == 8.0
+    online_after = list(encoder.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(online_before, online_after, strict=True))
+    for k0, k1, o1 in zip(key_before, method.key_encoder.parameters(), online_after, strict=True):
+        torch.testing.assert_close(k1, 0.75 * k0 + 0.25 * o1.detach())
+    _, metrics = step(SENTENCES[8:16], 2)
+    assert metrics["queue_filled"] == 12.0  # capped at queue_size
+    assert method.queue.contents().shape == (12, encoder.hidden_size)
+
+
+def test_snapshots_leave_out_frozen_copies_and_buffers(registered: None, data_root: Path) -> None:
+    cfg = config(data_root)
+    encoder = load_encoder("random:tiny", seed=0)
+    method = MomentumQueue(MomentumQueueParams(), encoder.hidden_size)
+    TrainStep(encoder, method, cfg, total=3)
+    snap = method.snapshot_state()
+    assert snap and all(k.startswith("mlp.") for k in snap)
+    assert any(k.startswith("key_encoder.") for k in method.state_dict())  # kept for checkpoints
+    before = method.queue.rows.clone()
+    method.queue.push(torch.ones(2, encoder.hidden_size))
+    method.restore_state(snap)  # restoring a snapshot leaves the queue alone
+    assert not torch.equal(method.queue.rows, before)
+
+
+def test_train_run_completes_with_the_stateful_method(
+    registered: None, data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def probe(data_root: Path, token_lengths: Any = None) -> Any:
+        return lambda embed: {"stsb_dev": float(embed(["a b", "c d"]).sum()), "align": 0.0, "uniform": 0.0}
+
+    monkeypatch.setattr(train_mod, "make_probe", probe)
+    cfg = resolve_config(
+        "momentum_queue", None, "smoke", {"max_steps": 4, "eval_every": 2, "final_tasks": "none"}, data_root
+    )
+    record = train_run(cfg, data_root, RunStore(tmp_path / "runs"), log=None)
+    assert record["status"] == "finished"
+    assert [p["step"] for p in record["trajectory"]] == [0, 2, 4]
+    # smoke batch 8, queue 16: the queue holds 8 then 16 keys (steps 1-2), then stays full
+    assert [p.get("queue_filled") for p in record["trajectory"]] == [None, 12.0, 16.0]
+    assert set(method_state_keys(cfg)) == {"mlp.dense.weight", "mlp.dense.bias"}
+
+
+def method_state_keys(cfg: RunConfig) -> list[str]:
+    encoder = load_encoder("random:tiny", seed=0)
+    method = MomentumQueue(MomentumQueueParams(), encoder.hidden_size)
+    method.attach(encoder)
+    return list(method.snapshot_state())
+
+
+train_run = train_mod.train_run
