@@ -95,6 +95,59 @@ def load_checkpoint(path: Path, config: dict[str, Any]) -> tuple[dict[str, Any] 
     return state, None
 
 
+def training_state(
+    *,
+    config: dict[str, Any],
+    step: int,
+    encoder: torch.nn.Module,
+    method: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    best: dict[str, Any],
+    record: dict[str, Any],
+    train_time: float,
+    eval_time: float,
+) -> dict[str, Any]:
+    """What :func:`save_checkpoint` stores at an evaluation point (RNG states are added there)."""
+    return {
+        "config": config,
+        "step": step,
+        "encoder": encoder.state_dict(),
+        "method": method.state_dict(),  # everything: buffers and frozen copies too
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "best": dict(best),
+        "record": {k: record.get(k) for k in ("trajectory", "best_step", "best_stsb_dev")},
+        "train_time": train_time,
+        "eval_time": eval_time,
+    }
+
+
+def restore_training_state(
+    state: dict[str, Any],
+    *,
+    encoder: torch.nn.Module,
+    method: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    best: dict[str, Any],
+    record: dict[str, Any],
+) -> int:
+    """Load a checkpoint's state into a freshly built run; return its step.
+
+    The random states are NOT restored here: call :func:`set_rng_state` with ``state["rng"]`` last,
+    after everything that draws random numbers while it is built.
+    """
+    encoder.load_state_dict(state["encoder"])
+    method.load_state_dict(state["method"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    best.clear()
+    best.update(state["best"])
+    record.update(state["record"])
+    return int(state["step"])
+
+
 def remove_checkpoint(path: Path) -> None:
     """Delete a run's checkpoint (the run finished)."""
     with contextlib.suppress(FileNotFoundError):
@@ -108,7 +161,9 @@ __all__ = [
     "checkpoint_path",
     "load_checkpoint",
     "remove_checkpoint",
+    "restore_training_state",
     "rng_state",
     "save_checkpoint",
     "set_rng_state",
+    "training_state",
 ]
