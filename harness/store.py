@@ -223,6 +223,29 @@ class GridLock:
             return None
         return data if isinstance(data, dict) else None
 
+    def is_held(self) -> bool:
+        """Whether a live grid holds the lock (a lock of another host counts as held); changes nothing."""
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+        holder = self.holder()
+        return holder is not None and holder.get("host") != socket.gethostname()
+
+    def describe(self) -> str:
+        """Who holds (or last held) the lock, for messages."""
+        return self._describe(self.holder())
+
     def _describe(self, info: dict[str, Any] | None) -> str:
         if not info:
             return f"another grid (lock file {self.path})"

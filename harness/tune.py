@@ -363,6 +363,8 @@ def run_trials(
     report = GridReport(total=len(configs))
     if not configs:
         return report
+    from harness.commands.common import check_resource_request
+
     check_resource_request(cpus_per_trial, gpus_per_trial)
     check_address(None if smoke else address)
     wall0 = time.perf_counter()
@@ -398,22 +400,6 @@ class GridInterrupted(KeyboardInterrupt):
         self.report = report
 
 
-def check_resource_request(cpus_per_trial: int, gpus_per_trial: float | None) -> None:
-    """Reject impossible per-trial resources before Ray starts (one line, exit 2)."""
-    import math
-
-    from harness.errors import ConfigError
-
-    if cpus_per_trial < 1:
-        raise ConfigError(f"--cpus-per-trial must be >= 1, got {cpus_per_trial}")
-    if gpus_per_trial is not None and (not math.isfinite(gpus_per_trial) or gpus_per_trial < 0):
-        raise ConfigError(f"--gpus-per-trial must be finite and >= 0, got {gpus_per_trial}")
-    if gpus_per_trial is not None and gpus_per_trial > 1 and gpus_per_trial != int(gpus_per_trial):
-        raise ConfigError(
-            f"--gpus-per-trial must be a fraction <= 1 or a whole number of GPUs, got {gpus_per_trial}"
-        )
-
-
 def _check_fits_cluster(cpus_per_trial: int, gpus: float) -> None:
     """A trial that asks for more than the cluster has would wait for ever: refuse it at once."""
     from harness.errors import ConfigError
@@ -430,6 +416,12 @@ def _check_fits_cluster(cpus_per_trial: int, gpus: float) -> None:
             f"--cpus-per-trial {cpus_per_trial} is more than the {have_cpu:g} CPU(s) Ray sees; no trial "
             "could start"
         )
+
+
+def cluster_resources(address: str | None = None) -> dict[str, float]:
+    """The CPUs, GPUs, ... of the Ray cluster at ``address`` (connects and disconnects)."""
+    with ray_session(address=address):
+        return {k: float(v) for k, v in ray.cluster_resources().items()}
 
 
 def check_address(address: str | None, timeout_s: float = 5.0) -> None:
