@@ -418,6 +418,44 @@ def _check_fits_cluster(cpus_per_trial: int, gpus: float) -> None:
         )
 
 
+def _use_cluster_token() -> None:
+    """Token auth as ``ray start --head`` sets it up: the driver sends the token when it has one.
+
+    ``ray start`` writes ``~/.ray/auth_token`` and its cluster refuses drivers without it, but a
+    driver only sends it with ``RAY_AUTH_MODE=token``. Set that (unless the user chose a mode) when a
+    token is at hand: ``$RAY_AUTH_TOKEN``, ``$RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``.
+    """
+    if os.environ.get("RAY_AUTH_MODE"):
+        return
+    try:  # what ray.init does for address="auto" (it sets the mode and refreshes Ray's config)
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    except ImportError:  # another Ray version: the environment variable is the documented switch
+        token_path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
+        if os.environ.get("RAY_AUTH_TOKEN") or Path(token_path).is_file():
+            os.environ["RAY_AUTH_MODE"] = "token"
+
+
+def _connect_error(exc: BaseException) -> str:
+    """One line for a failed ``ray.init(address=...)`` (the cause chain holds the real reason)."""
+    texts = []
+    while exc is not None:
+        texts.append(str(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    joined = " ".join(texts)
+    if "InvalidAuthToken" in joined or "Authentication" in joined:
+        return (
+            "the Ray cluster refused this driver's authentication token (token auth): put the cluster's "
+            "token in ~/.ray/auth_token or $RAY_AUTH_TOKEN (see `ray get-auth-token`) and set "
+            "RAY_AUTH_MODE=token"
+        )
+    first = next((t.strip().splitlines()[0] for t in texts if t.strip()), type(exc).__name__)
+    return f"cannot connect to Ray: {first}"
+
+
 def cluster_resources(address: str | None = None) -> dict[str, float]:
     """The CPUs, GPUs, ... of the Ray cluster at ``address`` (connects and disconnects)."""
     with ray_session(address=address):
@@ -482,8 +520,16 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
         kwargs["_temp_dir"] = str(temp_root)
     else:
         kwargs["address"] = address
+        _use_cluster_token()
     try:
-        ray.init(**kwargs)
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, RuntimeError, TimeoutError) as exc:
+            if "address" not in kwargs:
+                raise
+            from harness.errors import ConfigError
+
+            raise ConfigError(f"--address {address}: {_connect_error(exc)}") from None
         yield time.perf_counter() - start
     finally:
         with contextlib.suppress(Exception):
