@@ -385,7 +385,8 @@ def run_trials(
             )
     except KeyboardInterrupt:
         # Ray is shut down by now (its workers are gone): what they left "running" was interrupted
-        report.interrupted = mark_interrupted(store, configs, "interrupted (Ctrl-C on the grid)")
+        why = "interrupted (Ctrl-C or SIGTERM on the grid driver)"
+        report.interrupted = mark_interrupted(store, configs, why)
         report.wall_s = time.perf_counter() - wall0
         raise GridInterrupted(report) from None
     report.wall_s = time.perf_counter() - wall0
@@ -416,6 +417,22 @@ def _check_fits_cluster(cpus_per_trial: int, gpus: float) -> None:
             f"--cpus-per-trial {cpus_per_trial} is more than the {have_cpu:g} CPU(s) Ray sees; no trial "
             "could start"
         )
+
+
+def _sigterm_handler() -> Any:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.getsignal(signal.SIGTERM)
+
+
+def _restore_sigterm(handler: Any) -> None:
+    import signal
+
+    if callable(handler):  # a Python handler the caller installed (the grid's: stop as Ctrl-C does)
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _use_cluster_token() -> None:
@@ -523,7 +540,9 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
         _use_cluster_token()
     try:
         try:
+            sigterm = _sigterm_handler()
             ray.init(**kwargs)
+            _restore_sigterm(sigterm)  # ray.init replaces it with sys.exit; keep the caller's
         except (ConnectionError, RuntimeError, TimeoutError) as exc:
             if "address" not in kwargs:
                 raise

@@ -140,13 +140,25 @@ def test_a_second_grid_is_refused_while_the_first_holds_the_lock(
     )
 
 
-def test_ctrl_c_stops_the_grid_marks_runs_interrupted_and_exits_130(small_root: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "how",
+    [
+        "ctrl-c",  # SIGINT to the whole process group, as a terminal sends it
+        pytest.param("sigterm", marks=pytest.mark.slow),  # `kill PID` of the driver
+    ],
+)
+def test_ctrl_c_stops_the_grid_marks_runs_interrupted_and_exits_130(
+    how: str, small_root: Path, tmp_path: Path
+) -> None:
     runs = tmp_path / "runs"
     grid = start_grid(runs, small_root)
     sid = grid.pid
     try:
         wait_for(lambda: "running" in statuses(runs).values(), 120, "a trial to start")
-        os.killpg(grid.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        if how == "ctrl-c":
+            os.killpg(grid.pid, signal.SIGINT)
+        else:
+            os.kill(grid.pid, signal.SIGTERM)
         out, err = grid.communicate(timeout=120)
     finally:
         grid.kill()
@@ -156,7 +168,7 @@ def test_ctrl_c_stops_the_grid_marks_runs_interrupted_and_exits_130(small_root: 
     records = RunStore(runs).records()
     assert records and all(r["status"] in ("finished", "interrupted") for r in records)
     assert any(r["status"] == "interrupted" for r in records)
-    assert all("Ctrl-C" in r["error"] for r in records if r["status"] == "interrupted")
+    assert all("Ctrl-C or SIGTERM" in r["error"] for r in records if r["status"] == "interrupted")
     assert not (runs / "grid.lock").exists()
     assert not list(Path(tempfile.gettempdir()).glob(f"harness-ray-{grid.pid}-*"))
     assert not leftovers, f"Ray processes left running after Ctrl-C: {leftovers}"

@@ -9,12 +9,14 @@ again.
 One grid at a time per runs folder: the grid holds ``<runs>/grid.lock`` (pid, host, start time)
 while it trains; a second grid is refused with a message naming the holder, and a lock left by a
 killed grid on this host is taken over with a note. Ctrl-C stops the trials, marks the runs they
-left as ``interrupted``, prints what was done and exits with status 130.
+left as ``interrupted``, prints what was done and exits with status 130; SIGTERM (``kill PID``) does the
+same.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -166,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         check_corpora([r.config for r in pending])
         from harness.tune import GridInterrupted, run_trials
 
+        previous = _sigterm_as_interrupt()
         try:
             report = run_trials(
                 [r.config for r in pending],
@@ -185,9 +188,25 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 130
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
     print("\n".join(report.summary()))
     print(f"records: {store.records_dir}; tables: harness tables --profile {profile}")
     return 0 if not report.failed else 1
+
+
+def _sigterm_as_interrupt() -> Any:
+    """``kill PID`` (SIGTERM) stops a grid as Ctrl-C does: runs marked interrupted, exit 130."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return signal.signal(signal.SIGTERM, handler)
 
 
 def distrust_scoreless(plan: Any, store: Any) -> list[str]:
