@@ -157,3 +157,31 @@ def test_sigkill_of_harness_train_then_resume(root: Path, tmp_path: Path) -> Non
     assert resumed is not None and resumed["resumed_from_step"] >= 2
     assert comparable(resumed) == comparable(straight)
     assert not path.exists()
+
+
+@pytest.mark.parametrize(("stop", "status"), [(Killed, "failed"), (KeyboardInterrupt, "interrupted")])
+def test_rerunning_a_finished_run_never_replaces_its_record(
+    stop: type[BaseException],
+    status: str,
+    root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`harness train` on a finished run id that fails or is interrupted: the finished record stays."""
+    config = resolve_config("simcse", None, "smoke", {"max_steps": 4, "eval_every": 2}, data_root=root)
+    store = RunStore(tmp_path / "runs")
+    done = train_run(config, root, store, device="cpu", num_threads=1, log=None)
+    real_save = ckpt.save_checkpoint
+
+    def save_then_stop(target: Path, state: dict[str, Any]) -> Path:
+        real_save(target, state)
+        raise stop("stopped")
+
+    monkeypatch.setattr(ckpt, "save_checkpoint", save_then_stop)
+    with pytest.raises(stop):
+        train_run(config, root, store, device="cpu", num_threads=1, log=None)
+    kept = store.load(config.run_id())
+    assert kept == done  # byte for byte the finished record
+    attempts = store.attempts(config.run_id())
+    assert [(a["status"], a["attempt"]) for a in attempts] == [(status, 1)]
+    assert [p["step"] for p in attempts[0]["trajectory"]] == [0, 2]
