@@ -250,3 +250,49 @@ def test_bad_ray_requests_fail_at_once_with_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "runs" / "grid.lock").exists()
+
+
+def trial_workers(sid: int) -> list[int]:
+    """Ray worker processes running a trial, in session ``sid``."""
+    found = []
+    for pid in session_pids(sid):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith("ray::ImplicitFunc"):
+            found.append(pid)
+    return found
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_trial_worker_is_recorded_with_rays_reason_and_rerun(
+    small_root: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    grid = start_grid(runs, small_root)
+    try:
+        wait_for(lambda: bool(trial_workers(grid.pid)), 120, "a trial worker")
+        time.sleep(random.Random().uniform(0.0, 3.0))
+        victims = trial_workers(grid.pid)
+        assert victims, "the trials ended before a worker could be killed"
+        os.kill(victims[0], signal.SIGKILL)
+        out, err = grid.communicate(timeout=300)
+    finally:
+        grid.kill()
+        stop_session(grid.pid)
+    assert grid.returncode == 1, (out, err)
+    failed = [r for r in RunStore(runs).records() if r["status"] == "failed"]
+    assert len(failed) == 1, out
+    assert f"Ray worker (pid {victims[0]}) died" in failed[0]["error"], failed[0]["error"]
+    assert f"failed: {failed[0]['run_id']}: the trial's Ray worker" in out
+
+    again = start_grid(runs, small_root)
+    try:
+        out, err = again.communicate(timeout=300)
+    finally:
+        again.kill()
+        stop_session(again.pid)
+    assert again.returncode == 0, (out, err)
+    records = RunStore(runs).records()
+    assert len(records) == 2 and all(r["status"] == "finished" for r in records)
