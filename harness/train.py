@@ -413,6 +413,7 @@ def _run(
                 raise
 
     wall0 = time.perf_counter()
+    clock = ckpt.CheckpointClock()
     best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
     eval_time = 0.0
     train_time = 0.0
@@ -462,7 +463,7 @@ def _run(
             f"align {point['align']:.4f} uniform {point['uniform']:.4f} "
             f"({point['elapsed_s']:.0f} s){' *' if record['best_step'] == step else ''}"
         )
-        if resume_path is not None and step > 0:  # last: nothing may draw random numbers after it
+        if resume_path is not None and clock.due(step, total):  # last: no random draws after it
             state = ckpt.training_state(
                 config=record["config"],
                 step=step,

@@ -185,3 +185,22 @@ def test_rerunning_a_finished_run_never_replaces_its_record(
     attempts = store.attempts(config.run_id())
     assert [(a["status"], a["attempt"]) for a in attempts] == [(status, 1)]
     assert [p["step"] for p in attempts[0]["trajectory"]] == [0, 2]
+
+
+def test_checkpoint_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    clock = ckpt.CheckpointClock(every_s=60)
+    assert not clock.due(0, 10)  # step 0: nothing trained yet
+    assert clock.due(2, 10)  # the first evaluation point always
+    now[0] += 30
+    assert not clock.due(4, 10)
+    now[0] += 31
+    assert clock.due(6, 10)
+    now[0] += 1
+    assert clock.due(10, 10)  # the last step always
+    monkeypatch.setenv(ckpt.EVERY_ENV, "0")
+    every = ckpt.CheckpointClock()
+    assert every.every_s == 0 and every.due(2, 10) and every.due(4, 10)
+    monkeypatch.setenv(ckpt.EVERY_ENV, "oops")
+    assert ckpt.CheckpointClock().every_s == ckpt.DEFAULT_EVERY_S
