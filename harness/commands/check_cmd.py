@@ -243,7 +243,9 @@ def run(args: argparse.Namespace) -> int:
                 report.problem(f"{cell.spec}: {cell.key}: {cell.reason}")
         configs = [r.config for r in pending] or [r.config for r in plan.runs]
         if data_root is not None:
-            _check_data(data_root, configs, report, read_corpus)
+            sizes = _check_data(data_root, configs, report, read_corpus)
+            if pending:
+                _estimate(pending, sizes, report)
         for model in sorted({str(c.model) for c in configs}):
             check_model(model, report)
     _check_runs_folder(store, report)
@@ -282,7 +284,30 @@ def _check_profile_inputs(
     check_model(config.model, report)
 
 
-def _check_data(data_root: Path, configs: list[Any], report: Report, read_corpus: Any) -> None:
+def _estimate(pending: list[Any], sizes: dict[str, int], report: Report) -> None:
+    """The work the pending runs are: optimiser steps and dev probes, in all and per model."""
+    per_model: dict[str, list[int]] = {}
+    for run in pending:
+        c = run.config
+        if c.max_steps is not None:
+            steps = int(c.max_steps)
+        elif str(c.corpus) in sizes:
+            steps = sizes[str(c.corpus)] // int(c.batch_size)
+        else:
+            continue  # unreadable corpus: already a problem
+        probes = 1 + (steps // int(c.eval_every) if c.eval_every else 0)
+        totals = per_model.setdefault(str(c.model), [0, 0, 0])
+        totals[0] += 1
+        totals[1] += steps
+        totals[2] += probes
+    for model, (runs, steps, probes) in sorted(per_model.items()):
+        report.ok(
+            f"cost on {model}: {runs} run(s), {steps} optimiser step(s) and {probes} STS-B dev probe(s) in "
+            "all, plus each run's final tasks"
+        )
+
+
+def _check_data(data_root: Path, configs: list[Any], report: Report, read_corpus: Any) -> dict[str, int]:
     from harness.errors import HarnessError
 
     senteval = data_root / "senteval"
@@ -299,12 +324,14 @@ def _check_data(data_root: Path, configs: list[Any], report: Report, read_corpus
     need: dict[str, int] = {}
     for config in configs:
         need[str(config.corpus)] = max(need.get(str(config.corpus), 0), int(config.batch_size))
+    sizes: dict[str, int] = {}
     for corpus, batch in sorted(need.items()):
         try:
-            count = len(read_corpus(Path(corpus), min_sentences=batch))
-            report.ok(f"corpus {corpus}: {count} sentences")
+            sizes[corpus] = len(read_corpus(Path(corpus), min_sentences=batch))
+            report.ok(f"corpus {corpus}: {sizes[corpus]} sentences")
         except HarnessError as exc:
             report.problem(str(exc))
+    return sizes
 
 
 def _check_runs_folder(store: Any, report: Report) -> None:
