@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +52,7 @@ def padded_tokens(batches: list[list[str]], lengths: dict[str, int]) -> tuple[in
     return padded, real
 
 
-def work(senteval: Path, tasks: tuple[str, ...], token_lengths: Callable[[list[str]], list[int]]) -> None:
+def work(senteval: Path, tasks: tuple[str, ...], token_lengths: Callable[[list[str]], Sequence[int]]) -> None:
     """Print the encoder work of both pipelines, counted in tokens (no encoding)."""
     senteval_batches: list[list[str]] = []
     reported: list[str] = []

@@ -29,6 +29,7 @@ import contextlib
 import os
 import random
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ def training_state(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     best: dict[str, Any],
-    record: dict[str, Any],
+    record: Mapping[str, Any],
     train_time: float,
     eval_time: float,
 ) -> dict[str, Any]:
@@ -165,7 +166,7 @@ def restore_training_state(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     best: dict[str, Any],
-    record: dict[str, Any],
+    record: Any,
 ) -> int:
     """Load a checkpoint's state into a freshly built run; return its step.
 

@@ -8,13 +8,7 @@ Layout under the store root (``./runs`` by default)::
     checkpoints/<run_id>/        the best encoder, when a run was asked to save it
     grid.lock                    held by the one grid that uses this folder (see :class:`GridLock`)
 
-Record schema (``schema_version`` 1)::
-
-    {"schema_version": 1, "run_id", "group_id", "status": "running" | "finished" | "failed",
-     "error": str | None, "config": RunConfig.to_dict(), "code_version",
-     "trajectory": [{"step", "loss", "stsb_dev", "align", "uniform", "lr", ...method metrics}],
-     "best_step", "best_stsb_dev", "final": {"sts": {...}, "transfer": {...}},
-     "wall_time_s", "train_time_s", "eval_time_s", "started_at", "finished_at", "host"}
+The record's typed shape and schema version live in :mod:`harness.record` (``RunRecord``).
 
 Records are written to a temporary file in the same folder and moved into place with
 :func:`os.replace`, so a reader (a table reporter, another Ray trial) never sees half a record.
@@ -37,19 +31,14 @@ import socket
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from harness.errors import ConfigError, GridLockedError
+from harness.record import SCHEMA_VERSION, STATUSES, new_record
 
-if TYPE_CHECKING:
-    from harness.config import RunConfig
-
-SCHEMA_VERSION = 1
-STATUSES: tuple[str, ...] = ("running", "finished", "failed", "interrupted")
-"""``interrupted``: stopped by Ctrl-C on a grid (or a killed driver); the next grid runs it again."""
 LOCK_NAME = "grid.lock"
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
@@ -91,13 +80,15 @@ class RunStore:
         paths = sorted((p for p in folder.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
         return [r for r in (_read(p) for p in paths) if r is not None]
 
-    def save(self, record: dict[str, Any]) -> Path:
+    def save(self, record: Mapping[str, Any]) -> Path:
         """Write ``record`` atomically (temporary file + ``os.replace``); return its path.
 
         A ``finished`` record is never replaced by one that is not finished: such a record (a re-run
         that is running, failed or was interrupted) goes to ``records/<run_id>.attempts/<n>.json``
-        and gets ``"attempt": n`` (kept for its later saves). A finished record replacing a finished
-        one moves the older one to the attempts first. Returns where ``record`` was written.
+        with ``"attempt": n``; its later saves find that file again by its ``started_at`` and
+        ``host``. An attempt that finishes becomes the record (its attempt file is removed) and the
+        finished record it replaces is kept as another attempt. Returns where ``record`` was written;
+        ``record`` itself is not modified.
         """
         run_id = record.get("run_id")
         if not isinstance(run_id, str):
@@ -107,19 +98,34 @@ class RunStore:
         current = _read(target) if target.exists() else None
         if current is not None and current.get("status") == "finished":
             if record.get("status") != "finished":
-                attempt = record.get("attempt")
-                if not isinstance(attempt, int) or attempt < 1:
-                    attempt = self._next_attempt(run_id)
-                    record["attempt"] = attempt
-                return self._write(record, self.attempts_dir(run_id) / f"{attempt}.json")
+                attempt = self._attempt_of(run_id, record) or self._next_attempt(run_id)
+                return self._write(
+                    {**record, "attempt": attempt}, self.attempts_dir(run_id) / f"{attempt}.json"
+                )
             if not _same_attempt(current, record):
                 self._write(current, self.attempts_dir(run_id) / f"{self._next_attempt(run_id)}.json")
-        self._write(record, target)
-        attempt = record.get("attempt")
-        if record.get("status") == "finished" and isinstance(attempt, int):
+        became = self._attempt_of(run_id, record) if record.get("status") == "finished" else None
+        self._write(dict(record), target)
+        if became is not None:
             with contextlib.suppress(OSError):  # the attempt is the record now
-                (self.attempts_dir(run_id) / f"{attempt}.json").unlink()
+                (self.attempts_dir(run_id) / f"{became}.json").unlink()
         return target
+
+    def _attempt_of(self, run_id: str, record: Mapping[str, Any]) -> int | None:
+        """The number of the unfinished attempt file of the same attempt as ``record``, if any."""
+        folder = self.attempts_dir(run_id)
+        if not folder.is_dir():
+            return None
+        for path in folder.glob("*.json"):
+            if not path.stem.isdigit():
+                continue
+            try:
+                data = json.loads(path.read_text(encoding="utf-8") or "null")
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            if isinstance(data, dict) and data.get("status") != "finished" and _same_attempt(data, record):
+                return int(path.stem)
+        return None
 
     def _next_attempt(self, run_id: str) -> int:
         folder = self.attempts_dir(run_id)
@@ -133,7 +139,7 @@ class RunStore:
             except FileExistsError:
                 n += 1
 
-    def _write(self, record: dict[str, Any], target: Path) -> Path:
+    def _write(self, record: Mapping[str, Any], target: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(_finite(record), indent=2, sort_keys=False, allow_nan=False)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".tmp", dir=target.parent)
@@ -196,9 +202,9 @@ def missing_scores(record: dict[str, Any]) -> str | None:
     return None
 
 
-def _same_attempt(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    keys = ("started_at", "host", "attempt")
-    return all(a.get(k) == b.get(k) for k in keys)
+def _same_attempt(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Two saves of one attempt: same start time and host (a run writes its record many times)."""
+    return all(a.get(k) == b.get(k) for k in ("started_at", "host"))
 
 
 class GridLock:
@@ -311,29 +317,6 @@ class GridLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def new_record(config: RunConfig) -> dict[str, Any]:
-    """A fresh ``running`` record for ``config`` (every schema key present)."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": config.run_id(),
-        "group_id": config.group_id(),
-        "status": "running",
-        "error": None,
-        "config": config.to_dict(),
-        "code_version": code_version(),
-        "trajectory": [],
-        "best_step": None,
-        "best_stsb_dev": None,
-        "final": {},
-        "wall_time_s": 0.0,
-        "train_time_s": 0.0,
-        "eval_time_s": 0.0,
-        "started_at": now_iso(),
-        "finished_at": None,
-        "host": socket.gethostname(),
-    }
 
 
 def now_iso() -> str:

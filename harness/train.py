@@ -39,7 +39,8 @@ from torch import nn
 
 from harness.config import RunConfig
 from harness.errors import ConfigError, DataError, TrainingError
-from harness.store import RunStore, new_record, now_iso
+from harness.record import RunRecord, new_record
+from harness.store import RunStore, now_iso
 
 if TYPE_CHECKING:
     from harness.encoder import SentenceEncoder
@@ -292,7 +293,7 @@ def train_run(
     log: Log | None = print,
     save_checkpoint: bool = False,
     resume: bool = True,
-) -> dict[str, Any]:
+) -> RunRecord:
     """Train and evaluate one run; return its record (also saved to ``store`` when given).
 
     With a store, the run checkpoints at every evaluation point (``<store>/resume/<run_id>.pt``, see
@@ -305,7 +306,8 @@ def train_run(
         data_root: the data root (``senteval/`` for evaluation; relative corpus paths).
         store: where the record is written (start, every evaluation, end); None = not written.
         device: torch device; default ``cuda`` when available, else ``cpu``.
-        num_threads: torch intra-op threads for this run (restored afterwards).
+        num_threads: torch intra-op threads for this run (restored afterwards) when the config does
+            not fix them (``config.threads``, part of the run id, wins).
         log: where progress lines go (None = silent).
         save_checkpoint: save the best encoder (``save_pretrained`` + tokenizer) under
             ``store.checkpoint_dir(run_id)``.
@@ -319,6 +321,8 @@ def train_run(
             store is given, says ``failed`` and keeps the trajectory so far).
     """
     say: Log = log if log is not None else (lambda _line: None)
+    if config.threads is not None:
+        num_threads = config.threads  # part of the run id: the profile fixes it
     if save_checkpoint and store is None:
         raise ConfigError("save_checkpoint needs a run store (the checkpoint lives under it)")
     record = new_record(config)
@@ -368,7 +372,7 @@ def train_run(
 def _run(
     config: RunConfig,
     data_root: Path,
-    record: dict[str, Any],
+    record: RunRecord,
     save: Callable[[], None],
     say: Log,
     device: str | None,
@@ -379,6 +383,7 @@ def _run(
     from harness import checkpoint as ckpt
     from harness.encoder import load_encoder
     from harness.evaluation.runner import encoder_functions
+    from harness.record import provenance
     from methods import get_method
 
     run_id = record["run_id"]
@@ -392,6 +397,8 @@ def _run(
         f"{config.batch_size}, eval every {config.eval_every}, device {dev}"
     )
     encoder = load_encoder(config.model, dev, seed=config.seed)
+    record["provenance"] = provenance(dev, torch.get_num_threads())
+    record["method_notes"] = config.params.describe(encoder.hidden_size)
     method_cls = get_method(config.method)
     method = method_cls(config.params, encoder.hidden_size).to(dev)
     step_fn = TrainStep(encoder, method, config, total)

@@ -37,7 +37,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -65,13 +65,13 @@ if TYPE_CHECKING:
     from harness.store import RunStore
 
 Log = Callable[[str], None]
-TrainFn = Callable[..., dict[str, Any]]
+TrainFn = Callable[..., Mapping[str, Any]]
 """``train_fn(config, data_root, store, *, device, num_threads) -> record`` (default: train_run)."""
 
 
 def default_train_fn(
     config: RunConfig, data_root: Path, store: RunStore, *, device: str, num_threads: int
-) -> dict[str, Any]:
+) -> Mapping[str, Any]:
     """The real trial body: :func:`harness.train.train_run`, silent, writing into ``store``."""
     from harness.train import train_run
 
@@ -90,7 +90,7 @@ def ensure_failed_record(store: RunStore, config: RunConfig, error: str) -> bool
     if record is not None and record.get("status") in ("failed", "finished"):
         return False
     if record is None:
-        record = new_record(config)
+        record = dict(new_record(config))
     record["status"] = "failed"
     record["error"] = error
     record["finished_at"] = now_iso()

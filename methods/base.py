@@ -86,6 +86,10 @@ class MethodParams:
     def validate(self, hidden_size: int | None = None) -> None:
         """Raise :class:`ConfigError` naming the field when a value is out of range."""
 
+    def describe(self, hidden_size: int) -> dict[str, str]:
+        """What the parameters resolve to on an encoder of this width (kept in the run record)."""
+        return {}
+
     @classmethod
     def keys(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]

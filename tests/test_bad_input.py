@@ -153,7 +153,8 @@ def test_a_finished_record_without_scores_is_reported_and_run_again(
     hollow["status"] = "finished"  # but "final" is empty
     store.save(hollow)
     good = new_record(plan.runs[1].config)
-    good.update(status="finished", final={"sts": {"avg": 50.0}})
+    good["status"] = "finished"
+    good["final"] = {"sts": {"avg": 50.0}}
     store.save(good)
     args = ["grid", str(SPEC), "--smoke", "--data-dir", str(root), "--runs-dir", str(runs)]
     assert main([*args, "--dry-run", "--skip-failed"]) == 0

@@ -120,7 +120,6 @@ def test_a_grid_holding_the_runs_folder_is_a_problem(
 def test_an_unreachable_ray_address_is_a_problem_not_a_wait(
     good_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("harness.tune")
     assert main(check(good_root, tmp_path / "runs", "--address", "127.0.0.1:1")) == 1
     assert "no Ray head reachable there" in capsys.readouterr().out
 

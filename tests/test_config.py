@@ -20,6 +20,7 @@ from harness.config import (
 )
 from harness.errors import ConfigError, DataError, ModelLoadError
 from methods.simcse import SimCSEParams
+from methods.whitenedcse import WhitenedCSEParams
 
 SENTENCES = [f"sentence number {i} is here ." for i in range(40)]
 
@@ -76,7 +77,7 @@ def test_paper_profile_resolves_offline(data_root: Path) -> None:
 def test_strings_are_coerced(data_root: Path) -> None:
     config = smoke(data_root, batch_size="16", lr="1e-4", max_steps="epoch", params={"temperature": "0.1"})
     assert config.batch_size == 16 and config.lr == 1e-4 and config.max_steps is None
-    assert config.params.temperature == 0.1
+    assert config.params == SimCSEParams(temperature=0.1)
     assert smoke(data_root, max_steps="none").max_steps is None
     assert smoke(data_root, max_steps=0).max_steps == 0
 
@@ -216,12 +217,12 @@ def test_missing_corpus_is_a_data_error(data_root: Path) -> None:
 
 def test_group_counts_keep_their_shape_on_every_profile(data_root: Path) -> None:
     # random:tiny has d = 64: the default 384 groups (2 channels each at d = 768) become 32 groups.
-    default = resolve_config("whitenedcse", None, "smoke", data_root=data_root)
-    assert default.params.effective_groups(64) == 32
+    default = resolve_config("whitenedcse", None, "smoke", data_root=data_root).params
+    assert isinstance(default, WhitenedCSEParams) and default.effective_groups(64) == 32
     ok = resolve_config(
         "whitenedcse", {"num_groups": 7, "group_scaling": "count"}, "smoke", data_root=data_root
     )
-    assert ok.params.num_groups == 7  # uneven groups are allowed
+    assert ok.params == WhitenedCSEParams(num_groups=7, group_scaling="count")  # uneven groups are allowed
     with pytest.raises(ConfigError, match=r"num_groups=384 gives 384 groups, more than .* d=64"):
         resolve_config(
             "whitenedcse", {"num_groups": 384, "group_scaling": "count"}, "smoke", data_root=data_root
@@ -236,7 +237,11 @@ def test_overrides_are_honoured_before_anything_reads_the_profile(data_root: Pat
     settings = resolve_settings("paper", {"corpus": corpus, "seed": 7}, data_root)
     assert settings.seed == 7 and settings.corpus_id.startswith("nli-sentences.txt:")
     config = resolve_run("simcse", {"temperature": 0.1}, settings, seed=9)
-    assert config.seed == 9 and config.params.temperature == 0.1 and config.model == "bert-base-uncased"
+    assert (
+        config.seed == 9
+        and config.params == SimCSEParams(temperature=0.1)
+        and config.model == "bert-base-uncased"
+    )
     with pytest.raises(DataError, match="wiki1m_for_simcse"):
         resolve_settings("paper", None, data_root)
 

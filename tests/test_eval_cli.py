@@ -31,7 +31,7 @@ def fake_transfer(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
     """Stand in for harness.evaluation.transfer (written elsewhere); record how it is called."""
     calls: list[dict[str, object]] = []
 
-    def evaluate_transfer(embed, senteval_path, mode="fasttest", tasks=None):  # type: ignore[no-untyped-def]
+    def evaluate_transfer(embed, senteval_path, mode="fasttest", tasks=None):
         calls.append({"senteval_path": senteval_path, "mode": mode, "dim": embed(["a b", "c"]).shape})
         return {**TRANSFER, "avg": sum(TRANSFER.values()) / len(TRANSFER)}
 
@@ -44,7 +44,7 @@ def fake_transfer(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
 # -- runner --------------------------------------------------------------------------------------
 
 
-def test_evaluate_returns_only_the_groups_asked(mini_data_root: Path, fake_transfer: list) -> None:  # type: ignore[type-arg]
+def test_evaluate_returns_only_the_groups_asked(mini_data_root: Path, fake_transfer: list) -> None:
     sts_only = evaluate(constant_free_embed, mini_data_root, "sts")
     assert list(sts_only) == ["sts"]
     assert list(sts_only["sts"]) == [*STS_TASKS, "avg"]
@@ -111,7 +111,7 @@ def test_eval_all_groups_and_exact_batches(
     mini_data_root: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    fake_transfer: list,  # type: ignore[type-arg]
+    fake_transfer: list,
 ) -> None:
     output = tmp_path / "all.json"
     argv = [

@@ -12,6 +12,7 @@ from harness.errors import ConfigError
 from harness.grid import attach_status, describe, expand
 from harness.specs import load_table_spec, load_table_specs
 from harness.store import RunStore, new_record
+from methods.whitenedcse import WhitenedCSEParams
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
@@ -67,10 +68,16 @@ def test_paper_group_counts_map_by_channels_per_group(data_root: Path) -> None:
     plan = expand([spec], "cpu", data_root=data_root)  # MiniLM, d = 384
     assert not [c for c in plan.cells if c.state != "run"] and len(plan.runs) == 16
     cell = plan.cell("whitenedcse_table4", "STS-Avg. (shuffled) [num_groups=384]")
-    assert cell.configs[0].params.effective_groups(384) == 192  # 2 channels each, as at d = 768
+    params = cell.configs[0].params
+    assert isinstance(params, WhitenedCSEParams) and params.effective_groups(384) == 192  # 2 channels each
     smoke = expand([spec], "smoke", data_root=data_root)  # random:tiny, d = 64
-    groups = sorted({c.configs[0].params.effective_groups(64) for c in smoke.cells if c.state == "run"})
+    groups = sorted({_groups(c.configs[0].params, 64) for c in smoke.cells if c.state == "run"})
     assert groups == [3, 4, 5, 8, 11, 16, 21, 32]
+
+
+def _groups(params: object, hidden: int) -> int:
+    assert isinstance(params, WhitenedCSEParams)
+    return params.effective_groups(hidden)
 
 
 def test_runs_that_do_not_train_get_one_seed(data_root: Path) -> None:
@@ -117,7 +124,7 @@ def test_row_overrides_win_over_command_line(data_root: Path) -> None:
 
 
 def _record(config: Any, status: str) -> dict[str, Any]:
-    record = new_record(config)
+    record = dict(new_record(config))
     record["status"] = status
     return record
 
@@ -179,3 +186,27 @@ def test_grid_command_dry_run(data_root: Path, tmp_path: Path, capsys: pytest.Ca
     assert main(["grid", "no_such_spec", "--dry-run", "--data-dir", str(data_root)]) == 2
     assert main([*args, "--dry-run", "--override", "bad"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_grid_and_tables_resolve_through_one_path(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No command resolves a throwaway config to learn the profile's model or seed: grid expansion and
+    # table building go through resolve_settings once per set of overrides and resolve_run per cell.
+    import harness.config as config_mod
+    from harness.reporting.tables import build_tables
+    from harness.store import RunStore
+
+    calls: list[str] = []
+    real_settings = config_mod.resolve_settings
+
+    def counting_settings(*args: Any, **kwargs: Any) -> Any:
+        calls.append("settings")
+        return real_settings(*args, **kwargs)
+
+    def forbidden(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("resolve_config called: a throwaway config was resolved")
+
+    monkeypatch.setattr(config_mod, "resolve_settings", counting_settings)
+    monkeypatch.setattr(config_mod, "resolve_config", forbidden)
+    spec = load_table_spec(Path("tables/whitenedcse_table4.toml"))
+    build_tables([spec], RunStore(data_root / "runs"), "cpu", data_root=data_root)
+    assert calls == ["settings"]  # 16 cells, one set of overrides: one resolution of the settings

@@ -242,7 +242,6 @@ def test_bad_ray_requests_fail_at_once_with_one_line(
 ) -> None:
     from harness.cli import main
 
-    pytest.importorskip("harness.tune")
     args = ["grid", str(SPEC), "--profile", "smoke", "--runs-dir", str(tmp_path / "runs")]
     t0 = time.monotonic()
     assert main([*args, "--data-dir", str(small_root), *flags]) == 2

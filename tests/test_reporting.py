@@ -42,7 +42,7 @@ def make_data_root(tmp_path: Path) -> Path:
 
 
 def finished_record(config: Any, scores: dict[str, float], status: str = "finished") -> dict[str, Any]:
-    record = new_record(config)
+    record = dict(new_record(config))
     record.update(
         status=status,
         final={"sts": dict(scores)} if status == "finished" else {},
@@ -202,7 +202,7 @@ def test_every_real_spec_renders_without_records(tmp_path: Path) -> None:
 
 
 def test_average_trajectory_means_over_seeds() -> None:
-    records = [
+    records: list[dict[str, Any]] = [
         {
             "trajectory": [
                 {"step": 0, "align": 1.0, "uniform": -1.0},

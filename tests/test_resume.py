@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def momentum_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(REGISTRY, "momentum_queue", module.MomentumQueue)
 
 
-def comparable(record: dict[str, Any]) -> dict[str, Any]:
+def comparable(record: Mapping[str, Any]) -> dict[str, Any]:
     trajectory = [{k: v for k, v in p.items() if k not in TIMING_KEYS} for p in record["trajectory"]]
     return {
         "trajectory": trajectory,

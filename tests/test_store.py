@@ -97,25 +97,11 @@ def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
     corpus.write_text("\n".join(f"s {i}" for i in range(20)) + "\n")
     config = resolve_config("simcse", profile="smoke", overrides={"corpus": str(corpus)})
     rec = new_record(config)
-    assert set(rec) == {
-        "schema_version",
-        "run_id",
-        "group_id",
-        "status",
-        "error",
-        "config",
-        "code_version",
-        "trajectory",
-        "best_step",
-        "best_stsb_dev",
-        "final",
-        "wall_time_s",
-        "train_time_s",
-        "eval_time_s",
-        "started_at",
-        "finished_at",
-        "host",
-    }
+    from harness.record import RunRecord
+
+    # every key the typed record declares (the NotRequired ones are written only when they apply)
+    assert set(rec) == set(RunRecord.__annotations__) - {"checkpoint", "resumed_from_step", "attempt"}
+    assert rec["schema_version"] == 2 and rec["provenance"] is None and rec["method_notes"] == {}
     assert rec["run_id"] == config.run_id() and rec["status"] == "running"
     assert rec["config"] == config.to_dict()
     assert isinstance(code_version(), str) and code_version()
@@ -128,7 +114,8 @@ def test_a_finished_record_is_not_replaced_by_a_later_failed_attempt(tmp_path: P
     store.save(done)
     attempt = record("r-1", status="running", started_at="t1", host="h")
     written = store.save(attempt)  # a re-run starts: its record goes beside the finished one
-    assert written == store.attempts_dir("r-1") / "1.json" and attempt["attempt"] == 1
+    assert written == store.attempts_dir("r-1") / "1.json" and "attempt" not in attempt  # not modified
+    assert json.loads(written.read_text())["attempt"] == 1
     attempt.update(status="failed", error="RuntimeError: boom")
     store.save(attempt)  # the same attempt fails: same attempt file
     loaded = store.load("r-1")

@@ -183,7 +183,6 @@ def test_zero_steps_only_evaluates(fakes: None, data_root: Path) -> None:
 def test_post_whitening_whitens_the_final_embeddings(
     fakes: None, data_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("methods.whitening")
     captured: dict[str, np.ndarray] = {}
 
     def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
@@ -242,7 +241,6 @@ def test_bad_corpus_fails_the_record(fakes: None, data_root: Path, tmp_path: Pat
 
 @pytest.mark.slow
 def test_real_probe_when_the_evaluator_exists(data_root: Path) -> None:
-    pytest.importorskip("harness.evaluation.geometry")
     from harness.paths import resolve_data_root
 
     try:
@@ -291,3 +289,24 @@ def test_cli_errors_are_one_line(
     code = main(["train", "--profile", "smoke", "--data-dir", str(data_root), *args])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_records_carry_provenance_schema_and_method_notes(
+    fakes: None, data_root: Path, tmp_path: Path
+) -> None:
+    import transformers
+
+    from harness.record import SCHEMA_VERSION, cpu_model
+
+    config = smoke(data_root, "whitenedcse", max_steps=2, eval_every=2)
+    assert config.threads == 1
+    record = train_run(config, data_root, RunStore(tmp_path / "runs"), num_threads=2, log=None)
+    assert record["schema_version"] == SCHEMA_VERSION == 2
+    prov = record["provenance"]
+    assert prov is not None
+    assert prov["threads"] == 1  # the config's thread count wins over the caller's
+    assert prov["torch"] == torch.__version__ and prov["transformers"] == transformers.__version__
+    assert prov["numpy"] == np.__version__ and prov["python"].count(".") == 2
+    assert prov["device"] == "cpu" and prov["device_name"] == cpu_model() and prov["gpu_name"] is None
+    assert isinstance(prov["code_dirty"], bool | None)
+    assert record["method_notes"] == {"groups": "32 groups of 2 channels at d=64"}

@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 
+import harness.tune as tune
 from harness.grid import attach_status, expand
 from harness.paths import resolve_data_root
 from harness.specs import load_table_spec
 from harness.store import RunStore, new_record
-
-tune = pytest.importorskip("harness.tune")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
@@ -37,7 +36,7 @@ def fake_train(
 ) -> dict[str, Any]:
     """Behaves as store/behaviour.json says for this run: ok, raise, or exit (the worker dies)."""
     behaviour = json.loads((Path(store.root) / "behaviour.json").read_text()).get(config.run_id(), "ok")
-    record = new_record(config)
+    record = dict(new_record(config))
     store.save(record)  # "running", as train_run does first
     if behaviour == "raise":
         raise RuntimeError("planned failure")
@@ -58,7 +57,7 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     ids = [r.run_id for r in plan.runs]
     assert len(ids) == 4
     # an interrupted earlier grid: one finished, one left "running" by a kill
-    done = new_record(plan.runs[0].config)
+    done = dict(new_record(plan.runs[0].config))
     done["status"] = "finished"
     store.save(done)
     store.save(new_record(plan.runs[1].config))

@@ -82,10 +82,16 @@ def check_seed(seed: Any) -> None:
         raise ConfigError(f"--seed must be an integer from 0 to {SEED_MAX} (NumPy's range), got {seed!r}")
 
 
-def check_threads(threads: int | None) -> None:
-    """``--threads`` must be a positive count."""
-    if threads is not None and threads <= 0:
-        raise ConfigError(f"--threads must be >= 1, got {threads}")
+def check_threads(threads: int | str | None) -> None:
+    """``--threads`` must be a positive count (``none`` = torch's default is left to the config)."""
+    if threads is None:
+        return
+    try:
+        count = int(threads)
+    except (TypeError, ValueError):
+        return  # "none" or a typo: the run settings say what is accepted
+    if count <= 0:
+        raise ConfigError(f"--threads must be >= 1, got {count}")
 
 
 def check_device(device: str | None) -> None:

@@ -21,6 +21,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: {cls.description}")
         print(f"    cite: {cls.citation}")
         if args.name:
+            switches = cls.params_cls.switches()
             for f in dataclasses.fields(cls.params_cls):
-                print(f"    --set {f.name}={f.default!r}")
+                note = f"    (switch: {switches[f.name]})" if f.name in switches else ""
+                print(f"    --set {f.name}={f.default!r}{note}")
     return 0

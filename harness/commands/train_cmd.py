@@ -32,6 +32,7 @@ _RUN_FLAGS: dict[str, str] = {
     "transfer_mode": "transfer_mode",
     "post_whiten": "post_whiten",
     "precision": "precision",
+    "threads": "threads",
 }
 """argparse destination -> RunConfig field, for the run-level flags."""
 
@@ -64,7 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-dir", default="runs", help="run store folder (default ./runs)")
     add_data_dir(parser)
     parser.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument(
+        "--threads", help="torch CPU threads (a run setting: part of the run id; the cpu profile fixes 1)"
+    )
     parser.add_argument(
         "--save-checkpoint", action="store_true", help="save the best encoder under OUTPUT/checkpoints/"
     )
@@ -124,7 +127,6 @@ def run(args: argparse.Namespace) -> int:
         data_root,
         store,
         device=args.device,
-        num_threads=args.threads,
         save_checkpoint=args.save_checkpoint,
     )
     best = record.get("best_stsb_dev")

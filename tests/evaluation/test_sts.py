@@ -74,7 +74,7 @@ def test_sts_year_pair_counts(senteval: Path, task: str, pairs: int) -> None:
         (read_sickr, {"train": 4500, "dev": 500, "test": 4927}),
     ],
 )
-def test_split_pair_counts(senteval: Path, reader, counts: dict[str, int]) -> None:  # type: ignore[no-untyped-def]
+def test_split_pair_counts(senteval: Path, reader, counts: dict[str, int]) -> None:
     for split, n in counts.items():
         pairs = reader(senteval, split)
         assert len(pairs) == len(pairs.sent1) == len(pairs.sent2) == n
@@ -206,7 +206,7 @@ def test_table_average_rounds_first() -> None:
     assert round(table_average(reference), 2) == REFERENCE["avg"]
 
 
-def _senteval_reference(senteval: Path, embed, task: str) -> float:  # type: ignore[no-untyped-def]
+def _senteval_reference(senteval: Path, embed, task: str) -> float:
     """SentEval's STS loop, written out independently from the protocol (slow and literal)."""
     if task in STS_YEARS:
         folder, subsets = STS_YEARS[task]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from harness.encoder import SentenceEncoder
 from methods.base import ContrastiveParams, EncodeFn, LossOutput, MLPHead, check_positive
 from methods.losses import cosine_logits
 from methods.memory import NegativeQueue, ema_update
@@ -43,6 +44,8 @@ class MomentumQueue(ContrastiveMethod):
     citation = "He et al., Momentum Contrast for Unsupervised Visual Representation Learning, CVPR 2020"
     params_cls = MomentumQueueParams
     uses_encoder = True
+    key_encoder: SentenceEncoder
+    key_head: MLPHead
 
     def __init__(self, params: MomentumQueueParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)

@@ -11,7 +11,8 @@ import methods.probes as probes
 from harness.encoder import TrainingEncode, load_encoder
 from methods import build_params
 from methods.losses import cross_correlation, dcl_loss, multi_positive_l2
-from methods.probes import NoiseProbe
+from methods.probes import NoiseProbe, NoiseProbeParams
+from methods.whitenedcse import WhitenedCSEParams
 from methods.whitening import RunningWhitening
 
 
@@ -31,8 +32,8 @@ def test_l2_printed_form_on_hand_values() -> None:
 
 def test_whitenedcse_l2_form_switch_reaches_the_loss() -> None:
     params = build_params("whitenedcse", {"loss": "l2", "l2_form": "printed"})
-    assert params.l2_form == "printed"
-    assert build_params("whitenedcse").l2_form == "softmax"
+    assert params == WhitenedCSEParams(loss="l2", l2_form="printed")
+    assert build_params("whitenedcse") == WhitenedCSEParams(l2_form="softmax")
 
 
 def test_uncentred_cross_correlation_on_hand_values_and_rank_bounds() -> None:
@@ -91,8 +92,8 @@ def test_minus_noise_independent_samples(variant: str) -> None:
     batch = encoder.tokenize(["a b c", "d e f", "g h i"], max_length=16)
     k = 3
     for independent, rows in ((False, 3 * 2 * k), (True, 3 * (2 * k + 2))):
-        params = build_params(
-            "noise_probe", {"variant": variant, "k_samples": k, "k_independent": independent}
+        params = NoiseProbeParams.from_overrides(
+            {"variant": variant, "k_samples": k, "k_independent": independent}
         )
         method = NoiseProbe(params, encoder.hidden_size)
         seen: dict[str, torch.Tensor] = {}

@@ -3,6 +3,8 @@ view layouts of the WhitenedCSE readings, probe metrics."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -34,7 +36,7 @@ def batch(encoder):
     return encoder.tokenize(SENTS, max_length=32)
 
 
-def make(name: str, hidden: int, **overrides) -> Method:
+def make(name: str, hidden: int, **overrides: Any) -> Any:
     torch.manual_seed(123)  # the same MLP head initialisation for every method
     return REGISTRY[name](build_params(name, overrides), hidden)
 

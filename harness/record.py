@@ -1,0 +1,165 @@
+"""The run record: its typed shape, its schema version, and the provenance every record carries.
+
+A record is JSON on disk (``runs/records/<run_id>.json``, written by :class:`harness.store.RunStore`)
+and a :class:`RunRecord` in the program. Tables, plots and claims read only records.
+
+Schema history:
+
+* 1: the first layout.
+* 2: adds ``provenance`` (library versions, device, CPU/GPU, CUDA, threads, dirty tree) and
+  ``method_notes`` (what the method's parameters resolve to on the run's encoder, e.g. the
+  whitening groups); ``config`` gains ``threads``.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import socket
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+
+SCHEMA_VERSION = 2
+Status = Literal["running", "finished", "failed", "interrupted"]
+STATUSES: tuple[str, ...] = ("running", "finished", "failed", "interrupted")
+"""``interrupted``: stopped by Ctrl-C or SIGTERM (grid or train); the next grid runs it again."""
+
+
+class Provenance(TypedDict):
+    """Where and with what a run ran: enough to tell why two records of one run id differ."""
+
+    python: str
+    torch: str
+    transformers: str
+    numpy: str
+    platform: str
+    device: str
+    device_name: str
+    cpu_model: str
+    gpu_name: str | None
+    cuda: str | None
+    threads: int
+    code_version: str
+    code_dirty: bool | None
+    host: str
+
+
+class RunRecord(TypedDict):
+    """One run's record (see the module docstring for the schema history)."""
+
+    schema_version: int
+    run_id: str
+    group_id: str
+    status: Status
+    error: str | None
+    config: dict[str, Any]
+    code_version: str
+    provenance: Provenance | None
+    method_notes: dict[str, str]
+    trajectory: list[dict[str, Any]]
+    best_step: int | None
+    best_stsb_dev: float | None
+    final: dict[str, Any]
+    wall_time_s: float
+    train_time_s: float
+    eval_time_s: float
+    started_at: str
+    finished_at: str | None
+    host: str
+    checkpoint: NotRequired[str]
+    resumed_from_step: NotRequired[int]  # continued from a resume checkpoint (harness.checkpoint)
+    attempt: NotRequired[int]  # only in records/<run_id>.attempts/<n>.json (harness.store)
+
+
+def new_record(config: RunConfig) -> RunRecord:
+    """A fresh ``running`` record for ``config`` (every schema key present)."""
+    from harness.store import code_version, now_iso
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": config.run_id(),
+        "group_id": config.group_id(),
+        "status": "running",
+        "error": None,
+        "config": config.to_dict(),
+        "code_version": code_version(),
+        "provenance": None,
+        "method_notes": {},
+        "trajectory": [],
+        "best_step": None,
+        "best_stsb_dev": None,
+        "final": {},
+        "wall_time_s": 0.0,
+        "train_time_s": 0.0,
+        "eval_time_s": 0.0,
+        "started_at": now_iso(),
+        "finished_at": None,
+        "host": socket.gethostname(),
+    }
+
+
+def provenance(device: str, threads: int) -> Provenance:
+    """The provenance of a run on ``device`` with ``threads`` torch CPU threads."""
+    import numpy
+    import torch
+    import transformers
+
+    from harness.store import code_version
+
+    dev = torch.device(device)
+    gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else None
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "numpy": numpy.__version__,
+        "platform": platform.platform(),
+        "device": str(dev),
+        "device_name": gpu or cpu_model(),
+        "cpu_model": cpu_model(),
+        "gpu_name": gpu,
+        "cuda": torch.version.cuda,
+        "threads": int(threads),
+        "code_version": code_version(),
+        "code_dirty": code_dirty(),
+        "host": socket.gethostname(),
+    }
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+@functools.cache
+def code_dirty() -> bool | None:
+    """Whether the source tree has uncommitted changes (None outside a git checkout)."""
+    repo = Path(__file__).resolve().parent.parent
+    if not (repo / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(done.stdout.strip()) if done.returncode == 0 else None
+
+
+__all__ = ["SCHEMA_VERSION", "STATUSES", "Provenance", "RunRecord", "new_record", "provenance"]
