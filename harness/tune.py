@@ -5,6 +5,8 @@ a function trainable that calls :func:`harness.train.train_run`, which writes th
 harness's own run store (``runs/records/<run_id>.json``): Tune's results folder is only scratch
 space, kept under ``<runs dir>/ray``.
 
+* Tune's own folder of a grid (``<runs>/ray/grid-<time>``) is removed when every trial finished;
+  after a failure it stays, with the trials' error files.
 * Ray starts locally with every CPU and GPU it sees, or connects to ``address`` (an existing
   cluster; records then need storage every node shares). ``smoke=True`` starts a small local Ray
   (no GPUs) for tests and CI.
@@ -632,6 +634,8 @@ def _fit(
         results = tuner.fit()
     report.fit_s = time.perf_counter() - fit0
     _collect(results, store, progress, report)
+    if not report.failed:  # Tune's scratch of a clean grid holds nothing anyone reads; errors are kept
+        shutil.rmtree(storage / f"grid-{stamp}", ignore_errors=True)
 
 
 def _collect(results: Any, store: RunStore, progress: _Progress, report: GridReport) -> None:

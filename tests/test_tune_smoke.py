@@ -91,6 +91,8 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
         [r.config for r in pending], data_root, store, smoke=True, train_fn=fake_train, log=print
     )
     assert report.finished == 2 and not report.failed
+    # Tune's folder of the clean grid is gone; the one with failures (their error files) stays
+    assert len(list((store.root / "ray").glob("grid-*"))) == 1
 
     # impossible resource requests fail at once instead of waiting for ever
     from harness.errors import ConfigError
