@@ -42,6 +42,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--bf16", action="store_true", help="autocast the forward passes to bfloat16")
+    parser.add_argument(
+        "--variants",
+        default="",
+        help="comma-separated harness variants timed side by side, each 'fp32' or 'bf16' with an optional "
+        "'+bN' (N length buckets), e.g. fp32,bf16,fp32+b4,bf16+b4 (default: one, from --bf16); "
+        "sentence-transformers runs in fp32 unless --bf16",
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per side")
@@ -54,15 +61,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def matmul_gflops(dtype: torch.dtype, n: int = 1024, reps: int = 5) -> float:
+    """Measured square-matmul throughput at ``dtype`` on the CPU (the flags that advertise native bf16
+    are hidden on some virtual machines, so it is measured rather than looked up)."""
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    a @ b  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e9
+
+
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
 def build_ours(
-    args: argparse.Namespace, corpus: Path, total: int
+    args: argparse.Namespace, corpus: Path, total: int, variant: str = ""
 ) -> tuple[Callable[[list[str], int], float], Any]:
-    """The harness's step; returns ``(step(sentences, i) -> loss, encoder)``."""
+    """The harness's step; returns ``(step(sentences, i) -> loss, encoder)``.
+
+    ``variant``: ``fp32`` or ``bf16``, optionally ``+bN`` for N length buckets ("" = from --bf16).
+    """
+    precision, _, buckets = (variant or ("bf16" if args.bf16 else "fp32")).partition("+b")
     from harness.config import resolve_config
     from harness.encoder import load_encoder
     from harness.train import TrainStep, seed_everything
@@ -79,7 +102,9 @@ def build_ours(
             "max_length": args.max_length,
             "max_steps": total,
             "seed": args.seed,
-            "precision": "bf16" if args.bf16 else "fp32",
+            "precision": precision,
+            "length_buckets": int(buckets or 1),
+            "threads": torch.get_num_threads(),
         },
     )
     seed_everything(args.seed)
@@ -154,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.device == "cpu" and "bf16" in args.variants + (" bf16" if args.bf16 else ""):
+        fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
+        print(
+            f"cpu matmul at {torch.get_num_threads()} threads: fp32 {fp32:.0f} GFLOPS, bf16 {bf16:.0f} GFLOPS"
+        )
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("error: --device cuda but no GPU is visible", file=sys.stderr)
         return 2
@@ -162,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     sentences = read_corpus(corpus, args.batch_size)
     total = args.warmup + args.steps
 
-    ours, encoder = build_ours(args, corpus, total)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()] or [""]
+    built = {v: build_ours(args, corpus, total, v) for v in variants}
+    encoder = next(iter(built.values()))[1]
     with tempfile.TemporaryDirectory() as tmp:
         if args.model == "minilm":
             model_dir = str(packaged_model_dir())
@@ -176,12 +208,16 @@ def main(argv: list[str] | None = None) -> int:
         theirs = build_theirs(args, model_dir, total)
 
         stream = batches(sentences, args.batch_size, args.seed)
-        timed: dict[str, list[float]] = {"ours": [], "theirs": []}
-        losses: dict[str, list[float]] = {"ours": [], "theirs": []}
-        sides = {"ours": ours, "theirs": theirs}
+        names = {v: (f"ours[{v}]" if v else "ours") for v in variants}
+        sides: dict[str, Callable[[list[str], int], float]] = {names[v]: built[v][0] for v in variants}
+        sides["theirs"] = theirs
+        timed: dict[str, list[float]] = {k: [] for k in sides}
+        losses: dict[str, list[float]] = {k: [] for k in sides}
+        keys = list(sides)
         for i in range(total):
             batch = next(stream)
-            order = ["ours", "theirs"] if i % 2 == 0 else ["theirs", "ours"]
+            shift = i % len(keys)
+            order = keys[shift:] + keys[:shift]  # rotate who goes first: load hits every side alike
             for name in order:
                 sync(args.device)
                 t0 = time.perf_counter()
@@ -201,26 +237,33 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "warmup": args.warmup,
         "threads": torch.get_num_threads(),
-        "ours": summarise(timed["ours"]),
-        "theirs": summarise(timed["theirs"]),
         "first_losses": {k: v[:3] for k, v in losses.items()},
     }
-    result["ratio_ours_over_theirs"] = result["ours"]["median_ms"] / result["theirs"]["median_ms"]
-    precision = "bf16" if args.bf16 else "fp32"
+    for name in sides:
+        result[name] = summarise(timed[name])
+    theirs_ms = result["theirs"]["median_ms"]
+    first = names[variants[0]]
+    result["ratio_ours_over_theirs"] = result[first]["median_ms"] / theirs_ms
+    with open("/proc/loadavg", encoding="ascii") as handle:
+        load = handle.read().split()[:3]
     print(
-        f"model {args.model} on {args.device} ({precision}, {torch.get_num_threads()} threads), "
-        f"batch {args.batch_size}, max length {args.max_length}, {args.steps} timed steps after "
-        f"{args.warmup} warm-up steps, interleaved"
+        f"model {args.model} on {args.device} ({torch.get_num_threads()} threads), batch {args.batch_size}, "
+        f"max length {args.max_length}, {args.steps} timed steps after {args.warmup} warm-up steps, "
+        f"interleaved; load average at the end {' '.join(load)}"
     )
-    for name, label in (("ours", "harness SimCSE"), ("theirs", "sentence-transformers MNRL")):
+    for name in sides:
+        label = (
+            "sentence-transformers MNRL" + (" bf16" if args.bf16 else " fp32") if name == "theirs" else name
+        )
         s = result[name]
         epoch_h = s["median_ms"] * EPOCH_STEPS_1M / 1000 / 3600
         result[name]["epoch_1m_hours"] = epoch_h
         print(
-            f"  {label:28s} median {s['median_ms']:9.1f} ms/step (mean {s['mean_ms']:.1f}, "
-            f"min {s['min_ms']:.1f}, max {s['max_ms']:.1f}); 1M-sentence epoch ~ {epoch_h:.2f} h"
+            f"  {label:30s} median {s['median_ms']:9.1f} ms/step (mean {s['mean_ms']:.1f}, "
+            f"min {s['min_ms']:.1f}, max {s['max_ms']:.1f}); "
+            f"ratio to theirs {s['median_ms'] / theirs_ms:.3f}; "
+            f"1M-sentence epoch ~ {epoch_h:.2f} h"
         )
-    print(f"  ratio ours/theirs (median): {result['ratio_ours_over_theirs']:.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
     return 0

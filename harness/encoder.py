@@ -246,18 +246,44 @@ class TrainingEncode:
 
     One call = one encoder forward on the given rows, pooled with the run's training pooler (the raw
     feature, before any method head). ``dropout=False`` runs that call with every dropout off.
+
+    ``length_buckets > 1`` computes the same rows with less padding: the rows are sorted by token
+    count, cut into that many contiguous buckets, each bucket is trimmed to its own longest row and
+    encoded on its own, and the pooled features are put back in the original row order. Every row
+    sees exactly its own tokens either way (attention is masked per row), so the loss sees the same
+    function of the same rows; only the padding work (and the order in which dropout masks are
+    drawn) changes.
     """
 
-    def __init__(self, encoder: SentenceEncoder, pooler: str = "cls_before_pooler") -> None:
+    def __init__(
+        self, encoder: SentenceEncoder, pooler: str = "cls_before_pooler", length_buckets: int = 1
+    ) -> None:
+        if length_buckets < 1:
+            raise ConfigError(f"length_buckets must be >= 1, got {length_buckets}")
         self.encoder = encoder
         self.pooler = check_pooler(pooler)
         self.hidden_size = encoder.hidden_size
+        self.length_buckets = length_buckets
 
     def __call__(self, batch: dict[str, torch.Tensor], *, dropout: bool = True) -> torch.Tensor:
         if dropout:
-            return self.encoder.features(batch, self.pooler)
+            return self._features(batch)
         with dropout_off(self.encoder):
+            return self._features(batch)
+
+    def _features(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        n = int(batch["input_ids"].shape[0])
+        buckets = min(self.length_buckets, n)
+        if buckets <= 1 or getattr(self.encoder.tokenizer, "padding_side", "right") != "right":
             return self.encoder.features(batch, self.pooler)
+        lengths = batch["attention_mask"].sum(dim=1)
+        order = torch.argsort(lengths, stable=True)
+        parts = []
+        for rows in torch.tensor_split(order, buckets):
+            width = int(lengths[rows].max())
+            parts.append(self.encoder.features({k: v[rows, :width] for k, v in batch.items()}, self.pooler))
+        out = torch.cat(parts)
+        return out[torch.argsort(order)]
 
 
 def hub_offline() -> bool:

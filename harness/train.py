@@ -152,7 +152,7 @@ class TrainStep:
         self.encoder = encoder
         self.method = method
         self.config = config
-        self.encode = TrainingEncode(encoder, config.train_pooler)
+        self.encode = TrainingEncode(encoder, config.train_pooler, config.length_buckets)
         if method.uses_encoder:
             method.attach(encoder)
         seen: set[int] = set()
@@ -272,6 +272,23 @@ def _check_post_whitening_available(kind: str) -> None:
         from methods.whitening import apply_post_whitening, fit_post_whitening  # noqa: F401
     except ImportError as exc:
         raise ConfigError(f"post_whiten={kind!r} needs methods.whitening ({exc})") from None
+
+
+def cpu_bf16_slowdown(n: int = 512) -> float:
+    """How many times slower a bf16 matmul is than an fp32 one on this CPU (measured, <= ~1 s).
+
+    CPUs without native bf16 (no AVX512-BF16 / AMX) emulate it, often 10-100x slower; the CPU flags
+    that would tell are hidden on some virtual machines, so this measures instead of looking up.
+    """
+    timings = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        a @ b
+        t0 = time.perf_counter()
+        for _ in range(3):
+            a @ b
+        timings[dtype] = time.perf_counter() - t0
+    return timings[torch.bfloat16] / max(timings[torch.float32], 1e-9)
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -396,6 +413,13 @@ def _run(
         f"[{run_id}] {config.method} on {config.model}, {len(sentences)} sentences, {total} steps of "
         f"{config.batch_size}, eval every {config.eval_every}, device {dev}"
     )
+    if config.precision == "bf16" and torch.device(dev).type == "cpu":
+        slowdown = cpu_bf16_slowdown()
+        if slowdown > 2.0:
+            say(
+                f"[{run_id}] warning: bf16 matmuls are emulated on this CPU ({slowdown:.0f}x slower than "
+                "fp32 here): precision=bf16 will make this run much slower, not faster"
+            )
     encoder = load_encoder(config.model, dev, seed=config.seed)
     record["provenance"] = provenance(dev, torch.get_num_threads())
     record["method_notes"] = config.params.describe(encoder.hidden_size)

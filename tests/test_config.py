@@ -146,7 +146,11 @@ def test_profile_label_is_not_in_the_id(data_root: Path) -> None:
         "simcse",
         None,
         "cpu",
-        {k: v for k, v in PROFILES["smoke"].items() if k != "corpus"},
+        {
+            k: v
+            for k, v in smoke_config.settings_dict().items()
+            if k not in ("corpus", "corpus_id", "profile")
+        },
         data_root=data_root,
     )
     assert same.profile == "cpu" and same.run_id() == smoke_config.run_id()

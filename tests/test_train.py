@@ -310,3 +310,16 @@ def test_records_carry_provenance_schema_and_method_notes(
     assert prov["device"] == "cpu" and prov["device_name"] == cpu_model() and prov["gpu_name"] is None
     assert isinstance(prov["code_dirty"], bool | None)
     assert record["method_notes"] == {"groups": "32 groups of 2 channels at d=64"}
+
+
+def test_bf16_on_a_cpu_that_emulates_it_is_announced(
+    fakes: None, data_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines: list[str] = []
+    monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 40.0)
+    train_run(smoke(data_root, max_steps=1, eval_every=1, precision="bf16"), data_root, log=lines.append)
+    assert any("bf16 matmuls are emulated on this CPU (40x slower" in line for line in lines)
+    lines.clear()
+    monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 1.1)
+    train_run(smoke(data_root, max_steps=1, eval_every=1, precision="bf16"), data_root, log=lines.append)
+    assert not any("emulated" in line for line in lines)

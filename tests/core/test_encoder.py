@@ -113,3 +113,41 @@ def test_bad_pooler_and_models():
 
 def test_packaged_hidden_size_without_weights():
     assert model_hidden_size(None) == 384
+
+
+def test_length_buckets_give_the_same_features_and_gradients() -> None:
+    from harness.encoder import TrainingEncode
+
+    torch.set_num_threads(1)
+    encoder = load_encoder("random:tiny", seed=0)
+    encoder.eval()  # no dropout: both paths must compute the same function of the same rows
+    sentences = ["a b", "a much longer sentence with many more tokens in it .", "c", "mid length one here"]
+    batch = encoder.tokenize(sentences * 3, max_length=32)
+    plain = TrainingEncode(encoder)(batch)
+    plain_grad = torch.autograd.grad(plain.square().sum(), list(encoder.parameters()), allow_unused=True)
+    for buckets in (2, 3, 12, 50):
+        bucketed = TrainingEncode(encoder, length_buckets=buckets)(batch)
+        torch.testing.assert_close(bucketed, plain, rtol=1e-5, atol=1e-5)
+        grads = torch.autograd.grad(bucketed.square().sum(), list(encoder.parameters()), allow_unused=True)
+        for a, b in zip(grads, plain_grad, strict=True):
+            if a is None or b is None:
+                assert a is None and b is None
+            else:
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=5e-5)
+
+
+def test_length_buckets_trim_padding() -> None:
+    from harness.encoder import TrainingEncode
+
+    encoder = load_encoder("random:tiny", seed=0)
+    widths: list[int] = []
+    original = encoder.features
+
+    def spy(batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler") -> torch.Tensor:
+        widths.append(int(batch["input_ids"].shape[1]))
+        return original(batch, pooler)
+
+    encoder.features = spy  # type: ignore[method-assign]
+    batch = encoder.tokenize(["a", "b", "a much longer sentence with many more tokens ."], max_length=32)
+    TrainingEncode(encoder, length_buckets=2)(batch)
+    assert widths == [3, batch["input_ids"].shape[1]]  # [CLS] a [SEP] alone, then the long pair
