@@ -223,3 +223,13 @@ def test_finite_check_helpers() -> None:
     for bad in (math.inf, -math.inf, math.nan, "inf", "-Infinity", "NaN", "1e999"):
         with pytest.raises(Exception, match="must be finite"):
             check_finite_overrides({"k": bad}, "x")
+
+
+def test_grid_refuses_a_runs_folder_it_cannot_write_before_ray_starts(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "runs"
+    a_file.write_text("not a folder")
+    args = ["grid", str(SPEC), "--smoke", "--data-dir", str(root), "--runs-dir", str(a_file)]
+    assert main(args) == 2
+    assert f"runs folder {a_file} is a file, not a folder" in one_error_line(capsys)
