@@ -26,3 +26,7 @@ class ModelLoadError(HarnessError):
 
 class TrainingError(HarnessError):
     """A run that cannot go on (NaN loss, singular whitening, ...); the message names the step."""
+
+
+class GridLockedError(HarnessError):
+    """The runs folder is in use by another grid (the message names the holder)."""

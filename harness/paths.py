@@ -58,6 +58,8 @@ def resolve_corpus(corpus: str | os.PathLike[str] | None, data_root: Path | None
         path = Path(corpus)
         if not path.exists() and data_root is not None and (data_root / corpus).exists():
             path = data_root / corpus
+    if path.is_dir():
+        raise DataError(f"corpus {path} is a folder, not a file (one sentence per line)")
     if not path.is_file():
         raise DataError(f"corpus file not found: {path}")
     return path.resolve()

@@ -24,8 +24,9 @@ if TYPE_CHECKING:
     from harness.config import RunConfig
 
 SCHEMA_VERSION = 2
-Status = Literal["running", "finished", "failed"]
-STATUSES: tuple[str, ...] = ("running", "finished", "failed")
+Status = Literal["running", "finished", "failed", "interrupted"]
+STATUSES: tuple[str, ...] = ("running", "finished", "failed", "interrupted")
+"""``interrupted``: stopped by Ctrl-C or SIGTERM (grid or train); the next grid runs it again."""
 
 
 class Provenance(TypedDict):
@@ -70,6 +71,8 @@ class RunRecord(TypedDict):
     finished_at: str | None
     host: str
     checkpoint: NotRequired[str]
+    resumed_from_step: NotRequired[int]  # continued from a resume checkpoint (harness.checkpoint)
+    attempt: NotRequired[int]  # only in records/<run_id>.attempts/<n>.json (harness.store)
 
 
 def new_record(config: RunConfig) -> RunRecord:

@@ -3,13 +3,21 @@
 Layout under the store root (``./runs`` by default)::
 
     records/<run_id>.json        the run record (schema below)
+    records/<run_id>.attempts/   earlier or later attempts that must not replace a finished record:
+        <n>.json                 attempt n (1, 2, ...), with ``"attempt": n``
     checkpoints/<run_id>/        the best encoder, when a run was asked to save it
+    grid.lock                    held by the one grid that uses this folder (see :class:`GridLock`)
 
 The record's typed shape and schema version live in :mod:`harness.record` (``RunRecord``).
 
 Records are written to a temporary file in the same folder and moved into place with
 :func:`os.replace`, so a reader (a table reporter, another Ray trial) never sees half a record.
 Reading never crashes on a bad file: it is skipped with a warning.
+
+No finished result is ever lost: :meth:`RunStore.save` never replaces a ``finished`` record by one
+that is not finished (a re-run that is running, failed or interrupted). That attempt is written to
+``records/<run_id>.attempts/<n>.json`` instead and the finished record stays. A later attempt that
+finishes becomes the record, and the finished record it replaces is kept as an attempt.
 """
 
 from __future__ import annotations
@@ -19,17 +27,19 @@ import json
 import math
 import os
 import re
+import socket
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, GridLockedError
 from harness.record import SCHEMA_VERSION, STATUSES, new_record
 
+LOCK_NAME = "grid.lock"
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
@@ -58,15 +68,81 @@ class RunStore:
         self.path(run_id)  # validates the id
         return self.root / "checkpoints" / run_id
 
+    def attempts_dir(self, run_id: str) -> Path:
+        """Where the attempts kept beside ``run_id``'s finished record live."""
+        return self.records_dir / f"{run_id}.attempts"
+
+    def attempts(self, run_id: str) -> list[dict[str, Any]]:
+        """The attempts kept beside ``run_id``'s record, in attempt order (unreadable ones skipped)."""
+        folder = self.attempts_dir(self.path(run_id).stem)
+        if not folder.is_dir():
+            return []
+        paths = sorted((p for p in folder.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
+        return [r for r in (_read(p) for p in paths) if r is not None]
+
     def save(self, record: Mapping[str, Any]) -> Path:
-        """Write ``record`` atomically (temporary file + ``os.replace``); return its path."""
+        """Write ``record`` atomically (temporary file + ``os.replace``); return its path.
+
+        A ``finished`` record is never replaced by one that is not finished: such a record (a re-run
+        that is running, failed or was interrupted) goes to ``records/<run_id>.attempts/<n>.json``
+        with ``"attempt": n``; its later saves find that file again by its ``started_at`` and
+        ``host``. An attempt that finishes becomes the record (its attempt file is removed) and the
+        finished record it replaces is kept as another attempt. Returns where ``record`` was written;
+        ``record`` itself is not modified.
+        """
         run_id = record.get("run_id")
         if not isinstance(run_id, str):
             raise ConfigError("a run record needs a string 'run_id'")
         target = self.path(run_id)
         target.parent.mkdir(parents=True, exist_ok=True)
+        current = _read(target) if target.exists() else None
+        if current is not None and current.get("status") == "finished":
+            if record.get("status") != "finished":
+                attempt = self._attempt_of(run_id, record) or self._next_attempt(run_id)
+                return self._write(
+                    {**record, "attempt": attempt}, self.attempts_dir(run_id) / f"{attempt}.json"
+                )
+            if not _same_attempt(current, record):
+                self._write(current, self.attempts_dir(run_id) / f"{self._next_attempt(run_id)}.json")
+        became = self._attempt_of(run_id, record) if record.get("status") == "finished" else None
+        self._write(dict(record), target)
+        if became is not None:
+            with contextlib.suppress(OSError):  # the attempt is the record now
+                (self.attempts_dir(run_id) / f"{became}.json").unlink()
+        return target
+
+    def _attempt_of(self, run_id: str, record: Mapping[str, Any]) -> int | None:
+        """The number of the unfinished attempt file of the same attempt as ``record``, if any."""
+        folder = self.attempts_dir(run_id)
+        if not folder.is_dir():
+            return None
+        for path in folder.glob("*.json"):
+            if not path.stem.isdigit():
+                continue
+            try:
+                data = json.loads(path.read_text(encoding="utf-8") or "null")
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            if isinstance(data, dict) and data.get("status") != "finished" and _same_attempt(data, record):
+                return int(path.stem)
+        return None
+
+    def _next_attempt(self, run_id: str) -> int:
+        folder = self.attempts_dir(run_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        taken = [int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()]
+        n = max(taken, default=0) + 1
+        while True:  # reserve the number (two writers never share an attempt file)
+            try:
+                os.close(os.open(folder / f"{n}.json", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                return n
+            except FileExistsError:
+                n += 1
+
+    def _write(self, record: Mapping[str, Any], target: Path) -> Path:
+        target.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(_finite(record), indent=2, sort_keys=False, allow_nan=False)
-        fd, tmp = tempfile.mkstemp(prefix=f".{run_id}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".tmp", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
@@ -79,6 +155,10 @@ class RunStore:
                 os.unlink(tmp)
             raise
         return target
+
+    def lock(self, log: Callable[[str], None] | None = None) -> GridLock:
+        """The grid lock of this folder (use as a context manager)."""
+        return GridLock(self.root / LOCK_NAME, log=log)
 
     def load(self, run_id: str) -> dict[str, Any] | None:
         """The record of ``run_id``, or None when there is none (or it is unreadable: warned)."""
@@ -101,6 +181,142 @@ class RunStore:
     def finished_ids(self) -> set[str]:
         """Ids of the runs whose record says ``finished``."""
         return {r["run_id"] for r in self.records() if r.get("status") == "finished"}
+
+
+def missing_scores(record: dict[str, Any]) -> str | None:
+    """Why a ``finished`` record cannot be trusted (no final scores its config asked for), else None."""
+    if record.get("status") != "finished":
+        return None
+    config = record.get("config")
+    tasks = config.get("final_tasks") if isinstance(config, dict) else None
+    if tasks in (None, "none"):
+        return None
+    final = record.get("final")
+    parts = ("sts", "transfer") if tasks == "all" else (str(tasks),)
+    for part in parts:
+        scores = final.get(part) if isinstance(final, dict) else None
+        if not isinstance(scores, dict) or not any(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in scores.values()
+        ):
+            return f"record says finished but has no final {part} scores"
+    return None
+
+
+def _same_attempt(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Two saves of one attempt: same start time and host (a run writes its record many times)."""
+    return all(a.get(k) == b.get(k) for k in ("started_at", "host"))
+
+
+class GridLock:
+    """One grid per runs folder: an exclusive lock file holding the holder's pid, host and start time.
+
+    The lock is an ``flock`` on ``<runs>/grid.lock`` (released by the kernel when the holder dies)
+    plus the holder's identity written inside it, for the message. A lock file left by a process
+    that is gone (a killed grid on this host) is stale: it is taken over with a message. A lock
+    written by another host cannot be checked from here and is refused, naming the holder.
+    """
+
+    def __init__(self, path: Path, log: Callable[[str], None] | None = None) -> None:
+        self.path = Path(path)
+        self.log = log or (lambda _line: None)
+        self._fd: int | None = None
+
+    def holder(self) -> dict[str, Any] | None:
+        """The identity written in the lock file, or None."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8") or "null")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def is_held(self) -> bool:
+        """Whether a live grid holds the lock (a lock of another host counts as held); changes nothing."""
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+        holder = self.holder()
+        return holder is not None and holder.get("host") != socket.gethostname()
+
+    def describe(self) -> str:
+        """Who holds (or last held) the lock, for messages."""
+        return self._describe(self.holder())
+
+    def _describe(self, info: dict[str, Any] | None) -> str:
+        if not info:
+            return f"another grid (lock file {self.path})"
+        return (
+            f"grid pid {info.get('pid')} on host {info.get('host')} since {info.get('started_at')} "
+            f"(lock file {self.path})"
+        )
+
+    def acquire(self) -> None:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(10):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise GridLockedError(
+                    f"runs folder {self.path.parent} is in use by {self._describe(self.holder())}; "
+                    "wait for that grid to finish or use another --runs-dir"
+                ) from None
+            try:
+                same_file = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same_file = False
+            if not same_file:  # the holder removed the file between our open and flock: retry
+                os.close(fd)
+                continue
+            previous = self.holder()
+            if previous:
+                if previous.get("host") != socket.gethostname():
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    os.close(fd)
+                    raise GridLockedError(
+                        f"runs folder {self.path.parent} is in use by {self._describe(previous)}; that "
+                        "host cannot be checked from here: if that grid is no longer running, delete "
+                        "the lock file"
+                    )
+                self.log(
+                    f"note: taking over a stale grid lock of pid {previous.get('pid')} (started "
+                    f"{previous.get('started_at')}): that process is no longer running"
+                )
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": now_iso()}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+            os.fsync(fd)
+            self._fd = fd
+            return
+        raise GridLockedError(f"could not lock {self.path}: it keeps being replaced")
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        os.close(fd)  # closing releases the flock
+
+    def __enter__(self) -> GridLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def now_iso() -> str:
@@ -177,4 +393,14 @@ def _finite(value: Any) -> Any:
     return value
 
 
-__all__ = ["SCHEMA_VERSION", "STATUSES", "RunStore", "code_version", "new_record", "now_iso"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "GridLock",
+    "GridLockedError",
+    "RunStore",
+    "code_version",
+    "missing_scores",
+    "new_record",
+    "now_iso",
+]

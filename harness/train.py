@@ -309,8 +309,14 @@ def train_run(
     num_threads: int | None = None,
     log: Log | None = print,
     save_checkpoint: bool = False,
+    resume: bool = True,
 ) -> RunRecord:
     """Train and evaluate one run; return its record (also saved to ``store`` when given).
+
+    With a store, the run checkpoints at every evaluation point (``<store>/resume/<run_id>.pt``, see
+    :mod:`harness.checkpoint`) and, when ``resume`` and such a checkpoint of the same config exists
+    (a killed run), continues from it with the same numbers as an uninterrupted run. The checkpoint
+    is deleted when the run finishes.
 
     Args:
         config: the resolved run configuration.
@@ -322,6 +328,7 @@ def train_run(
         log: where progress lines go (None = silent).
         save_checkpoint: save the best encoder (``save_pretrained`` + tokenizer) under
             ``store.checkpoint_dir(run_id)``.
+        resume: continue from the run's resume checkpoint when there is one.
 
     Returns:
         The run record (see :mod:`harness.store`), with ``status: finished``.
@@ -347,11 +354,24 @@ def train_run(
     old_threads = torch.get_num_threads()
     if num_threads is not None:
         torch.set_num_threads(num_threads)
+    from harness import checkpoint as ckpt
+
+    resume_path = ckpt.checkpoint_path(store.root, config.run_id()) if store is not None else None
     try:
-        _run(config, data_root, record, save, say, device, store if save_checkpoint else None)
+        _run(
+            config,
+            data_root,
+            record,
+            save,
+            say,
+            device,
+            store if save_checkpoint else None,
+            resume_path,
+            resume,
+        )
         record["status"] = "finished"
     except BaseException as exc:
-        record["status"] = "failed"
+        record["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["finished_at"] = now_iso()
         save()
@@ -361,6 +381,8 @@ def train_run(
             torch.set_num_threads(old_threads)
     record["finished_at"] = now_iso()
     save()
+    if resume_path is not None:
+        ckpt.remove_checkpoint(resume_path)
     return record
 
 
@@ -372,7 +394,10 @@ def _run(
     say: Log,
     device: str | None,
     checkpoint_store: RunStore | None,
+    resume_path: Path | None = None,
+    resume: bool = True,
 ) -> None:
+    from harness import checkpoint as ckpt
     from harness.encoder import load_encoder
     from harness.evaluation.runner import encoder_functions
     from harness.record import provenance
@@ -419,6 +444,7 @@ def _run(
                 raise
 
     wall0 = time.perf_counter()
+    clock = ckpt.CheckpointClock()
     best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
     eval_time = 0.0
     train_time = 0.0
@@ -468,10 +494,48 @@ def _run(
             f"align {point['align']:.4f} uniform {point['uniform']:.4f} "
             f"({point['elapsed_s']:.0f} s){' *' if record['best_step'] == step else ''}"
         )
+        if resume_path is not None and clock.due(step, total):  # last: no random draws after it
+            state = ckpt.training_state(
+                config=record["config"],
+                step=step,
+                encoder=encoder,
+                method=method,
+                optimizer=step_fn.optimizer,
+                scheduler=step_fn.scheduler,
+                best=best,
+                record=record,
+                train_time=train_time,
+                eval_time=eval_time,
+            )
+            ckpt.save_checkpoint(resume_path, state)
 
-    evaluate_now(0)
+    start = 0
+    resumed, why_not = ckpt.load_checkpoint(resume_path, record["config"]) if resume_path else (None, None)
+    if why_not:
+        say(f"[{run_id}] starting from step 0: {why_not}")
+    if resumed is not None and resume:
+        start = ckpt.restore_training_state(
+            resumed,
+            encoder=encoder,
+            method=method,
+            optimizer=step_fn.optimizer,
+            scheduler=step_fn.scheduler,
+            best=best,
+            record=record,
+        )
+        train_time, eval_time = float(resumed["train_time"]), float(resumed["eval_time"])
+        last = record["trajectory"][-1] if record["trajectory"] else {}
+        wall0 -= float(last.get("elapsed_s") or 0.0)  # elapsed_s goes on from the checkpoint
+        record["resumed_from_step"] = start
+        step_fn.train()
+        ckpt.set_rng_state(resumed["rng"])
+        say(f"[{run_id}] resumed from the checkpoint at step {start}/{total}")
+    else:
+        evaluate_now(0)
     stream = batches(sentences, config.batch_size, config.seed)
-    for step in range(1, total + 1):
+    for _ in range(start):  # the stream is a function of the seed: skip the batches already used
+        next(stream)
+    for step in range(start + 1, total + 1):
         t0 = time.perf_counter()
         loss, metrics = step_fn(next(stream), step)
         train_time += time.perf_counter() - t0

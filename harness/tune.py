@@ -5,6 +5,8 @@ a function trainable that calls :func:`harness.train.train_run`, which writes th
 harness's own run store (``runs/records/<run_id>.json``): Tune's results folder is only scratch
 space, kept under ``<runs dir>/ray``.
 
+* Tune's own folder of a grid (``<runs>/ray/grid-<time>``) is removed when every trial finished;
+  after a failure it stays, with the trials' error files.
 * Ray starts locally with every CPU and GPU it sees, or connects to ``address`` (an existing
   cluster; records then need storage every node shares). ``smoke=True`` starts a small local Ray
   (no GPUs) for tests and CI.
@@ -18,6 +20,11 @@ space, kept under ``<runs dir>/ray``.
 * Progress: one line per trial start and end (done / running / failed / remaining, with an ETA).
 * Resuming is the grid's job: killed and started again, it skips runs with a finished record
   (:mod:`harness.grid`), so only the remaining ones run.
+* Ctrl-C: the trials are stopped, Ray shuts down, runs left ``running`` are marked ``interrupted``
+  (the next grid runs them again) and :class:`KeyboardInterrupt` propagates (exit status 130).
+* A locally started Ray keeps its session files in a fresh ``harness-ray-<pid>-*`` folder under the
+  system temporary folder, removed at shutdown; folders left by killed grids (dead pid) are removed
+  at the next start.
 
 The returned :class:`GridReport` says how much of the wall time was trial work and how much was Ray
 start-up and scheduling.
@@ -29,6 +36,8 @@ import contextlib
 import inspect
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,11 +45,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.cleanup import TEMP_PREFIX, remove_stale_temp_dirs
+
 _QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",  # no usage-stats reporting
     "RAY_AIR_NEW_OUTPUT": "0",  # the legacy reporter honours verbose=0
     "RAY_DISABLE_DOCKER_CPU_WARNING": "1",
     "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "600",
+    # Ctrl-C raises KeyboardInterrupt in the driver (Tune's own handler would end fit() quietly and
+    # the grid would report success); run_trials marks the interrupted runs and re-raises it.
+    "TUNE_DISABLE_SIGINT_HANDLER": "1",
 }
 for _key, _value in _QUIET_ENV.items():
     os.environ.setdefault(_key, _value)
@@ -86,9 +100,44 @@ def ensure_failed_record(store: RunStore, config: RunConfig, error: str) -> bool
     return True
 
 
+def mark_interrupted(store: RunStore, configs: Sequence[RunConfig], reason: str) -> list[str]:
+    """Mark the runs of ``configs`` whose record still says ``running`` as ``interrupted``.
+
+    Returns the ids marked. Finished and failed records are left alone.
+    """
+    from harness.store import now_iso
+
+    marked = []
+    for config in configs:
+        record = store.load(config.run_id())
+        if record is None or record.get("status") != "running":
+            continue
+        record["status"] = "interrupted"
+        record["error"] = reason
+        record["finished_at"] = now_iso()
+        store.save(record)
+        marked.append(config.run_id())
+    return marked
+
+
 def _short_error(text: str | None) -> str:
-    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else "the trial errored in its Ray worker (no reason given)"
+    """One line out of a trial's error: the exception line, or why Ray says the worker died."""
+    import re
+
+    body = (text or "").strip()
+    died = re.search(
+        r"Worker exit type: (\S+)\s+Worker exit detail: (.*?)(?:\s+Some common causes|$)", body, re.S
+    )
+    if died:
+        pid = re.search(r"\bpid: (\d+)", body)
+        who = f" (pid {pid.group(1)})" if pid else ""
+        detail = " ".join(died.group(2).split())
+        return (
+            f"the trial's Ray worker{who} died: {died.group(1)}: {detail} (Ray names as common causes "
+            "the OOM killer, `ray stop --force`, or a crash such as SIGSEGV)"
+        )
+    lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
+    return lines[-1] if lines else "the trial errored in its Ray worker (Ray gave no reason)"
 
 
 def _trial_body(
@@ -158,6 +207,7 @@ class GridReport:
     fit_s: float = 0.0
     work_s: float = 0.0
     slots: int = 1
+    interrupted: list[str] = field(default_factory=list)
 
     def overhead_s(self) -> float:
         """Wall time not explained by trial work spread over the slots (start-up, scheduling)."""
@@ -173,6 +223,7 @@ class GridReport:
             f"({100 * self.overhead_s() / max(self.wall_s, 1e-9):.0f}% of the wall time)",
         ]
         lines.extend(f"failed: {run_id}: {reason}" for run_id, reason in self.failed)
+        lines.extend(f"interrupted: {run_id} (the next grid runs it again)" for run_id in self.interrupted)
         return lines
 
 
@@ -242,13 +293,26 @@ class _Progress(tune.Callback):
 
         self.running = max(0, self.running - 1)
         run_id = str(_entry(trial).get("run_id"))
-        reason = _short_error(trial.get_error())
+        reason = _short_error(_trial_error_text(trial))
         where = f" (traceback: {trial.error_file})" if trial.error_file else ""
         config = RunConfig.from_dict(_entry(trial)["run"])
         ensure_failed_record(self.store, config, reason)
         record = self.store.load(run_id) or {}
         self.failed.append((run_id, str(record.get("error") or reason)))
         self._line(f"FAILED {run_id}: {self.failed[-1][1]}{where}")
+
+
+def _trial_error_text(trial: Any) -> str | None:
+    """The trial's error text: Tune's stored copy, else the local error file it just wrote."""
+    with contextlib.suppress(Exception):
+        text = trial.get_error()
+        if text:
+            return str(text)
+    path = getattr(trial, "error_file", None)
+    if path:
+        with contextlib.suppress(OSError):
+            return Path(path).read_text(encoding="utf-8", errors="replace")
+    return None
 
 
 def _slots(cpus_per_trial: float, gpus_per_trial: float) -> int:
@@ -301,27 +365,155 @@ def run_trials(
     report = GridReport(total=len(configs))
     if not configs:
         return report
-    if cpus_per_trial < 1:
-        from harness.errors import ConfigError
+    from harness.commands.common import check_resource_request
 
-        raise ConfigError(f"--cpus-per-trial must be >= 1, got {cpus_per_trial}")
+    check_resource_request(cpus_per_trial, gpus_per_trial)
+    check_address(None if smoke else address)
     wall0 = time.perf_counter()
-    with ray_session(address=address, smoke=smoke, min_cpus=cpus_per_trial) as start_s:
-        report.ray_start_s = start_s
-        _fit(
-            configs,
-            data_root,
-            store,
-            report,
-            gpus_per_trial,
-            cpus_per_trial,
-            smoke,
-            train_fn,
-            storage_dir,
-            log,
-        )
+    try:
+        with ray_session(address=address, smoke=smoke, min_cpus=cpus_per_trial) as start_s:
+            report.ray_start_s = start_s
+            _fit(
+                configs,
+                data_root,
+                store,
+                report,
+                gpus_per_trial,
+                cpus_per_trial,
+                smoke,
+                train_fn,
+                storage_dir,
+                log,
+            )
+    except KeyboardInterrupt:
+        # Ray is shut down by now (its workers are gone): what they left "running" was interrupted
+        why = "interrupted (Ctrl-C or SIGTERM on the grid driver)"
+        report.interrupted = mark_interrupted(store, configs, why)
+        report.wall_s = time.perf_counter() - wall0
+        raise GridInterrupted(report) from None
     report.wall_s = time.perf_counter() - wall0
     return report
+
+
+class GridInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_trials`; ``report`` says what was finished and what was interrupted."""
+
+    def __init__(self, report: GridReport) -> None:
+        super().__init__("interrupted")
+        self.report = report
+
+
+def _check_fits_cluster(cpus_per_trial: int, gpus: float) -> None:
+    """A trial that asks for more than the cluster has would wait for ever: refuse it at once."""
+    from harness.errors import ConfigError
+
+    resources = ray.cluster_resources()
+    have_cpu = float(resources.get("CPU", 0))
+    have_gpu = float(resources.get("GPU", 0))
+    if gpus > have_gpu:
+        raise ConfigError(
+            f"--gpus-per-trial {gpus:g} is more than the {have_gpu:g} GPU(s) Ray sees; no trial could start"
+        )
+    if cpus_per_trial > have_cpu:
+        raise ConfigError(
+            f"--cpus-per-trial {cpus_per_trial} is more than the {have_cpu:g} CPU(s) Ray sees; no trial "
+            "could start"
+        )
+
+
+def _sigterm_handler() -> Any:
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.getsignal(signal.SIGTERM)
+
+
+def _restore_sigterm(handler: Any) -> None:
+    import signal
+
+    if callable(handler):  # a Python handler the caller installed (the grid's: stop as Ctrl-C does)
+        signal.signal(signal.SIGTERM, handler)
+
+
+def _use_cluster_token() -> None:
+    """Token auth as ``ray start --head`` sets it up: the driver sends the token when it has one.
+
+    ``ray start`` writes ``~/.ray/auth_token`` and its cluster refuses drivers without it, but a
+    driver only sends it with ``RAY_AUTH_MODE=token``. Set that (unless the user chose a mode) when a
+    token is at hand: ``$RAY_AUTH_TOKEN``, ``$RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``.
+    """
+    if os.environ.get("RAY_AUTH_MODE"):
+        return
+    try:  # what ray.init does for address="auto" (it sets the mode and refreshes Ray's config)
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    except ImportError:  # another Ray version: the environment variable is the documented switch
+        token_path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
+        if os.environ.get("RAY_AUTH_TOKEN") or Path(token_path).is_file():
+            os.environ["RAY_AUTH_MODE"] = "token"
+
+
+def _connect_error(exc: BaseException) -> str:
+    """One line for a failed ``ray.init(address=...)`` (the cause chain holds the real reason)."""
+    texts = []
+    while exc is not None:
+        texts.append(str(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    joined = " ".join(texts)
+    if "InvalidAuthToken" in joined or "Authentication" in joined:
+        return (
+            "the Ray cluster refused this driver's authentication token (token auth): put the cluster's "
+            "token in ~/.ray/auth_token or $RAY_AUTH_TOKEN (see `ray get-auth-token`) and set "
+            "RAY_AUTH_MODE=token"
+        )
+    first = next((t.strip().splitlines()[0] for t in texts if t.strip()), type(exc).__name__)
+    return f"cannot connect to Ray: {first}"
+
+
+def cluster_resources(address: str | None = None) -> dict[str, float]:
+    """The CPUs, GPUs, ... of the Ray cluster at ``address`` (connects and disconnects)."""
+    with ray_session(address=address):
+        return {k: float(v) for k, v in ray.cluster_resources().items()}
+
+
+def check_address(address: str | None, timeout_s: float = 5.0) -> None:
+    """Fail fast, with one line, on a Ray address that cannot work (before ``ray.init`` retries).
+
+    ``ray://`` needs the ``ray[client]`` extra (not installed here); ``host:port`` must accept a TCP
+    connection within ``timeout_s``. ``auto`` and ``None`` are left to Ray.
+    """
+    import importlib.util
+    import socket
+
+    from harness.errors import ConfigError
+
+    if address is None or address in ("auto", "local"):
+        return
+    target = address
+    if address.startswith("ray://"):
+        if importlib.util.find_spec("grpc") is None:
+            raise ConfigError(
+                f"--address {address}: ray:// addresses need the ray[client] extra, which is not "
+                "installed; run the grid on the cluster's head node with --address HOST:PORT (the GCS "
+                "port, 6379 by default) or --address auto"
+            )
+        target = address[len("ray://") :]
+    host, sep, port_text = target.rpartition(":")
+    if not sep or not host or not port_text.isdigit():
+        raise ConfigError(f"--address {address}: expected HOST:PORT (e.g. 127.0.0.1:6379), 'auto' or ray://")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"--address {address}: no Ray head reachable there ({exc.strerror or exc}); start one with "
+            "`ray start --head` or check the address"
+        ) from None
 
 
 @contextlib.contextmanager
@@ -336,18 +528,35 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
         return
     start = time.perf_counter()
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    temp_root: Path | None = None
     if smoke or address is None:
         kwargs["num_cpus"] = max(os.cpu_count() or 1, min_cpus)
         if smoke:
             kwargs["num_gpus"] = 0
             kwargs["object_store_memory"] = 80 * 1024 * 1024
+        remove_stale_temp_dirs()
+        temp_root = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-"))
+        kwargs["_temp_dir"] = str(temp_root)
     else:
         kwargs["address"] = address
-    ray.init(**kwargs)
+        _use_cluster_token()
     try:
+        try:
+            sigterm = _sigterm_handler()
+            ray.init(**kwargs)
+            _restore_sigterm(sigterm)  # ray.init replaces it with sys.exit; keep the caller's
+        except (ConnectionError, RuntimeError, TimeoutError) as exc:
+            if "address" not in kwargs:
+                raise
+            from harness.errors import ConfigError
+
+            raise ConfigError(f"--address {address}: {_connect_error(exc)}") from None
         yield time.perf_counter() - start
     finally:
-        ray.shutdown()
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        if temp_root is not None:
+            shutil.rmtree(temp_root, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -382,6 +591,7 @@ def _fit(
         if gpus_per_trial is not None
         else (1.0 if ray.cluster_resources().get("GPU", 0) >= 1 and not smoke else 0.0)
     )
+    _check_fits_cluster(cpus_per_trial, gpus)
     report.slots = _slots(cpus_per_trial, gpus)
     fn = train_fn or default_train_fn
     _register_by_value(fn)
@@ -424,6 +634,8 @@ def _fit(
         results = tuner.fit()
     report.fit_s = time.perf_counter() - fit0
     _collect(results, store, progress, report)
+    if not report.failed:  # Tune's scratch of a clean grid holds nothing anyone reads; errors are kept
+        shutil.rmtree(storage / f"grid-{stamp}", ignore_errors=True)
 
 
 def _collect(results: Any, store: RunStore, progress: _Progress, report: GridReport) -> None:

@@ -99,9 +99,102 @@ def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
     rec = new_record(config)
     from harness.record import RunRecord
 
-    # every key the typed record declares (checkpoint is optional: only when a model is saved)
-    assert set(rec) == set(RunRecord.__annotations__) - {"checkpoint"}
+    # every key the typed record declares (the NotRequired ones are written only when they apply)
+    assert set(rec) == set(RunRecord.__annotations__) - {"checkpoint", "resumed_from_step", "attempt"}
     assert rec["schema_version"] == 2 and rec["provenance"] is None and rec["method_notes"] == {}
     assert rec["run_id"] == config.run_id() and rec["status"] == "running"
     assert rec["config"] == config.to_dict()
     assert isinstance(code_version(), str) and code_version()
+
+
+# -- no finished result is ever lost -----------------------------------------------------------------
+def test_a_finished_record_is_not_replaced_by_a_later_failed_attempt(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    done = record("r-1", final={"sts": {"avg": 70.0}}, started_at="t0", host="h")
+    store.save(done)
+    attempt = record("r-1", status="running", started_at="t1", host="h")
+    written = store.save(attempt)  # a re-run starts: its record goes beside the finished one
+    assert written == store.attempts_dir("r-1") / "1.json" and "attempt" not in attempt  # not modified
+    assert json.loads(written.read_text())["attempt"] == 1
+    attempt.update(status="failed", error="RuntimeError: boom")
+    store.save(attempt)  # the same attempt fails: same attempt file
+    loaded = store.load("r-1")
+    assert loaded is not None and loaded["status"] == "finished" and loaded["final"]["sts"]["avg"] == 70.0
+    assert [a["status"] for a in store.attempts("r-1")] == ["failed"]
+    assert store.finished_ids() == {"r-1"}
+    assert [r["run_id"] for r in store.records()] == ["r-1"]  # attempts are not records
+    # a grid marking it interrupted (or a driver writing "failed") never un-finishes it either
+    store.save(record("r-1", status="interrupted"))
+    assert store.load("r-1")["status"] == "finished"  # type: ignore[index]
+    assert [a["status"] for a in store.attempts("r-1")] == ["failed", "interrupted"]
+
+
+def test_a_later_finished_attempt_becomes_the_record_and_keeps_the_old_one(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    store.save(record("r-2", final={"sts": {"avg": 70.0}}, started_at="t0", host="h"))
+    again = record("r-2", status="running", started_at="t1", host="h")
+    store.save(again)
+    store.save(dict(again, status="finished", final={"sts": {"avg": 71.0}}))  # same attempt
+    loaded = store.load("r-2")
+    assert loaded is not None and loaded["final"]["sts"]["avg"] == 71.0
+    kept = store.attempts("r-2")
+    assert [(a["status"], a["final"]["sts"]["avg"]) for a in kept] == [("finished", 70.0)]
+    assert sorted(p.name for p in store.attempts_dir("r-2").iterdir()) == ["2.json"]
+    # the same attempt saving its finished record again does not archive itself
+    store.save(loaded)
+    assert len(store.attempts("r-2")) == 1
+
+
+def test_missing_scores() -> None:
+    from harness.store import missing_scores
+
+    cfg = {"final_tasks": "sts"}
+    assert missing_scores(record("a", config=cfg, final={"sts": {"avg": 1.0}})) is None
+    assert "no final sts scores" in str(missing_scores(record("a", config=cfg, final={})))
+    assert "no final sts scores" in str(missing_scores(record("a", config=cfg, final={"sts": {}})))
+    both = {"final_tasks": "all"}
+    assert "transfer" in str(missing_scores(record("a", config=both, final={"sts": {"avg": 1.0}})))
+    assert missing_scores(record("a", config={"final_tasks": "none"}, final={})) is None
+    assert missing_scores(record("a", status="failed", config=cfg, final={})) is None
+
+
+# -- one grid per runs folder ------------------------------------------------------------------------
+def test_a_second_lock_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    import socket
+
+    from harness.errors import GridLockedError
+
+    store = RunStore(tmp_path / "runs")
+    with store.lock():
+        info = json.loads((store.root / "grid.lock").read_text())
+        assert info["pid"] == os.getpid() and info["host"] == socket.gethostname()
+        with pytest.raises(GridLockedError, match=rf"in use by grid pid {os.getpid()} on host"):
+            store.lock().acquire()
+    assert not (store.root / "grid.lock").exists()
+    with store.lock():  # free again
+        pass
+
+
+def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    store = RunStore(tmp_path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    pid = int(dead.stdout)
+    stale = {"pid": pid, "host": socket.gethostname(), "started_at": "2026-01-01T00:00:00+00:00"}
+    (tmp_path / "grid.lock").write_text(json.dumps(stale))
+    notes: list[str] = []
+    with store.lock(log=notes.append):
+        assert json.loads((tmp_path / "grid.lock").read_text())["pid"] == os.getpid()
+    assert len(notes) == 1 and f"stale grid lock of pid {pid}" in notes[0]
+
+
+def test_a_lock_from_another_host_is_refused(tmp_path: Path) -> None:
+    from harness.errors import GridLockedError
+
+    other = {"pid": 1, "host": "elsewhere.example", "started_at": "2026-01-01T00:00:00+00:00"}
+    (tmp_path / "grid.lock").write_text(json.dumps(other))
+    with pytest.raises(GridLockedError, match=r"elsewhere\.example.*delete the lock file"):
+        RunStore(tmp_path).lock().acquire()

@@ -75,7 +75,9 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     assert failed[ids[2]] == "RuntimeError: planned failure"
     assert store.load(ids[2])["status"] == "failed"  # type: ignore[index]
     died = store.load(ids[3])
-    assert died is not None and died["status"] == "failed" and died["error"]  # written by the driver
+    assert died is not None and died["status"] == "failed"  # written by the driver, with Ray's reason
+    assert "Ray worker (pid " in died["error"] and "died: SYSTEM_ERROR" in died["error"], died["error"]
+    assert failed[ids[3]] == died["error"]
     assert any("FAILED" in ln for ln in lines) and any("finished" in ln for ln in lines)
     assert lines[-1].startswith("[3/3] done 1, running 0, failed 2, remaining 0")
     assert report.ray_start_s == 0.0  # the module's session was reused
@@ -89,6 +91,16 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
         [r.config for r in pending], data_root, store, smoke=True, train_fn=fake_train, log=print
     )
     assert report.finished == 2 and not report.failed
+    # Tune's folder of the clean grid is gone; the one with failures (their error files) stays
+    assert len(list((store.root / "ray").glob("grid-*"))) == 1
+
+    # impossible resource requests fail at once instead of waiting for ever
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="more than the 0 GPU"):
+        tune.run_trials([plan.runs[0].config], data_root, store, smoke=True, gpus_per_trial=1000)
+    with pytest.raises(ConfigError, match="--cpus-per-trial 100000 is more than"):
+        tune.run_trials([plan.runs[0].config], data_root, store, smoke=True, cpus_per_trial=100000)
     records = store.records()
     assert sorted(r["run_id"] for r in records) == sorted(ids)
     assert all(r["status"] == "finished" for r in records)

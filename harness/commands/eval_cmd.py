@@ -65,15 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _prepare_output(path: Path) -> Path:
-    from harness.errors import ConfigError
+    """Prove ``--output`` can be written before anything is evaluated (results are never lost)."""
+    from harness.commands.common import check_writable_file
 
-    if path.is_dir():
-        raise ConfigError(f"--output {path} is a directory; give a file name")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the output folder {path.parent}: {exc.strerror}") from exc
-    return path
+    return check_writable_file(path, "--output")
 
 
 def format_table(results: dict[str, dict[str, float]]) -> str:
@@ -93,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
+    # Everything a user can get wrong is checked before the encoder loads.
+    from harness.commands.common import check_device
     from harness.encoder import check_pooler, load_encoder
     from harness.errors import ConfigError, DataError
     from harness.evaluation.runner import (
@@ -104,10 +101,11 @@ def run(args: argparse.Namespace) -> int:
     from harness.evaluation.sts import sts_files
     from harness.paths import resolve_data_root, senteval_dir
 
-    # Everything a user can get wrong is checked before the encoder loads.
+    check_device(args.device)
     pooler = check_pooler(args.pooler)
     groups = check_task_group(args.tasks)
     mode = check_mode(args.mode)
+    output = _prepare_output(Path(args.output))
     data_root = resolve_data_root(args.data_dir)
     senteval = senteval_dir(data_root)
     if "sts" in groups:
@@ -122,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
         if args.whiten_sentences < 2:
             raise ConfigError(f"--whiten-sentences must be at least 2, got {args.whiten_sentences}")
         whiten_corpus = resolve_corpus(args.whiten_corpus, data_root)
-    output = _prepare_output(Path(args.output))
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
 
     started = time.perf_counter()

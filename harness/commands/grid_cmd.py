@@ -2,15 +2,31 @@
 
 Runs are deduplicated across specs and skipped when a finished record exists, so the command can be
 killed and started again: it finishes the remaining runs without redoing finished ones. Runs left
-``running`` by a kill are run again; ``failed`` ones are retried too unless ``--skip-failed``.
+``running`` by a kill or ``interrupted`` by Ctrl-C are run again; ``failed`` ones are retried too
+unless ``--skip-failed``. A record that says finished but has no final scores is reported and run
+again.
+
+One grid at a time per runs folder: the grid holds ``<runs>/grid.lock`` (pid, host, start time)
+while it trains; a second grid is refused with a message naming the holder, and a lock left by a
+killed grid on this host is taken over with a note. Ctrl-C stops the trials, marks the runs they
+left as ``interrupted``, prints what was done and exits with status 130; SIGTERM (``kill PID``) does the
+same.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+from pathlib import Path
 from typing import Any
 
-from harness.commands.common import add_data_dir
+from harness.commands.common import (
+    add_data_dir,
+    check_finite_configs,
+    check_finite_overrides,
+    check_spec_paths,
+)
 from harness.errors import ConfigError
 
 HELP = "run the grid of runs that table specs need (Ray Tune; skips finished runs)"
@@ -97,12 +113,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.commands.common import check_writable_dir
     from harness.grid import attach_status, describe, expand
     from harness.paths import resolve_data_root
     from harness.specs import load_plot_specs, load_table_specs
     from harness.store import RunStore
 
     profile = args.profile or ("smoke" if args.smoke else "cpu")
+    overrides = overrides_from_args(args)
+    check_finite_overrides(overrides, "override")
+    check_spec_paths(args.specs)
     specs = load_table_specs(args.specs)
     extra = []
     if "all" in args.specs:
@@ -113,37 +133,108 @@ def run(args: argparse.Namespace) -> int:
         specs,
         profile,
         seeds=args.seeds,
-        overrides=overrides_from_args(args),
+        overrides=overrides,
         data_root=data_root,
         extra=extra,
     )
-    attach_status(plan, store)
+    check_finite_configs([r.config for r in plan.runs])
     retry = not args.skip_failed
     if args.dry_run:
+        attach_status(plan, store)
+        for line in distrust_scoreless(plan, store):
+            print(line)
         print("\n".join(describe(plan, retry_failed=retry)))
         return 0
-    for cell in plan.cells:
-        if cell.state == "unresolved":
-            print(f"warning: {cell.spec}: {cell.key}: not run: {cell.reason}")
-    pending = plan.pending(retry)
-    counts = plan.counts()
-    print(
-        f"grid {', '.join(s.name for s in specs)} under profile {profile}: {len(plan.runs)} distinct runs, "
-        f"{counts['finished']} already finished, {len(pending)} to run"
-    )
-    if not pending:
-        return 0
-    from harness.tune import run_trials
+    check_writable_dir(store.root, "runs folder")
+    with store.lock(log=print):
+        from harness.cleanup import remove_stale_temp_dirs
 
-    report = run_trials(
-        [r.config for r in pending],
-        data_root,
-        store,
-        address=args.address,
-        gpus_per_trial=args.gpus_per_trial,
-        cpus_per_trial=args.cpus_per_trial,
-        smoke=args.smoke,
-    )
+        for folder in remove_stale_temp_dirs():
+            print(f"note: removed {folder} (Ray session files of a grid that was killed)")
+        attach_status(plan, store)
+        for line in distrust_scoreless(plan, store):
+            print(line)
+        for cell in plan.cells:
+            if cell.state == "unresolved":
+                print(f"warning: {cell.spec}: {cell.key}: not run: {cell.reason}")
+        pending = plan.pending(retry)
+        counts = plan.counts()
+        print(
+            f"grid {', '.join(s.name for s in specs)} under profile {profile}: {len(plan.runs)} distinct "
+            f"runs, {counts['finished']} already finished, {len(pending)} to run"
+        )
+        if not pending:
+            return 0
+        check_corpora([r.config for r in pending])
+        from harness.tune import GridInterrupted, run_trials
+
+        previous = _sigterm_as_interrupt()
+        try:
+            report = run_trials(
+                [r.config for r in pending],
+                data_root,
+                store,
+                address=args.address,
+                gpus_per_trial=args.gpus_per_trial,
+                cpus_per_trial=args.cpus_per_trial,
+                smoke=args.smoke,
+            )
+        except GridInterrupted as exc:
+            done = exc.report
+            finished = sum(1 for r in pending if (store.load(r.run_id) or {}).get("status") == "finished")
+            print(
+                f"grid interrupted: {finished} of {len(pending)} pending run(s) finished, "
+                f"{len(done.interrupted)} interrupted (marked so; the next grid runs them again)",
+                file=sys.stderr,
+            )
+            return 130
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
     print("\n".join(report.summary()))
     print(f"records: {store.records_dir}; tables: harness tables --profile {profile}")
     return 0 if not report.failed else 1
+
+
+def _sigterm_as_interrupt() -> Any:
+    """``kill PID`` (SIGTERM) stops a grid as Ctrl-C does: runs marked interrupted, exit 130."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def distrust_scoreless(plan: Any, store: Any) -> list[str]:
+    """Runs whose record says finished without the final scores it should hold are run again.
+
+    Returns one warning line per such run (their planned state becomes ``running``, i.e. pending
+    whatever ``--skip-failed`` says).
+    """
+    from harness.store import missing_scores
+
+    lines = []
+    for run in plan.runs:
+        if run.state != "finished":
+            continue
+        record = store.load(run.run_id)
+        problem = missing_scores(record) if record is not None else None
+        if problem:
+            run.state = "running"
+            lines.append(f"warning: {run.run_id}: {problem}; it runs again")
+    return lines
+
+
+def check_corpora(configs: list[Any]) -> None:
+    """Read every distinct corpus the runs use (before Ray starts), so a bad one fails at once."""
+    from harness.train import read_corpus
+
+    need: dict[str, int] = {}
+    for config in configs:
+        need[str(config.corpus)] = max(need.get(str(config.corpus), 0), int(config.batch_size))
+    for corpus, batch in need.items():
+        read_corpus(Path(corpus), min_sentences=batch)

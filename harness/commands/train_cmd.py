@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.commands.common import add_data_dir
+from harness.commands.common import (
+    add_data_dir,
+    check_device,
+    check_finite_overrides,
+    check_seed,
+    check_threads,
+    check_writable_dir,
+)
 from harness.errors import ConfigError
 
 HELP = "train one method on one profile (cpu, smoke, paper) and evaluate its best checkpoint"
@@ -99,13 +106,22 @@ def run(args: argparse.Namespace) -> int:
     overrides = {
         field: getattr(args, dest) for dest, field in _RUN_FLAGS.items() if getattr(args, dest) is not None
     }
+    check_finite_overrides(params, "--set")
+    check_finite_overrides(overrides, "--")
+    check_seed(overrides.get("seed"))
+    check_threads(args.threads)
+    check_device(args.device)
     data_root = resolve_data_root(args.data_dir)
     config = resolve_config(args.method, params, args.profile, overrides, data_root=data_root)
     store = RunStore(args.output_dir)
+    check_writable_dir(store.root, "--output-dir")
     run_id = config.run_id()
     previous = store.load(run_id)
     if previous is not None and previous.get("status") == "finished":
-        print(f"note: {run_id} already has a finished record; training again overwrites it")
+        print(
+            f"note: {run_id} already has a finished record; it is kept unless this run finishes "
+            f"(then it moves to {store.attempts_dir(run_id)})"
+        )
     record = train_run(
         config,
         data_root,

@@ -117,11 +117,20 @@ def _iter_lines(text: str) -> Iterator[tuple[int, str]]:
     return enumerate(lines, start=1)
 
 
+def _require_rows(count: int, task: str, path: Path, what: str) -> None:
+    """An empty file or split would be scored (one class only: 100 %), so it is a DataError."""
+    if count == 0:
+        raise DataError(f"{task}: {what} is empty (no sentences): {path}")
+
+
 def read_binary(senteval_path: Path, task: str) -> TaskText:
     """MR, CR, SUBJ or MPQA: Latin-1, ``splitlines`` (empty lines kept), label-1 file first."""
     folder, pos_name, neg_name = BINARY_FILES[task]
-    pos = [line.split() for line in _open_lines(senteval_path / folder / pos_name, "latin-1").splitlines()]
-    neg = [line.split() for line in _open_lines(senteval_path / folder / neg_name, "latin-1").splitlines()]
+    pos_path, neg_path = senteval_path / folder / pos_name, senteval_path / folder / neg_name
+    pos = [line.split() for line in _open_lines(pos_path, "latin-1").splitlines()]
+    neg = [line.split() for line in _open_lines(neg_path, "latin-1").splitlines()]
+    _require_rows(sum(1 for t in pos if t), task, pos_path, "the label-1 file")
+    _require_rows(sum(1 for t in neg if t), task, neg_path, "the label-0 file")
     labels = np.array([1] * len(pos) + [0] * len(neg), dtype=np.int64)
     return TaskText(task, 2, {"all": TextSplit((pos + neg,), labels)})
 
@@ -138,6 +147,7 @@ def read_sst2(senteval_path: Path) -> TaskText:
                 raise DataError(f"{path}:{lineno}: expected 'sentence<TAB>0|1', got {line.strip()!r}")
             rows.append(fields[0].split())
             labels.append(int(fields[1]))
+        _require_rows(len(rows), "SST2", path, f"the {split} split")
         splits[split] = TextSplit((rows,), np.array(labels, dtype=np.int64))
     return TaskText("SST2", 2, splits)
 
@@ -158,6 +168,7 @@ def read_trec(senteval_path: Path) -> TaskText:
                 )
             rows.append(words[1].split())
             labels.append(TREC_LABELS[target])
+        _require_rows(len(rows), "TREC", path, f"the {split} split")
         splits[split] = TextSplit((rows,), np.array(labels, dtype=np.int64))
     return TaskText("TREC", 6, splits)
 
@@ -180,6 +191,7 @@ def read_mrpc(senteval_path: Path) -> TaskText:
             a_rows.append(fields[3].split())
             b_rows.append(fields[4].split())
             labels.append(int(fields[0]))
+        _require_rows(len(labels), "MRPC", path, f"the {split} split")
         splits[split] = TextSplit((a_rows, b_rows), np.array(labels, dtype=np.int64))
     return TaskText("MRPC", 2, splits)
 

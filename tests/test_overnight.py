@@ -1,0 +1,302 @@
+"""Unattended grids: one grid per runs folder, Ctrl-C, a SIGKILLed driver, dead workers, Ray leftovers.
+
+The driver tests run ``python -m harness.cli grid --smoke`` in a subprocess (its own session, so
+the test can signal it like a terminal would and stop whatever Ray left by process id) on a small
+data root: the first 60 lines of every STS file and a 64-sentence corpus. A smoke grid of two runs
+takes about half a minute on two loaded cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.store import RunStore
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"
+CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
+
+
+@pytest.fixture
+def small_root(mini_data_root: Path, tmp_path: Path) -> Path:
+    """mini STS data (linked, read-only) + a 64-sentence corpus."""
+    root = tmp_path / "data"
+    (root / "corpus").mkdir(parents=True)
+    (root / "senteval").symlink_to(mini_data_root / "senteval")
+    (root / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT)
+    return root
+
+
+def start_grid(runs: Path, data: Path, *extra: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    cmd = [sys.executable, "-m", "harness.cli", "grid", str(SPEC), "--smoke"]
+    cmd += ["--runs-dir", str(runs), "--data-dir", str(data), *extra]
+    return subprocess.Popen(
+        cmd,
+        cwd=runs.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def session_pids(sid: int) -> list[int]:
+    """Live processes of session ``sid`` (what a driver started and left behind)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(int(entry.name))
+    return out
+
+
+def stop_session(sid: int) -> list[int]:
+    """SIGKILL what is left of session ``sid`` by process id; return those ids."""
+    left = session_pids(sid)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def statuses(runs: Path) -> dict[str, str]:
+    return {r["run_id"]: r["status"] for r in RunStore(runs).records()}
+
+
+def test_a_second_grid_is_refused_while_the_first_holds_the_lock(
+    small_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    runs = tmp_path / "runs"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from harness.store import RunStore; "
+            f"lock = RunStore({str(runs)!r}).lock(); lock.acquire(); print('locked', flush=True); "
+            "time.sleep(120)",
+        ],
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        code = main(["grid", str(SPEC), "--smoke", "--runs-dir", str(runs), "--data-dir", str(small_root)])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert f"is in use by grid pid {holder.pid} on host" in err and "grid.lock" in err
+        assert len(err.strip().splitlines()) == 1
+        assert not (runs / "records").exists()  # nothing was started
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died without releasing: its lock is stale and the next grid takes it over
+    info = json.loads((runs / "grid.lock").read_text())
+    assert info["pid"] == holder.pid
+    assert (
+        main(
+            [
+                "grid",
+                str(SPEC),
+                "--smoke",
+                "--runs-dir",
+                str(runs),
+                "--data-dir",
+                str(small_root),
+                "--dry-run",
+            ]
+        )
+        == 0
+    )
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "ctrl-c",  # SIGINT to the whole process group, as a terminal sends it
+        pytest.param("sigterm", marks=pytest.mark.slow),  # `kill PID` of the driver
+    ],
+)
+def test_ctrl_c_stops_the_grid_marks_runs_interrupted_and_exits_130(
+    how: str, small_root: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    grid = start_grid(runs, small_root)
+    sid = grid.pid
+    try:
+        wait_for(lambda: "running" in statuses(runs).values(), 120, "a trial to start")
+        if how == "ctrl-c":
+            os.killpg(grid.pid, signal.SIGINT)
+        else:
+            os.kill(grid.pid, signal.SIGTERM)
+        out, err = grid.communicate(timeout=120)
+    finally:
+        grid.kill()
+        leftovers = stop_session(sid)
+    assert grid.returncode == 130, (out, err)
+    assert "interrupted" in err
+    records = RunStore(runs).records()
+    assert records and all(r["status"] in ("finished", "interrupted") for r in records)
+    assert any(r["status"] == "interrupted" for r in records)
+    assert all("Ctrl-C or SIGTERM" in r["error"] for r in records if r["status"] == "interrupted")
+    assert not (runs / "grid.lock").exists()
+    assert not list(Path(tempfile.gettempdir()).glob(f"harness-ray-{grid.pid}-*"))
+    assert not leftovers, f"Ray processes left running after Ctrl-C: {leftovers}"
+
+
+def test_sigkill_of_the_driver_at_a_random_moment_then_rerun(small_root: Path, tmp_path: Path) -> None:
+    """Every run ends finished exactly once; no finished record is lost or trained again."""
+    runs = tmp_path / "runs"
+    delay = random.Random().uniform(1.0, 25.0)
+    print(f"killing the driver after {delay:.1f} s")
+    grid = start_grid(runs, small_root)
+    try:
+        try:
+            grid.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            os.kill(grid.pid, signal.SIGKILL)
+            grid.wait(timeout=30)
+    finally:
+        grid.kill()
+        time.sleep(0.5)
+    before = {r["run_id"]: r for r in RunStore(runs).records()}
+    finished_before = {k: r["started_at"] for k, r in before.items() if r["status"] == "finished"}
+    checkpointed = {p.stem for p in (runs / "resume").glob("*.pt")} - set(finished_before)
+    print(f"finished before the kill: {sorted(finished_before)}; checkpointed: {sorted(checkpointed)}")
+
+    again = start_grid(runs, small_root)
+    try:
+        out, err = again.communicate(timeout=300)
+    finally:
+        again.kill()
+        stop_session(again.pid)
+    leftovers = stop_session(grid.pid)  # a SIGKILLed driver's agents: the second grid stops them
+    assert again.returncode == 0, (out, err)
+    store = RunStore(runs)
+    records = store.records()
+    assert len(records) == 2 and all(r["status"] == "finished" for r in records)
+    for record in records:
+        assert record["final"]["sts"]["avg"] is not None
+        assert store.attempts(record["run_id"]) == []  # finished exactly once
+        if record["run_id"] in finished_before:  # finished before the kill: kept, not retrained
+            assert record["started_at"] == finished_before[record["run_id"]]
+        if record["run_id"] in checkpointed:  # killed after an evaluation point: continued from it
+            assert record.get("resumed_from_step", 0) >= 2, record["run_id"]
+    assert not list((runs / "resume").glob("*.pt"))  # checkpoints go when their run finishes
+    assert f"{len(finished_before)} already finished, {2 - len(finished_before)} to run" in out
+    assert not list(Path(tempfile.gettempdir()).glob(f"harness-ray-{grid.pid}-*"))
+    assert not leftovers, f"the killed driver's Ray processes were not stopped: {leftovers}"
+
+
+def test_stale_ray_temp_dirs_are_removed(tmp_path: Path) -> None:
+    from harness.cleanup import remove_stale_temp_dirs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    stale = tmp_path / f"harness-ray-{int(dead.stdout)}-abc"
+    live = tmp_path / f"harness-ray-{os.getpid()}-def"
+    for folder in (stale, live):
+        (folder / "session_x").mkdir(parents=True)
+    assert remove_stale_temp_dirs(tmp_path) == [stale]
+    assert not stale.exists() and live.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--gpus-per-trial", "-1"], "--gpus-per-trial must be finite and >= 0, got -1"),
+        (["--gpus-per-trial", "nan"], "--gpus-per-trial must be finite"),
+        (["--gpus-per-trial", "1.5"], "a fraction <= 1 or a whole number"),
+        (["--cpus-per-trial", "0"], "--cpus-per-trial must be >= 1"),
+        (["--address", "ray://head:10001"], "ray[client] extra"),
+        (["--address", "127.0.0.1:1"], "no Ray head reachable there"),
+        (["--address", "nonsense"], "expected HOST:PORT"),
+    ],
+)
+def test_bad_ray_requests_fail_at_once_with_one_line(
+    flags: list[str], message: str, small_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli import main
+
+    args = ["grid", str(SPEC), "--profile", "smoke", "--runs-dir", str(tmp_path / "runs")]
+    t0 = time.monotonic()
+    assert main([*args, "--data-dir", str(small_root), *flags]) == 2
+    assert time.monotonic() - t0 < 30
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "runs" / "grid.lock").exists()
+
+
+def trial_workers(sid: int) -> list[int]:
+    """Ray worker processes running a trial, in session ``sid``."""
+    found = []
+    for pid in session_pids(sid):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith("ray::ImplicitFunc"):
+            found.append(pid)
+    return found
+
+
+@pytest.mark.slow
+def test_sigkill_of_a_trial_worker_is_recorded_with_rays_reason_and_rerun(
+    small_root: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    grid = start_grid(runs, small_root)
+    try:
+        wait_for(lambda: bool(trial_workers(grid.pid)), 120, "a trial worker")
+        time.sleep(random.Random().uniform(0.0, 3.0))
+        victims = trial_workers(grid.pid)
+        assert victims, "the trials ended before a worker could be killed"
+        os.kill(victims[0], signal.SIGKILL)
+        out, err = grid.communicate(timeout=300)
+    finally:
+        grid.kill()
+        stop_session(grid.pid)
+    assert grid.returncode == 1, (out, err)
+    failed = [r for r in RunStore(runs).records() if r["status"] == "failed"]
+    assert len(failed) == 1, out
+    assert f"Ray worker (pid {victims[0]}) died" in failed[0]["error"], failed[0]["error"]
+    assert f"failed: {failed[0]['run_id']}: the trial's Ray worker" in out
+
+    again = start_grid(runs, small_root)
+    try:
+        out, err = again.communicate(timeout=300)
+    finally:
+        again.kill()
+        stop_session(again.pid)
+    assert again.returncode == 0, (out, err)
+    records = RunStore(runs).records()
+    assert len(records) == 2 and all(r["status"] == "finished" for r in records)
