@@ -530,6 +530,9 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     temp_root: Path | None = None
     if smoke or address is None:
+        # "local": always a fresh Ray of our own, even when a head runs on this machine or
+        # RAY_ADDRESS is set (ray.init() would otherwise join that cluster and refuse num_cpus).
+        kwargs["address"] = "local"
         kwargs["num_cpus"] = max(os.cpu_count() or 1, min_cpus)
         if smoke:
             kwargs["num_gpus"] = 0

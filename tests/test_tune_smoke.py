@@ -159,3 +159,15 @@ def test_progress_callback_pickles_even_after_print_is_replaced(
     restored = cloudpickle.loads(cloudpickle.dumps(progress))
     assert restored.log is tune.print_line
     assert progress.log is captured  # the live callback still logs where it was told to
+
+
+def test_a_local_grid_ignores_ray_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A grid without --address starts its own Ray even when RAY_ADDRESS points elsewhere (or a head
+    # runs on this machine): ray.init() would otherwise try to join it and refuse num_cpus.
+    import ray
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    with tune.ray_session(address=None, smoke=True):
+        assert ray.is_initialized()
+        assert ray.cluster_resources().get("CPU", 0) >= 1
+    assert not ray.is_initialized()
