@@ -14,9 +14,11 @@ Schema history:
 from __future__ import annotations
 
 import functools
+import math
 import platform
 import socket
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
@@ -100,6 +102,21 @@ def new_record(config: RunConfig) -> RunRecord:
         "finished_at": None,
         "host": socket.gethostname(),
     }
+
+
+def record_metric(record: Mapping[str, Any], scores: str, column: str) -> float | None:
+    """One number of a record: ``best_stsb_dev`` (``scores="stsb_dev"``) or ``final[scores][column]``.
+
+    None when the record lacks it or it is not finite.
+    """
+    if scores == "stsb_dev":
+        value = record.get("best_stsb_dev")
+    else:
+        value = ((record.get("final") or {}).get(scores) or {}).get(column)
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def provenance(device: str, threads: int) -> Provenance:

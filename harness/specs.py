@@ -53,14 +53,18 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.claims import Claim
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TABLES_DIR = REPO_ROOT / "tables"
@@ -95,7 +99,8 @@ PLOT_KINDS: tuple[str, ...] = ("trajectory", "joint")
 RESERVED_OVERRIDES: frozenset[str] = frozenset({"seed"})
 """RunConfig fields a spec may not override (beyond the ones no override may set): the grid sets seeds."""
 
-_TABLE_KEYS = {"cites", "title", "scores", "columns", "column_labels", "notes", "rows", "sweeps"}
+_TABLE_KEYS = {"cites", "title", "scores", "columns", "column_labels", "notes", "rows", "sweeps", "claims"}
+_CLAIM_KEYS = {"better", "worse", "order", "best", "each", "over", "column", "text"}
 _RUN_KEYS = {"method", "params", "overrides", "only_profiles", "profile_overrides"}
 _COMMON_ROW_KEYS = {"label", "paper", "section", "ours", "note"}
 _ROW_KEYS = _COMMON_ROW_KEYS | _RUN_KEYS | {"quoted", "cites"}
@@ -187,6 +192,7 @@ class TableSpec:
     rows: tuple[Row, ...] = ()
     sweeps: tuple[Sweep, ...] = ()
     notes: tuple[str, ...] = ()
+    claims: tuple[Claim, ...] = ()
 
     def run_cells(self) -> list[tuple[str, RunSpec]]:
         """Every ``(cell key, run)`` of the table, in display order; keys are unique per table."""
@@ -432,7 +438,90 @@ def load_table_spec(path: str | Path) -> TableSpec:
     dupes = sorted({k for k in keys if keys.count(k) > 1})
     if dupes:
         raise ctx.error("rows", f"duplicate row labels: {dupes}")
-    return spec
+    claims = _parse_claims(ctx, spec, ctx.typed(raw.get("claims", []), list, "claims"))
+    return dataclasses.replace(spec, claims=tuple(claims))
+
+
+def paper_value(spec: TableSpec, key: str, column: str) -> float:
+    """The paper's number for a cell key (row label or sweep cell key) in ``column``."""
+    col = spec.columns.index(column)
+    for row in spec.rows:
+        if row.label == key:
+            return row.paper[col]
+    for sweep in spec.sweeps:
+        for value, number in zip(sweep.values, sweep.paper, strict=True):
+            if sweep_cell_key(sweep, value) == key:
+                return number
+    raise KeyError(key)
+
+
+def _parse_claims(ctx: _Ctx, spec: TableSpec, raw: list[Any]) -> list[Claim]:
+    """Expand the ``[[claims]]`` forms into pairwise claims (see :mod:`harness.claims`).
+
+    Forms: ``better``/``worse`` (one pair); ``order = [a, b, c]`` (a > b > c: consecutive pairs);
+    ``best = key`` (the cell beats every other cell of its sweep); ``each``/``over`` (sweep ``each``
+    beats sweep ``over`` at every value both have). ``column`` defaults to the spec's last column;
+    ``text`` describes the claim.
+    """
+    from harness.claims import Claim
+
+    run_keys = [k for k, _ in spec.run_cells()]
+    out: list[Claim] = []
+    for i, entry in enumerate(raw):
+        where = f"claims[{i}]"
+        ctx.typed(entry, dict, where)
+        ctx.check_keys(entry, _CLAIM_KEYS, where)
+        column = ctx.typed(entry.get("column", spec.columns[-1]), str, f"{where}.column")
+        if column not in spec.columns:
+            raise ctx.error(f"{where}.column", f"{column!r} is not a column of this table {spec.columns}")
+        text = ctx.typed(entry.get("text", ""), str, f"{where}.text")
+        forms = [k for k in ("better", "order", "best", "each") if k in entry]
+        if len(forms) != 1:
+            raise ctx.error(where, "give exactly one of better/worse, order, best, or each/over")
+        pairs: list[tuple[str, str]] = []
+        if "better" in entry:
+            pairs = [(ctx.require(entry, "better", str, where), ctx.require(entry, "worse", str, where))]
+        elif "order" in entry:
+            order = [
+                ctx.typed(k, str, f"{where}.order") for k in ctx.typed(entry["order"], list, f"{where}.order")
+            ]
+            if len(order) < 2:
+                raise ctx.error(f"{where}.order", "an order needs at least two cells")
+            pairs = list(itertools.pairwise(order))
+        elif "best" in entry:
+            best = ctx.typed(entry["best"], str, f"{where}.best")
+            sweep = next((s for s in spec.sweeps if best in {sweep_cell_key(s, v) for v in s.values}), None)
+            if sweep is None:
+                raise ctx.error(f"{where}.best", f"{best!r} is not a sweep cell of this table")
+            pairs = [
+                (best, sweep_cell_key(sweep, v)) for v in sweep.values if sweep_cell_key(sweep, v) != best
+            ]
+        else:
+            each, over = (
+                ctx.typed(entry["each"], str, f"{where}.each"),
+                ctx.require(entry, "over", str, where),
+            )
+            by_label = {s.label: s for s in spec.sweeps}
+            for name in (each, over):
+                if name not in by_label:
+                    raise ctx.error(where, f"{name!r} is not a sweep label of this table")
+            a, b = by_label[each], by_label[over]
+            pairs = [(sweep_cell_key(a, v), sweep_cell_key(b, v)) for v in a.values if v in b.values]
+        for better, worse in pairs:
+            for key in (better, worse):
+                if key not in run_keys:
+                    quoted = any(r.label == key and r.quoted for r in spec.rows)
+                    why = (
+                        "is a quoted row (no run to measure)" if quoted else "is not a run cell of this table"
+                    )
+                    close = difflib.get_close_matches(key, run_keys, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise ctx.error(where, f"{key!r} {why}{hint}")
+            delta = paper_value(spec, better, column) - paper_value(spec, worse, column)
+            out.append(
+                Claim(spec.name, better, worse, column, round(delta, 6), text or f"{better} > {worse}")
+            )
+    return out
 
 
 def load_plot_spec(path: str | Path) -> PlotSpec:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from paper_tables import PAPER_TABLES, number, paper_rows, parse_paper_tables
 
 from harness.errors import ConfigError
 from harness.specs import (
@@ -20,44 +20,8 @@ from harness.specs import (
 )
 from methods import build_params
 
-PAPER_TABLES = Path(__file__).resolve().parents[1].parent / "shared" / "docs" / "PAPER_TABLES.md"
 CITED = [f"WhitenedCSE Table {i}" for i in range(1, 7)] + [f"SimCSE++ Table {i}" for i in range(1, 6)]
 """Every paper table the harness reproduces (SimCSE++ Table 6, a training time, is not a spec)."""
-
-
-def parse_paper_tables(text: str) -> dict[str, list[dict[str, Any]]]:
-    """``{"WhitenedCSE Table 1": [{"header": [...], "rows": [[...], ...]}, ...]}`` from the markdown."""
-    sections: dict[str, list[dict[str, Any]]] = {}
-    current: list[dict[str, Any]] | None = None
-    open_table = False
-    for line in text.splitlines():
-        heading = re.match(r"^## (.+?) \u2014 ", line)
-        if heading:
-            current = sections.setdefault(heading.group(1), [])
-            open_table = False
-            continue
-        if current is None:
-            continue
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if all(set(c) <= {"-"} for c in cells):
-                continue
-            if not open_table:
-                current.append({"header": cells, "rows": []})
-                open_table = True
-            else:
-                current[-1]["rows"].append(cells)
-        else:
-            open_table = False
-    return sections
-
-
-def number(cell: str) -> float:
-    """The leading number of a cell (``77.81 (+1.56)`` -> 77.81)."""
-    match = re.match(r"^\s*(-?\d+(?:\.\d+)?)", cell)
-    if match is None:
-        raise ValueError(f"no number in {cell!r}")
-    return float(match.group(1))
 
 
 @pytest.fixture(scope="module")
@@ -86,20 +50,11 @@ def test_every_paper_table_has_a_spec_and_every_spec_cites_one(paper: dict[str, 
     assert cited <= set(paper)
 
 
-def _paper_rows(tables: list[dict[str, Any]]) -> dict[str, tuple[list[str], list[float]]]:
-    out = {}
-    for t in tables:
-        for cells in t["rows"]:
-            label = cells[0][2:] if cells[0].startswith("* ") else cells[0]
-            out[label] = (t["header"][1:], [number(c) for c in cells[1:]])
-    return out
-
-
 @pytest.mark.parametrize("path", table_spec_paths(), ids=lambda p: p.stem)
 def test_paper_numbers_equal_paper_tables(path: Path, paper: dict[str, Any]) -> None:
     spec = load_table_spec(path)
     for row in spec.rows:
-        rows = _paper_rows(paper[row.cites])
+        rows = paper_rows(paper[row.cites])
         assert row.label in rows, f"{path.name}: {row.label!r} is not a row of {row.cites}"
         header, numbers = rows[row.label]
         assert list(spec.column_labels) == header or len(spec.columns) == 1 or spec.name == "cpu_demo"
@@ -129,7 +84,7 @@ def test_paper_numbers_equal_paper_tables(path: Path, paper: dict[str, Any]) -> 
 def test_cpu_demo_numbers_match_the_cited_rows(paper: dict[str, Any]) -> None:
     spec = load_table_spec(TABLES_DIR / "cpu_demo.toml")
     for row in spec.rows:
-        assert list(row.paper) == _paper_rows(paper[row.cites])[row.label][1]
+        assert list(row.paper) == paper_rows(paper[row.cites])[row.label][1]
 
 
 def test_plot_series_are_table_runs() -> None:

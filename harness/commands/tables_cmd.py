@@ -34,4 +34,9 @@ def run(args: argparse.Namespace) -> int:
     )
     for path in write_tables(tables, Path(args.out)):
         print(path)
+    if any(spec.claims for spec in specs):
+        from harness.commands.claims_cmd import write_claims_for
+
+        for path in write_claims_for(args, Path(args.out).parent / "claims"):
+            print(path)
     return 0

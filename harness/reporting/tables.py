@@ -20,7 +20,6 @@ Nothing here writes files except :func:`write_tables`.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness.grid import Cell, expand
+from harness.record import record_metric
 from harness.specs import Row, RunSpec, Sweep, TableSpec, format_value, sweep_cell_key
 
 if TYPE_CHECKING:
@@ -79,15 +79,7 @@ class RenderedTable:
 
 
 # -- measured values ----------------------------------------------------------------------------------
-def _metric(record: Mapping[str, Any], scores: str, column: str) -> float | None:
-    if scores == "stsb_dev":
-        value = record.get("best_stsb_dev")
-    else:
-        value = ((record.get("final") or {}).get(scores) or {}).get(column)
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+_metric = record_metric
 
 
 def format_mean_std(values: Sequence[float]) -> str:

@@ -1,0 +1,49 @@
+"""``harness claims``: test the papers' claims on paired seeds (claims.md/.tex/.json + forest plot)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.commands.grid_cmd import add_common_report_arguments, add_override_arguments, overrides_from_args
+
+HELP = "test every table's claims on paired seeds: paper delta, measured interval, verdict"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("specs", nargs="*", metavar="SPEC", help="table specs (default: all in tables/)")
+    add_common_report_arguments(parser)
+    parser.add_argument("--out", default="results/claims", help="output folder (default results/claims)")
+    add_override_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.commands.common import check_spec_paths, check_writable_dir
+
+    check_spec_paths(args.specs)
+    out = check_writable_dir(args.out, "claims output folder")
+    for path in write_claims_for(args, out):
+        print(path)
+    return 0
+
+
+def write_claims_for(args: argparse.Namespace, out: Path) -> list[Path]:
+    """Build and write the claims of ``args.specs`` (shared with ``harness tables``)."""
+    from harness.paths import resolve_data_root
+    from harness.reporting.claims import build_claims, render_markdown, write_claims
+    from harness.specs import load_table_specs
+    from harness.store import RunStore
+
+    profile = args.profile or "cpu"
+    specs = [s for s in load_table_specs(args.specs) if s.claims]
+    results = build_claims(
+        specs,
+        RunStore(args.runs_dir),
+        profile,
+        overrides=overrides_from_args(args),
+        data_root=resolve_data_root(args.data_dir),
+    )
+    paths = write_claims(results, profile, out)
+    summary = render_markdown(results, profile).strip().splitlines()[-1]
+    print(f"{len(results)} claims: {summary.removeprefix('Totals: ')}")
+    return paths

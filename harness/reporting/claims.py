@@ -1,0 +1,256 @@
+"""Claims reporter: table specs' claims + run records -> claims.md, claims.tex, claims.json, forest plot.
+
+For every claim of every spec, under one profile: the paper's delta, the measured paired difference
+over seeds (mean and 95 % interval), the number of paired seeds, the verdict and the smallest
+difference this many seeds could detect at the observed spread (see :mod:`harness.claims`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.claims import ClaimResult, evaluate, seed_values
+from harness.grid import expand
+from harness.reporting.tables import index_records
+
+if TYPE_CHECKING:
+    from harness.specs import TableSpec
+    from harness.store import RunStore
+
+VERDICT_TEXT = {
+    "holds": "holds",
+    "reversed": "reversed",
+    "inconclusive": "inconclusive",
+    "1 seed": "1 seed: no interval",
+    "no data": "no finished runs",
+    "not run": "not run here",
+}
+
+
+def build_claims(
+    specs: Sequence[TableSpec],
+    store: RunStore,
+    profile: str,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    data_root: Path | None = None,
+) -> list[ClaimResult]:
+    """Evaluate every claim of ``specs`` on the store's finished records under ``profile``."""
+    plan = expand(specs, profile, seeds=1, overrides=overrides, data_root=data_root)
+    records = index_records(store)
+    cells = {(c.spec, c.key): c for c in plan.cells}
+    out: list[ClaimResult] = []
+    for spec in specs:
+        for claim in spec.claims:
+            values: list[dict[int, float]] = []
+            reasons: list[str] = []
+            for key in (claim.better, claim.worse):
+                cell = cells.get((spec.name, key))
+                if cell is None or cell.state != "run":
+                    state = cell.state if cell is not None else "missing"
+                    reasons.append(f"{key}: {state} ({cell.reason if cell is not None else 'no cell'})")
+                    values.append({})
+                    continue
+                values.append(seed_values(records.get(cell.group_id or "", []), spec.scores, claim.column))
+            out.append(evaluate(claim, values[0], values[1], "; ".join(reasons)))
+    return out
+
+
+def _num(value: float | None, digits: int = 2, sign: bool = True) -> str:
+    if value is None:
+        return "--"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def _interval(result: ClaimResult) -> str:
+    s = result.summary
+    if s.low is None or s.high is None:
+        return "--"
+    return f"[{s.low:+.2f}, {s.high:+.2f}]"
+
+
+def _rows(results: Sequence[ClaimResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        s = r.summary
+        rows.append(
+            [
+                r.claim.spec,
+                r.claim.text,
+                f"{r.claim.better} > {r.claim.worse}",
+                _num(r.claim.paper_delta),
+                _num(s.mean),
+                _interval(r),
+                str(s.n),
+                VERDICT_TEXT[s.verdict],
+                _num(s.mdd, sign=False),
+            ]
+        )
+    return rows
+
+
+HEADER = ["table", "claim", "cells", "paper delta", "measured", "95% CI", "seeds", "verdict", "MDD (80%)"]
+
+
+def render_markdown(results: Sequence[ClaimResult], profile: str) -> str:
+    """The claims as one Markdown table with a note on how to read it."""
+    lines = [
+        f"# Claims under profile {profile}",
+        "",
+        "Measured = mean of per-seed paired differences (better - worse, same seed on both sides); 95% CI = "
+        "Student-t interval; holds / reversed = the interval excludes 0 on the claimed / the other side; "
+        "MDD = the smallest true difference a two-sided paired t-test (alpha 0.05) detects with 80% power "
+        "at this many seeds and the observed spread.",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+    ]
+    for row in _rows(results):
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.summary.verdict] = counts.get(r.summary.verdict, 0) + 1
+    lines += ["", "Totals: " + ", ".join(f"{VERDICT_TEXT[k]} {v}" for k, v in sorted(counts.items()))]
+    return "\n".join(lines) + "\n"
+
+
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
+
+
+def _tex(text: str) -> str:
+    out = "".join(_LATEX.get(ch, ch) for ch in text)
+    for word, math in (("lambda", r"$\lambda$"), ("tau\\_DCL", r"$\tau_{\mathrm{DCL}}$")):
+        out = out.replace(word, math)
+    return out.replace("--", "-{}-").replace(">", r"$>$")
+
+
+def render_latex(results: Sequence[ClaimResult], profile: str) -> str:
+    """A booktabs table of the claims, scaled to the line width."""
+    cols = ["Table", "Claim", "Paper $\\Delta$", "Measured $\\Delta$", "95\\% CI", "$n$", "Verdict", "MDD"]
+    lines = [
+        "% Generated by `harness claims` from run records; do not edit by hand.",
+        "% needs \\usepackage{booktabs,graphicx}",
+        "\\begin{table*}[t]",
+        "\\centering",
+        "\\resizebox{\\linewidth}{!}{%",
+        "\\begin{tabular}{llrrlrlr}",
+        "\\toprule",
+        " & ".join(cols) + " \\\\",
+        "\\midrule",
+    ]
+    for row in _rows(results):
+        table, claim, _cells, paper, measured, ci, n, verdict, mdd = row
+        cells = [_tex(table), _tex(claim), paper, measured, ci, n, _tex(verdict), mdd]
+        lines.append(" & ".join(c.replace("--", "-{}-") if c == "--" else c for c in cells) + " \\\\")
+    lines += [
+        "\\bottomrule",
+        "\\end{tabular}}",
+        f"\\caption{{Claims of the papers tested on paired seeds (profile {_tex(profile)}). "
+        "Measured $\\Delta$: mean per-seed difference (better $-$ worse); 95\\% CI: Student-$t$; "
+        "MDD: smallest difference detectable with 80\\% power at this $n$ and spread.}",
+        "\\label{tab:claims}",
+        "\\end{table*}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(results: Sequence[ClaimResult], profile: str) -> dict[str, Any]:
+    """Every claim with its numbers, for other reporters (the HTML report)."""
+    return {
+        "profile": profile,
+        "claims": [
+            {
+                "spec": r.claim.spec,
+                "text": r.claim.text,
+                "better": r.claim.better,
+                "worse": r.claim.worse,
+                "column": r.claim.column,
+                "paper_delta": r.claim.paper_delta,
+                "n": r.summary.n,
+                "seeds": list(r.paired.seeds),
+                "unpaired_seeds": list(r.paired.unpaired),
+                "diffs": list(r.paired.diffs),
+                "mean": r.summary.mean,
+                "sd": r.summary.sd,
+                "ci95": [r.summary.low, r.summary.high],
+                "verdict": r.summary.verdict,
+                "mdd80": r.summary.mdd,
+                "reason": r.reason,
+            }
+            for r in results
+        ],
+    }
+
+
+def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> list[Path]:
+    """One line per claim: measured interval and mean, the paper's delta marked; PNG and PDF."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = list(results)
+    height = max(2.0, 0.28 * len(shown) + 1.2)
+    fig, ax = plt.subplots(figsize=(6.8, height))
+    colours = {"holds": "#1b7837", "reversed": "#b2182b", "inconclusive": "#555555"}
+    for i, r in enumerate(shown):
+        y = len(shown) - 1 - i
+        s = r.summary
+        colour = colours.get(s.verdict, "#999999")
+        if s.low is not None and s.high is not None:
+            ax.plot([s.low, s.high], [y, y], color=colour, linewidth=2)
+        if s.mean is not None:
+            ax.plot([s.mean], [y], "o", color=colour, markersize=4)
+        ax.plot(
+            [r.claim.paper_delta], [y], "D", markerfacecolor="none", markeredgecolor="#2166ac", markersize=5
+        )
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(shown)))
+    ax.set_yticklabels([f"{r.claim.spec}: {r.claim.text}" for r in reversed(shown)], fontsize=7)
+    ax.set_xlabel("difference, better - worse (points x 100)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_title(
+        f"Claims under profile {profile}: measured 95% CI (line), mean (dot), paper delta (diamond)",
+        fontsize=8,
+    )
+    fig.tight_layout()
+    paths = []
+    for suffix, dpi in ((".png", 300), (".pdf", None)):
+        path = stem.with_suffix(suffix)
+        fig.savefig(path, dpi=dpi)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def write_claims(results: Sequence[ClaimResult], profile: str, out_dir: Path) -> list[Path]:
+    """Write claims.md, claims.tex, claims.json and the forest plot (PNG, PDF) into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in (
+        ("claims.md", render_markdown(results, profile)),
+        ("claims.tex", render_latex(results, profile)),
+        ("claims.json", json.dumps(to_json(results, profile), indent=2) + "\n"),
+    ):
+        path = out_dir / name
+        path.write_text(text, encoding="utf-8")
+        paths.append(path)
+    paths += forest_plot(results, profile, out_dir / "claims_forest")
+    return paths
+
+
+__all__ = ["build_claims", "render_latex", "render_markdown", "to_json", "write_claims"]
