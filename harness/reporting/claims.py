@@ -204,7 +204,7 @@ def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> lis
     import matplotlib.pyplot as plt
 
     shown = list(results)
-    height = max(2.0, 0.28 * len(shown) + 1.2)
+    height = max(2.2, 0.28 * len(shown) + 1.4)
     fig, ax = plt.subplots(figsize=(6.8, height))
     colours = {"holds": "#1b7837", "reversed": "#b2182b", "inconclusive": "#555555"}
     for i, r in enumerate(shown):
@@ -221,13 +221,20 @@ def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> lis
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(shown)))
     ax.set_yticklabels([f"{r.claim.spec}: {r.claim.text}" for r in reversed(shown)], fontsize=7)
-    ax.set_xlabel("difference, better - worse (points x 100)", fontsize=8)
+    ax.set_ylim(-0.7, len(shown) - 0.3)
+    ax.set_xlabel("better - worse, paired by seed (score points)", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
-    ax.set_title(
-        f"Claims under profile {profile}: measured 95% CI (line), mean (dot), paper delta (diamond)",
-        fontsize=8,
-    )
-    fig.tight_layout()
+    ax.set_title(f"Claims, profile {profile}", fontsize=9)
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], color="#555555", linewidth=2, marker="o", markersize=4, label="measured mean, 95% CI"),
+        Line2D(
+            [], [], color="#2166ac", marker="D", markerfacecolor="none", linestyle="", label="paper delta"
+        ),
+    ]
+    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0.0, 0.45 / height, 1.0, 1.0))
     paths = []
     for suffix, dpi in ((".png", 300), (".pdf", None)):
         path = stem.with_suffix(suffix)
