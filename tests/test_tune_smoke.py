@@ -161,13 +161,27 @@ def test_progress_callback_pickles_even_after_print_is_replaced(
     assert progress.log is captured  # the live callback still logs where it was told to
 
 
-def test_a_local_grid_ignores_ray_address(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_local_grid_ignores_ray_address(tmp_path: Path) -> None:
     # A grid without --address starts its own Ray even when RAY_ADDRESS points elsewhere (or a head
-    # runs on this machine): ray.init() would otherwise try to join it and refuse num_cpus.
-    import ray
+    # runs on this machine): ray.init() would otherwise try to join it and refuse num_cpus. In a
+    # subprocess, so that no Ray session of this test process is reused.
+    import subprocess
+    import sys
 
-    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
-    with tune.ray_session(address=None, smoke=True):
-        assert ray.is_initialized()
-        assert ray.cluster_resources().get("CPU", 0) >= 1
-    assert not ray.is_initialized()
+    code = (
+        "import ray, harness.tune as t\n"
+        "with t.ray_session(address=None, smoke=True):\n"
+        "    assert ray.is_initialized() and ray.cluster_resources().get('CPU', 0) >= 1\n"
+        "print('ok')\n"
+    )
+    env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
