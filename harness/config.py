@@ -50,8 +50,10 @@ TRANSFER_MODES: tuple[str, ...] = typing.get_args(TransferMode)
 POST_WHITEN: tuple[str, ...] = typing.get_args(PostWhiten)
 PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
 
-NOT_IN_ID: frozenset[str] = frozenset({"profile", "corpus"})
-"""Fields that do not affect results: a label and a machine-specific path (``corpus_id`` is in)."""
+NOT_IN_ID: frozenset[str] = frozenset({"profile", "corpus", "final_tasks"})
+"""Fields that do not affect training: a label, a machine-specific path (``corpus_id`` is in), and
+which final tasks are scored (a grid asks each run for what the tables using it need; a finished
+record lacking a part a table needs is run again)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -200,22 +200,58 @@ def expand(
     for owner, key, run in extra:
         cells.append(resolver.resolve(owner, key, run))
     runs: dict[str, PlannedRun] = {}
+    needs: dict[str, set[str]] = {}
+    scores = {spec.name: spec.scores for spec in specs}
     for cell in cells:
         for cfg in cell.configs:
             run_id = cfg.run_id()
             planned = runs.setdefault(run_id, PlannedRun(cfg, run_id))
             planned.used_by.append(f"{cell.spec}: {cell.key}")
+            if cell.spec in scores:
+                needs.setdefault(run_id, set()).add(scores[cell.spec])
+    for run_id, planned in runs.items():
+        planned.config = _final_tasks_for(planned.config, needs.get(run_id, set()))
     return GridPlan(profile, resolver.seeds, resolver.base, cells, list(runs.values()))
 
 
+def _final_tasks_for(config: RunConfig, needs: set[str]) -> RunConfig:
+    """Score transfer tasks only for runs a transfer table uses (they cost minutes of CPU per run).
+
+    ``final_tasks`` is not part of the run id, so one run serves every table that uses it: ``all``
+    when a transfer table needs it, else ``sts`` where the profile said ``all``; a row's explicit
+    ``none`` or ``transfer`` is kept unless a table needs more.
+    """
+    tasks = config.final_tasks
+    if "transfer" in needs and tasks != "all":
+        tasks = "all" if ("sts" in needs or tasks == "sts") else "transfer"
+    elif "transfer" not in needs and needs and tasks == "all":
+        tasks = "sts"
+    return config if tasks == config.final_tasks else config.replace(final_tasks=tasks)
+
+
 def attach_status(plan: GridPlan, store: RunStore) -> GridPlan:
-    """Mark each planned run with the status of its record in ``store`` (``missing`` if none)."""
-    statuses: dict[str, str] = {}
-    for record in store.records():
-        statuses[str(record.get("run_id"))] = str(record.get("status"))
+    """Mark each planned run with the status of its record in ``store`` (``missing`` if none).
+
+    A finished record is also judged by what THIS plan needs (``final_tasks`` is not in the run id):
+    a record scored on STS only is ``missing`` for a run a transfer table uses. (A record missing
+    scores its own config asked for is left ``finished`` here; ``harness grid`` reports and re-runs
+    it.)
+    """
+    from harness.store import missing_scores
+
+    records = {str(r.get("run_id")): r for r in store.records()}
     for run in plan.runs:
-        status = statuses.get(run.run_id)
-        run.state = status if status in ("finished", "running", "failed") else "missing"  # type: ignore[assignment]
+        record = records.get(run.run_id)
+        status = record.get("status") if record is not None else None
+        run.state = status if status in ("finished", "running", "failed") else "missing"
+        if record is not None and run.state == "finished" and missing_scores(record) is None:
+            # complete for what it was asked; run again only if this plan asks for more
+            wanted = {
+                **record,
+                "config": {**(record.get("config") or {}), "final_tasks": run.config.final_tasks},
+            }
+            if missing_scores(wanted):
+                run.state = "missing"
     return plan
 
 

@@ -106,7 +106,6 @@ def test_same_config_same_id(data_root: Path) -> None:
         {"warmup_steps": 1},
         {"eval_pooler": "avg"},
         {"train_pooler": "avg"},
-        {"final_tasks": "all"},
         {"transfer_mode": "test"},
         {"post_whiten": "zca"},
         {"precision": "bf16"},

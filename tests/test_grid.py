@@ -210,3 +210,28 @@ def test_grid_and_tables_resolve_through_one_path(data_root: Path, monkeypatch: 
     spec = load_table_spec(Path("tables/whitenedcse_table4.toml"))
     build_tables([spec], RunStore(data_root / "runs"), "cpu", data_root=data_root)
     assert calls == ["settings"]  # 16 cells, one set of overrides: one resolution of the settings
+
+
+def test_transfer_is_scored_only_for_runs_a_transfer_table_uses(data_root: Path) -> None:
+    from harness.store import RunStore
+
+    (data_root / "corpus" / "wiki1m_for_simcse.txt").write_text(CORPUS_TEXT, encoding="utf-8")
+    specs = [load_table_spec(Path(f"tables/whitenedcse_table{i}.toml")) for i in (1, 2, 3)]
+    plan = expand(specs, "paper", data_root=data_root)  # the paper profile scores "all" by default
+    by_cell = {u: r for r in plan.runs for u in r.used_by}
+    shared = by_cell["whitenedcse_table1: WhitenedCSE-BERT-base"]
+    assert shared is by_cell["whitenedcse_table2: WhitenedCSE-BERT-base"]  # one run for both tables
+    assert shared.config.final_tasks == "all"  # Table 2 needs transfer
+    sts_only = by_cell["whitenedcse_table3: Group-whitening"]
+    assert sts_only.config.final_tasks == "sts"  # no transfer table uses it
+    # a run scored on STS only is not finished for a plan that needs transfer
+    store = RunStore(data_root / "runs")
+    record = dict(new_record(shared.config.replace(final_tasks="sts")))
+    record.update(status="finished", final={"sts": {"avg": 70.0}})
+    store.save(record)
+    assert record["run_id"] == shared.run_id
+    attach_status(plan, store)
+    assert shared.state == "missing"
+    record["final"] = {"sts": {"avg": 70.0}, "transfer": {"avg": 80.0}}
+    store.save(record)
+    assert attach_status(plan, store) and shared.state == "finished"
