@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +111,12 @@ def test_golden_tex_and_markdown(rendered: list[RenderedTable]) -> None:
 
 
 def _line(table: RenderedTable, label: str, kind: str = "measured") -> list[str]:
-    for line in table.lines:
-        if line.label == label and line.kind == kind:
-            return [f"{c.style}:{c.text}" for c in line.cells]
+    """The cells of the paper line labelled ``label`` or of the measured line just below it."""
+    for i, line in enumerate(table.lines):
+        if line.label == label and line.kind == "paper":
+            chosen = table.lines[i + 1] if kind == "measured" else line
+            assert chosen.kind == kind
+            return [f"{c.style}:{c.text}" for c in chosen.cells]
     raise KeyError(label)
 
 
@@ -126,7 +132,7 @@ def test_rows_table_cells(rendered: list[RenderedTable]) -> None:
     # failed / running records are ignored: the cell stays empty
     assert _line(rows, "+DCL") == [":--", ":--", ":--"]
     # paper numbers are ranked among themselves (quoted rows included), within the section
-    assert _line(rows, "paper", "paper")[:1] == [":39.70"]
+    assert _line(rows, "BERT-base (first-last avg.)", "paper")[:1] == [":39.70"]
     # a tie for best leaves no second place
     assert _line(rows, "BERT-base (first-last avg.)")[0] == ":30.11"
     quoted = [ln for ln in rows.lines if ln.kind == "quoted"]
@@ -245,3 +251,93 @@ def test_tables_and_plots_commands(tmp_path: Path, capsys: pytest.CaptureFixture
     assert (tmp_path / "plots" / "align_uniform_joint.pdf").is_file()
     assert main(["tables", "no_such_table", *common]) == 2
     assert "unknown table spec 'no_such_table'" in capsys.readouterr().err
+
+
+# -- LaTeX typography and fit ----------------------------------------------------------------------
+def test_latex_typography(rendered: list[RenderedTable]) -> None:
+    from harness.reporting.tables import latex_text
+
+    tex = render_latex(rendered[0])
+    # the own-method mark after a row end: `\\*` would be LaTeX's starred line break, swallowing it
+    assert not re.search(r"\\\\\s*\*", tex)
+    assert "{*}\\,SimCSE++-BERT-base" in tex
+    assert r"\texttt{harness grid report\_rows -{}-{}profile smoke}" in tex
+    assert "--profile" not in tex.split("\\begin{table}")[1]
+    assert "'paper'" not in tex and "`measured'" in tex
+    assert latex_text("'paper' lines") == "`paper' lines"
+    assert latex_text("lambda") == r"$\lambda$" and latex_text("lambda_dcl=0.1") == r"lambda\_dcl=0.1"
+    assert latex_text("tau_DCL = 5") == r"$\tau_{\mathrm{DCL}}$ = 5"
+    assert latex_text("Spearman x100, all") == r"Spearman $\times 100$, all"
+    assert latex_text("a -- b") == "a -- b"  # a real en dash stays one
+    assert latex_text("run --seeds 3") == "run -{}-{}seeds 3"
+    # several seeds: mean $\pm$ std with the seed count
+    assert r"61.00 $\pm$ 1.41$_{\,n=2}$" in tex
+    assert "ranked separately among measured numbers and among paper numbers" in tex
+
+
+def test_measured_lines_name_their_encoder(rendered: list[RenderedTable]) -> None:
+    from harness.reporting.tables import encoder_name
+
+    rows = rendered[0]
+    labels = [(ln.kind, ln.label) for ln in rows.lines if ln.kind in ("paper", "measured")]
+    # the paper line keeps the paper's label; the measured line below names encoder and profile
+    assert labels[2:4] == [
+        ("paper", "SimCSE-BERT-base"),
+        ("measured", "measured: random tiny encoder (smoke)"),
+    ]
+    assert encoder_name("minilm") == "all-MiniLM-L6-v2"
+    assert encoder_name("/models/my-encoder/") == "my-encoder"
+
+
+LATEX_DOC = r"""\documentclass[twocolumn]{article}
+\usepackage[T1]{fontenc}
+\usepackage{booktabs}
+\usepackage{graphicx}
+\hfuzz=0.5pt
+\begin{document}
+%s
+\end{document}
+"""
+
+
+def _pdflatex() -> str:
+    exe = shutil.which("pdflatex")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("pdflatex is missing in CI: .ci/run installs texlive-latex-base/-recommended")
+        pytest.skip("pdflatex not installed (CI installs it; see .ci/run)")
+    return exe
+
+
+def latex_problems(body: str, workdir: Path) -> list[str]:
+    """Compile ``body`` inside a two-column article; return LaTeX errors and overfull boxes."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "doc.tex").write_text(LATEX_DOC % body, encoding="utf-8")
+    proc = subprocess.run(
+        [_pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = (workdir / "doc.log").read_text(encoding="latin-1") if (workdir / "doc.log").exists() else ""
+    problems = [ln for ln in log.splitlines() if ln.startswith("!") or ln.startswith("Overfull")]
+    if proc.returncode and not problems:
+        problems.append(f"pdflatex exit status {proc.returncode}: {proc.stdout[-500:]}")
+    return problems
+
+
+def test_latex_check_catches_overfull_and_errors(tmp_path: Path) -> None:
+    wide = r"\noindent\hbox{" + "wide " * 40 + r"}\par"
+    assert any(p.startswith("Overfull") for p in latex_problems(wide, tmp_path / "wide"))
+    assert any(p.startswith("!") for p in latex_problems(r"\undefinedmacro", tmp_path / "err"))
+
+
+def test_every_table_compiles_and_fits_two_columns(rendered: list[RenderedTable], tmp_path: Path) -> None:
+    from harness.specs import load_table_specs
+
+    _pdflatex()
+    data_root = make_data_root(tmp_path / "real")
+    real = build_tables(load_table_specs(), RunStore(tmp_path / "real" / "runs"), "cpu", data_root=data_root)
+    body = "\n\\clearpage\n".join(render_latex(t) for t in [*rendered, *real])
+    assert latex_problems(body, tmp_path / "tex") == []
