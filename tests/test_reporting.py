@@ -341,3 +341,42 @@ def test_every_table_compiles_and_fits_two_columns(rendered: list[RenderedTable]
     real = build_tables(load_table_specs(), RunStore(tmp_path / "real" / "runs"), "cpu", data_root=data_root)
     body = "\n\\clearpage\n".join(render_latex(t) for t in [*rendered, *real])
     assert latex_problems(body, tmp_path / "tex") == []
+
+
+# -- STS aggregates in tables ------------------------------------------------------------------------
+AGG_RECORD = {
+    "final": {
+        "sts": {"STS12": 60.0, "STSBenchmark": 70.004, "avg": 65.0},
+        "sts_aggregates": {"STS12": {"all": 60.0, "mean": 58.126, "wmean": 59.5}},
+    }
+}
+
+
+def test_metric_reads_the_chosen_sts_aggregate() -> None:
+    from harness.reporting.tables import _metric
+
+    assert _metric(AGG_RECORD, "sts", "STS12") == 60.0
+    assert _metric(AGG_RECORD, "sts", "STS12", "mean") == 58.126
+    assert _metric(AGG_RECORD, "sts", "STS12", "wmean") == 59.5
+    assert _metric(AGG_RECORD, "sts", "STSBenchmark", "mean") == 70.004  # not an STS12-16 year
+    # avg recomputed the table's way: mean of the numbers rounded to 2 decimals
+    assert _metric(AGG_RECORD, "sts", "avg", "mean") == pytest.approx((58.13 + 70.0) / 2)
+    assert _metric(AGG_RECORD, "sts", "avg") == 65.0
+    old = {"final": {"sts": {"STS12": 60.0, "avg": 60.0}}}  # a record from before aggregates
+    assert _metric(old, "sts", "STS12", "mean") is None
+
+
+def test_spec_sts_aggregate_key(tmp_path: Path, rendered: list[RenderedTable]) -> None:
+    from harness.errors import ConfigError
+
+    text = (SPECS / "report_rows.toml").read_text(encoding="utf-8")
+    for value, ok in (('"wmean"', True), ('"median"', False)):
+        path = tmp_path / "agg.toml"
+        path.write_text(f"sts_aggregate = {value}\n" + text, encoding="utf-8")
+        if ok:
+            assert load_table_spec(path).sts_aggregate == "wmean"
+        else:
+            with pytest.raises(ConfigError, match=r"sts_aggregate.*median"):
+                load_table_spec(path)
+    assert load_table_spec(SPECS / "report_rows.toml").sts_aggregate == "all"
+    assert any("'all' aggregate" in n for n in rendered[0].notes)

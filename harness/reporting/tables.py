@@ -92,15 +92,40 @@ class RenderedTable:
 
 
 # -- measured values ----------------------------------------------------------------------------------
-def _metric(record: Mapping[str, Any], scores: str, column: str) -> float | None:
-    if scores == "stsb_dev":
-        value = record.get("best_stsb_dev")
-    else:
-        value = ((record.get("final") or {}).get(scores) or {}).get(column)
+STS_YEAR_COLUMNS: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16")
+AGGREGATE_TEXT: dict[str, str] = {
+    "all": "one Spearman over all subsets' pairs together",
+    "mean": "unweighted mean of the subsets' Spearman",
+    "wmean": "mean of the subsets' Spearman weighted by subset size",
+}
+
+
+def _finite(value: Any) -> float | None:
     if value is None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def _metric(record: Mapping[str, Any], scores: str, column: str, aggregate: str = "all") -> float | None:
+    """One number of a record; ``aggregate`` picks STS12-16's SentEval aggregate (all/mean/wmean).
+
+    ``final.sts`` holds "all"; the others come from ``final.sts_aggregates[year][aggregate]``, and
+    the ``avg`` column is then recomputed the table's way (mean of the numbers rounded to 2 decimals).
+    """
+    if scores == "stsb_dev":
+        return _finite(record.get("best_stsb_dev"))
+    final = record.get("final") or {}
+    if scores == "sts" and aggregate != "all":
+        if column in STS_YEAR_COLUMNS:
+            return _finite(((final.get("sts_aggregates") or {}).get(column) or {}).get(aggregate))
+        if column == "avg":
+            tasks = [t for t in (final.get("sts") or {}) if t != "avg"]
+            values = [_metric(record, scores, t, aggregate) for t in tasks]
+            if not values or any(v is None for v in values):
+                return None
+            return statistics.fmean(round(v, 2) for v in values if v is not None)
+    return _finite((final.get(scores) or {}).get(column))
 
 
 def format_mean_std(values: Sequence[float]) -> str:
@@ -112,14 +137,20 @@ def format_mean_std(values: Sequence[float]) -> str:
 
 
 def _measured(
-    cell: Cell | None, records: Mapping[str, list[Mapping[str, Any]]], scores: str, column: str
+    cell: Cell | None,
+    records: Mapping[str, list[Mapping[str, Any]]],
+    scores: str,
+    column: str,
+    aggregate: str = "all",
 ) -> Text:
     if cell is None or cell.state == "profile":
         return Text(MISSING)
     if cell.state == "n/a":
         return Text(f"n/a (d={cell.hidden_size})")
     values = [
-        v for r in records.get(cell.group_id or "", []) if (v := _metric(r, scores, column)) is not None
+        v
+        for r in records.get(cell.group_id or "", [])
+        if (v := _metric(r, scores, column, aggregate)) is not None
     ]
     if not values:
         return Text(MISSING)
@@ -169,9 +200,7 @@ def encoder_name(model: str) -> str:
     return ENCODER_NAMES.get(model, model.rstrip("/").rsplit("/", 1)[-1] or model)
 
 
-def measured_label(
-    cell: Cell | None, records: Mapping[str, list[Mapping[str, Any]]], profile: str
-) -> str:
+def measured_label(cell: Cell | None, records: Mapping[str, list[Mapping[str, Any]]], profile: str) -> str:
     """``measured: <encoder> (<profile>)``, the encoder taken from the records' ``config.model``."""
     models = sorted(
         {
@@ -207,7 +236,7 @@ def _row_lines(
         return [Line("quoted", row.label, _paper(row.paper), QUOTED_MARK, row.ours)]
     if cell is None or cell.state == "profile":
         return [Line("quoted", row.label, _paper(row.paper), PROFILE_MARK, row.ours)]
-    measured = [_measured(cell, records, spec.scores, c) for c in spec.columns]
+    measured = [_measured(cell, records, spec.scores, c, spec.sts_aggregate) for c in spec.columns]
     return [
         Line("paper", row.label, _paper(row.paper), "", row.ours),
         Line("measured", measured_label(cell, records, profile), measured),
@@ -223,7 +252,7 @@ def _sweep_lines(
 ) -> list[Line]:
     column = spec.columns[0]
     keyed = [cells.get(sweep_cell_key(sweep, v)) for v in sweep.values]
-    measured = [_measured(c, records, spec.scores, column) for c in keyed]
+    measured = [_measured(c, records, spec.scores, column, spec.sts_aggregate) for c in keyed]
     first = next((c for c in keyed if c is not None and c.state == "run"), None)
     return [
         Line("paper", sweep.label, _paper(sweep.paper), "", sweep.ours),
@@ -323,6 +352,11 @@ def build_table(
     if len(seeds) and max(seeds) > 1:
         notes.append(
             "Cells with several finished seeds show mean \u00b1 sample standard deviation over n seeds."
+        )
+    if spec.scores == "sts" and any(c in STS_YEAR_COLUMNS or c == "avg" for c in spec.columns):
+        notes.append(
+            f"Measured STS12-16: SentEval's '{spec.sts_aggregate}' aggregate "
+            f"({AGGREGATE_TEXT[spec.sts_aggregate]})."
         )
     if any(ln.marks == QUOTED_MARK for ln in lines):
         notes.append(f"{QUOTED_MARK} quoted from the paper: outside this harness, not run.")
@@ -462,7 +496,7 @@ def latex_text(text: str) -> str:
 
 
 LATEX_OURS_MARK = "{*}"
-"""The own-method mark in LaTeX: braced, so that ``\\\\`` on the line before cannot swallow it as ``\\\\*``."""
+"""The own-method mark in LaTeX, braced: after ``\\\\`` a bare ``*`` would be read as ``\\\\*``."""
 
 
 def _latex_cell(cell: Text) -> str:
