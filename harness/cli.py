@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 
-COMMANDS: tuple[str, ...] = ("eval", "train", "methods", "grid", "tables", "plots")
+COMMANDS: tuple[str, ...] = ("eval", "train", "methods", "grid", "tables", "plots", "report")
 
 
 def _load(name: str) -> Any:
