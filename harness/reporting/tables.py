@@ -555,7 +555,7 @@ def render_latex(table: RenderedTable) -> str:
     out += [
         r"\bottomrule",
         r"\end{tabular}}%",
-        r"\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\box0\fi",
+        r"\leavevmode\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\box0\fi",
         r"\par\smallskip",
         r"\begin{minipage}{0.97\linewidth}\footnotesize\raggedright",
         *(latex_text(n) + r"\par" for n in table.notes),
