@@ -496,3 +496,14 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a rendered page, not a blank one
     if out := os.environ.get("HARNESS_REPORT_SCREENSHOT"):
         shutil.copy(shot, out)
+
+
+def test_report_claims_from_json(tmp_path: Path) -> None:
+    from harness.reporting.report import claims_html
+
+    assert "No claims computed." in claims_html(tmp_path)
+    (tmp_path / "claims.json").write_text('{"claims": [{"id": "c1", "holds": true}]}', encoding="utf-8")
+    text = claims_html(tmp_path)
+    assert "&quot;id&quot;: &quot;c1&quot;" in text and "No claims" not in text
+    (tmp_path / "claims.md").write_text("markdown wins", encoding="utf-8")
+    assert "markdown wins" in claims_html(tmp_path)
