@@ -16,7 +16,17 @@ from typing import Any
 
 from harness.errors import HarnessError
 
-COMMANDS: tuple[str, ...] = ("eval", "train", "methods", "grid", "check", "tables", "claims", "plots")
+COMMANDS: tuple[str, ...] = (
+    "eval",
+    "train",
+    "methods",
+    "grid",
+    "check",
+    "tables",
+    "claims",
+    "plots",
+    "report",
+)
 
 
 def _load(name: str) -> Any:

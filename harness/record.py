@@ -17,6 +17,7 @@ import functools
 import math
 import platform
 import socket
+import statistics
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -104,19 +105,39 @@ def new_record(config: RunConfig) -> RunRecord:
     }
 
 
-def record_metric(record: Mapping[str, Any], scores: str, column: str) -> float | None:
-    """One number of a record: ``best_stsb_dev`` (``scores="stsb_dev"``) or ``final[scores][column]``.
+STS_YEAR_COLUMNS: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16")
 
-    None when the record lacks it or it is not finite.
-    """
-    if scores == "stsb_dev":
-        value = record.get("best_stsb_dev")
-    else:
-        value = ((record.get("final") or {}).get(scores) or {}).get(column)
+
+def _finite(value: Any) -> float | None:
     if value is None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def record_metric(
+    record: Mapping[str, Any], scores: str, column: str, aggregate: str = "all"
+) -> float | None:
+    """One number of a record: ``best_stsb_dev`` (``scores="stsb_dev"``) or ``final[scores][column]``.
+
+    ``aggregate`` picks STS12-16's SentEval aggregate (all/mean/wmean).
+
+    ``final.sts`` holds "all"; the others come from ``final.sts_aggregates[year][aggregate]``, and
+    the ``avg`` column is then recomputed the table's way (mean of the numbers rounded to 2 decimals).
+    """
+    if scores == "stsb_dev":
+        return _finite(record.get("best_stsb_dev"))
+    final = record.get("final") or {}
+    if scores == "sts" and aggregate != "all":
+        if column in STS_YEAR_COLUMNS:
+            return _finite(((final.get("sts_aggregates") or {}).get(column) or {}).get(aggregate))
+        if column == "avg":
+            tasks = [t for t in (final.get("sts") or {}) if t != "avg"]
+            values = [record_metric(record, scores, t, aggregate) for t in tasks]
+            if not values or any(v is None for v in values):
+                return None
+            return statistics.fmean(round(v, 2) for v in values if v is not None)
+    return _finite((final.get(scores) or {}).get(column))
 
 
 def provenance(device: str, threads: int) -> Provenance:

@@ -10,6 +10,7 @@ form that varies one method parameter over a list of values (one run per value):
     title = "Number of positives"
     scores = "sts"                           # sts | transfer | stsb_dev
     columns = ["avg"]                        # score keys (see SCORE_KEYS)
+    sts_aggregate = "all"                    # optional, scores = "sts": STS12-16 as all | mean | wmean
     column_labels = ["STS-Avg."]             # optional; defaults from COLUMN_LABELS
 
     [[rows]]                                 # a run row
@@ -99,8 +100,21 @@ PLOT_KINDS: tuple[str, ...] = ("trajectory", "joint")
 RESERVED_OVERRIDES: frozenset[str] = frozenset({"seed"})
 """RunConfig fields a spec may not override (beyond the ones no override may set): the grid sets seeds."""
 
-_TABLE_KEYS = {"cites", "title", "scores", "columns", "column_labels", "notes", "rows", "sweeps", "claims"}
+_TABLE_KEYS = {
+    "cites",
+    "title",
+    "scores",
+    "columns",
+    "column_labels",
+    "notes",
+    "rows",
+    "sweeps",
+    "sts_aggregate",
+    "claims",
+}
 _CLAIM_KEYS = {"better", "worse", "order", "best", "each", "over", "column", "text"}
+STS_AGGREGATES: tuple[str, ...] = ("all", "mean", "wmean")
+"""SentEval's STS12-16 aggregates a table can show (records: ``final.sts_aggregates``)."""
 _RUN_KEYS = {"method", "params", "overrides", "only_profiles", "profile_overrides"}
 _COMMON_ROW_KEYS = {"label", "paper", "section", "ours", "note"}
 _ROW_KEYS = _COMMON_ROW_KEYS | _RUN_KEYS | {"quoted", "cites"}
@@ -193,6 +207,7 @@ class TableSpec:
     sweeps: tuple[Sweep, ...] = ()
     notes: tuple[str, ...] = ()
     claims: tuple[Claim, ...] = ()
+    sts_aggregate: str = "all"
 
     def run_cells(self) -> list[tuple[str, RunSpec]]:
         """Every ``(cell key, run)`` of the table, in display order; keys are unique per table."""
@@ -379,6 +394,13 @@ def load_table_spec(path: str | Path) -> TableSpec:
     else:
         labels = tuple(COLUMN_LABELS.get(c, c) for c in columns)
     notes = tuple(ctx.typed(n, str, "notes") for n in ctx.typed(raw.get("notes", []), list, "notes"))
+    sts_aggregate = ctx.typed(raw.get("sts_aggregate", "all"), str, "sts_aggregate")
+    if sts_aggregate not in STS_AGGREGATES:
+        raise ctx.error(
+            "sts_aggregate", f"unknown aggregate {sts_aggregate!r}; choose one of {', '.join(STS_AGGREGATES)}"
+        )
+    if sts_aggregate != "all" and scores != "sts":
+        raise ctx.error("sts_aggregate", f'only a scores = "sts" table has STS aggregates, not {scores!r}')
 
     rows: list[Row] = []
     for i, r in enumerate(ctx.typed(raw.get("rows", []), list, "rows")):
@@ -433,6 +455,7 @@ def load_table_spec(path: str | Path) -> TableSpec:
         rows=tuple(rows),
         sweeps=tuple(sweeps),
         notes=notes,
+        sts_aggregate=sts_aggregate,
     )
     keys = [k for k, _ in spec.run_cells()] + [r.label for r in spec.rows if r.quoted]
     dupes = sorted({k for k in keys if keys.count(k) > 1})

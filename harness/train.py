@@ -244,7 +244,7 @@ def make_final_evaluator(token_lengths: LengthsFn | None = None) -> FinalEvaluat
 
     def final(embed: EmbedFn, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
         report = run_evaluation(embed, data_root, tasks, mode, token_lengths=token_lengths)
-        result: dict[str, Any] = dict(report.results)
+        result: dict[str, Any] = report.record()  # results + sts_aggregates (all/mean/wmean)
         return result
 
     return final

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +111,12 @@ def test_golden_tex_and_markdown(rendered: list[RenderedTable]) -> None:
 
 
 def _line(table: RenderedTable, label: str, kind: str = "measured") -> list[str]:
-    for line in table.lines:
-        if line.label == label and line.kind == kind:
-            return [f"{c.style}:{c.text}" for c in line.cells]
+    """The cells of the paper line labelled ``label`` or of the measured line just below it."""
+    for i, line in enumerate(table.lines):
+        if line.label == label and line.kind == "paper":
+            chosen = table.lines[i + 1] if kind == "measured" else line
+            assert chosen.kind == kind
+            return [f"{c.style}:{c.text}" for c in chosen.cells]
     raise KeyError(label)
 
 
@@ -126,7 +132,7 @@ def test_rows_table_cells(rendered: list[RenderedTable]) -> None:
     # failed / running records are ignored: the cell stays empty
     assert _line(rows, "+DCL") == [":--", ":--", ":--"]
     # paper numbers are ranked among themselves (quoted rows included), within the section
-    assert _line(rows, "paper", "paper")[:1] == [":39.70"]
+    assert _line(rows, "BERT-base (first-last avg.)", "paper")[:1] == [":39.70"]
     # a tie for best leaves no second place
     assert _line(rows, "BERT-base (first-last avg.)")[0] == ":30.11"
     quoted = [ln for ln in rows.lines if ln.kind == "quoted"]
@@ -246,3 +252,259 @@ def test_tables_and_plots_commands(tmp_path: Path, capsys: pytest.CaptureFixture
     assert (tmp_path / "plots" / "align_uniform_joint.pdf").is_file()
     assert main(["tables", "no_such_table", *common]) == 2
     assert "unknown table spec 'no_such_table'" in capsys.readouterr().err
+
+
+# -- LaTeX typography and fit ----------------------------------------------------------------------
+def test_latex_typography(rendered: list[RenderedTable]) -> None:
+    from harness.reporting.tables import latex_text
+
+    tex = render_latex(rendered[0])
+    # the own-method mark after a row end: `\\*` would be LaTeX's starred line break, swallowing it
+    assert not re.search(r"\\\\\s*\*", tex)
+    assert "{*}\\,SimCSE++-BERT-base" in tex
+    assert r"\texttt{harness grid report\_rows -{}-{}profile smoke}" in tex
+    assert "--profile" not in tex.split("\\begin{table}")[1]
+    assert "'paper'" not in tex and "`measured'" in tex
+    assert latex_text("'paper' lines") == "`paper' lines"
+    assert latex_text("lambda") == r"$\lambda$" and latex_text("lambda_dcl=0.1") == r"lambda\_dcl=0.1"
+    assert latex_text("tau_DCL = 5") == r"$\tau_{\mathrm{DCL}}$ = 5"
+    assert latex_text("Spearman x100, all") == r"Spearman $\times 100$, all"
+    assert latex_text("a -- b") == "a -- b"  # a real en dash stays one
+    assert latex_text("run --seeds 3") == "run -{}-{}seeds 3"
+    # several seeds: mean $\pm$ std with the seed count
+    assert r"61.00 $\pm$ 1.41$_{\,n=2}$" in tex
+    assert "ranked separately among measured numbers and among paper numbers" in tex
+
+
+def test_measured_lines_name_their_encoder(rendered: list[RenderedTable]) -> None:
+    from harness.reporting.tables import encoder_name
+
+    rows = rendered[0]
+    labels = [(ln.kind, ln.label) for ln in rows.lines if ln.kind in ("paper", "measured")]
+    # the paper line keeps the paper's label; the measured line below names encoder and profile
+    assert labels[2:4] == [
+        ("paper", "SimCSE-BERT-base"),
+        ("measured", "measured: random tiny encoder (smoke)"),
+    ]
+    assert encoder_name("minilm") == "all-MiniLM-L6-v2"
+    assert encoder_name("/models/my-encoder/") == "my-encoder"
+
+
+LATEX_DOC = r"""\documentclass[twocolumn]{article}
+\usepackage[T1]{fontenc}
+\usepackage{booktabs}
+\usepackage{graphicx}
+\hfuzz=0.5pt
+\begin{document}
+%s
+\end{document}
+"""
+
+
+def _pdflatex() -> str:
+    exe = shutil.which("pdflatex")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("pdflatex is missing in CI: .ci/run installs texlive-latex-base/-recommended")
+        pytest.skip("pdflatex not installed (CI installs it; see .ci/run)")
+    return exe
+
+
+def latex_problems(body: str, workdir: Path) -> list[str]:
+    """Compile ``body`` inside a two-column article; return LaTeX errors and overfull boxes."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "doc.tex").write_text(LATEX_DOC % body, encoding="utf-8")
+    proc = subprocess.run(
+        [_pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = (workdir / "doc.log").read_text(encoding="latin-1") if (workdir / "doc.log").exists() else ""
+    problems = [ln for ln in log.splitlines() if ln.startswith("!") or ln.startswith("Overfull")]
+    if proc.returncode and not problems:
+        problems.append(f"pdflatex exit status {proc.returncode}: {proc.stdout[-500:]}")
+    return problems
+
+
+def test_latex_check_catches_overfull_and_errors(tmp_path: Path) -> None:
+    wide = r"\noindent\hbox{" + "wide " * 40 + r"}\par"
+    assert any(p.startswith("Overfull") for p in latex_problems(wide, tmp_path / "wide"))
+    assert any(p.startswith("!") for p in latex_problems(r"\undefinedmacro", tmp_path / "err"))
+
+
+def test_every_table_compiles_and_fits_two_columns(rendered: list[RenderedTable], tmp_path: Path) -> None:
+    from harness.specs import load_table_specs
+
+    _pdflatex()
+    data_root = make_data_root(tmp_path / "real")
+    real = build_tables(load_table_specs(), RunStore(tmp_path / "real" / "runs"), "cpu", data_root=data_root)
+    body = "\n\\clearpage\n".join(render_latex(t) for t in [*rendered, *real])
+    assert latex_problems(body, tmp_path / "tex") == []
+
+
+# -- STS aggregates in tables ------------------------------------------------------------------------
+AGG_RECORD = {
+    "final": {
+        "sts": {"STS12": 60.0, "STSBenchmark": 70.004, "avg": 65.0},
+        "sts_aggregates": {"STS12": {"all": 60.0, "mean": 58.126, "wmean": 59.5}},
+    }
+}
+
+
+def test_metric_reads_the_chosen_sts_aggregate() -> None:
+    from harness.reporting.tables import _metric
+
+    assert _metric(AGG_RECORD, "sts", "STS12") == 60.0
+    assert _metric(AGG_RECORD, "sts", "STS12", "mean") == 58.126
+    assert _metric(AGG_RECORD, "sts", "STS12", "wmean") == 59.5
+    assert _metric(AGG_RECORD, "sts", "STSBenchmark", "mean") == 70.004  # not an STS12-16 year
+    # avg recomputed the table's way: mean of the numbers rounded to 2 decimals
+    assert _metric(AGG_RECORD, "sts", "avg", "mean") == pytest.approx((58.13 + 70.0) / 2)
+    assert _metric(AGG_RECORD, "sts", "avg") == 65.0
+    old = {"final": {"sts": {"STS12": 60.0, "avg": 60.0}}}  # a record from before aggregates
+    assert _metric(old, "sts", "STS12", "mean") is None
+
+
+def test_spec_sts_aggregate_key(tmp_path: Path, rendered: list[RenderedTable]) -> None:
+    from harness.errors import ConfigError
+
+    text = (SPECS / "report_rows.toml").read_text(encoding="utf-8")
+    for value, ok in (('"wmean"', True), ('"median"', False)):
+        path = tmp_path / "agg.toml"
+        path.write_text(f"sts_aggregate = {value}\n" + text, encoding="utf-8")
+        if ok:
+            assert load_table_spec(path).sts_aggregate == "wmean"
+        else:
+            with pytest.raises(ConfigError, match=r"sts_aggregate.*median"):
+                load_table_spec(path)
+    assert load_table_spec(SPECS / "report_rows.toml").sts_aggregate == "all"
+    assert any("'all' aggregate" in n for n in rendered[0].notes)
+
+
+# -- HTML report --------------------------------------------------------------------------------------
+def _report_inputs(tmp_path: Path, *, claims: bool) -> tuple[Path, Path]:
+    """Runs (fixture records, one with a provenance block) and a results folder with plots."""
+    data_root = make_data_root(tmp_path)
+    runs = tmp_path / "runs"
+    store = RunStore(runs)
+    fill_store(store, data_root)
+    first = store.records()[0]
+    first["provenance"] = {"torch": "2.x-test", "git_commit": "abc123"}
+    store.save(first)
+    results = tmp_path / "results"
+    write_plots(load_plot_specs(), store, "smoke", results / "plots", data_root=data_root)
+    (results / "plots" / "tiny.svg").write_text(
+        '<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">'
+        '<rect width="10" height="10"/></svg>',
+        encoding="utf-8",
+    )
+    if claims:
+        (results / "claims").mkdir(parents=True)
+        (results / "claims" / "claims.md").write_text("# Claims\n\n- claim <one> holds\n", encoding="utf-8")
+    return runs, results
+
+
+def _run_report(tmp_path: Path, claims: bool) -> tuple[str, Path]:
+    runs, results = _report_inputs(tmp_path, claims=claims)
+    data_root = tmp_path / "data"
+    argv = ["report", *(str(SPECS / f"{n}.toml") for n in ("report_rows", "report_sweep"))]
+    argv += ["--profile", "smoke", "--runs-dir", str(runs), "--data-dir", str(data_root)]
+    assert main([*argv, "--results", str(results)]) == 0
+    path = results / "report.html"
+    return path.read_text(encoding="utf-8"), path
+
+
+def test_report_html_structure(tmp_path: Path) -> None:
+    from html.parser import HTMLParser
+
+    text, _ = _run_report(tmp_path, claims=True)
+
+    class Collect(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            self.tags.append((tag, dict(attrs)))
+
+    parser = Collect()
+    parser.feed(text)
+    tags = parser.tags
+    # self-contained: no external stylesheet, script or image; plots embedded
+    assert not [t for t, a in tags if t in ("link", "script")]
+    images = [a.get("src") or "" for t, a in tags if t == "img"]
+    assert len(images) == 2 and all(s.startswith("data:image/png;base64,") for s in images)
+    assert "<svg" in text and "<?xml" not in text
+    fetched = [v or "" for _, a in tags for k, v in a.items() if k in ("src", "href", "xlink:href")]
+    assert fetched and all(v.startswith(("data:", "#")) for v in fetched), fetched
+    assert "url(" not in text and "@import" not in text
+    # every table, paper line beside the measured line with its encoder and the seed count
+    sections = [a.get("id") for t, a in tags if t == "section"]
+    assert sections == ["table-report_rows", "table-report_sweep"]
+    assert text.count('<tr class="measured">') == 4 + 3
+    assert "measured: random tiny encoder (smoke)" in text
+    assert '<td class="best">61.00 \u00b1 1.41 <span class="n">(n = 2)</span></td>' in text
+    assert "* SimCSE++-BERT-base" in text
+    assert "(run <code>harness grid report_rows --profile smoke</code>)" in text
+    # the claims file (escaped) and every run's provenance
+    assert "claim &lt;one&gt; holds" in text and "No claims computed" not in text
+    runs = [a.get("id") for t, a in tags if t == "details"]
+    assert len(runs) == len(RunStore(tmp_path / "runs").records())
+    for key in ("provenance.torch", "provenance.git_commit", "code_version", "host", "config"):
+        assert f"<td>{key}</td>" in text
+
+
+def test_report_without_claims_says_so(tmp_path: Path) -> None:
+    text, _ = _run_report(tmp_path, claims=False)
+    assert "No claims computed." in text
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if exe := shutil.which(name):
+            return exe
+    if os.environ.get("CI"):
+        pytest.fail("chromium is missing in CI: .ci/run installs the Debian chromium package")
+    pytest.skip("chromium not installed (CI installs it; see .ci/run)")
+    return None
+
+
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    exe = _chromium()
+    assert exe is not None
+    _, path = _run_report(tmp_path, claims=True)
+    shot = tmp_path / "report.png"
+    proc = subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1280,2400",
+            f"--screenshot={shot}",
+            path.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a rendered page, not a blank one
+    if out := os.environ.get("HARNESS_REPORT_SCREENSHOT"):
+        shutil.copy(shot, out)
+
+
+def test_report_claims_from_json(tmp_path: Path) -> None:
+    from harness.reporting.report import claims_html
+
+    assert "No claims computed." in claims_html(tmp_path)
+    (tmp_path / "claims.json").write_text('{"claims": [{"id": "c1", "holds": true}]}', encoding="utf-8")
+    text = claims_html(tmp_path)
+    assert "&quot;id&quot;: &quot;c1&quot;" in text and "No claims" not in text
+    (tmp_path / "claims.md").write_text("markdown wins", encoding="utf-8")
+    assert "markdown wins" in claims_html(tmp_path)

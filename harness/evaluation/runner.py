@@ -13,13 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
-from harness.evaluation.sts import BATCH_SIZE, EmbedFn, LengthsFn, run_sts
+from harness.evaluation.sts import BATCH_SIZE, STS_YEARS, EmbedFn, LengthsFn, run_sts
 from harness.paths import senteval_dir
 
 if TYPE_CHECKING:
     from harness.encoder import SentenceEncoder
 
 TASK_GROUPS: tuple[str, ...] = ("sts", "transfer", "all")
+STS_AGGREGATES: tuple[str, ...] = ("all", "mean", "wmean")
+"""SentEval's aggregates over an STS12-16 year's subsets (see :meth:`EvaluationReport.sts_aggregates`)."""
 MODES: tuple[str, ...] = ("test", "fasttest")
 
 
@@ -72,6 +74,29 @@ class EvaluationReport:
     results: dict[str, dict[str, float]]
     details: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+
+    def sts_aggregates(self) -> dict[str, dict[str, float]]:
+        """SentEval's three STS12-16 aggregates of the Spearman correlation, percent, unrounded.
+
+        ``{"STS12": {"all": ..., "mean": ..., "wmean": ...}, ...}`` for the years evaluated: "all" is
+        one Spearman over every subset's pairs together (the number in ``results["sts"]``), "mean"
+        the unweighted mean of the subsets' Spearman, "wmean" their mean weighted by subset size.
+        Empty when STS did not run.
+        """
+        details = self.details.get("sts", {})
+        return {
+            task: {agg: float(details[task][agg]["spearman"]) for agg in STS_AGGREGATES}
+            for task in STS_YEARS
+            if isinstance(details.get(task), dict) and "all" in details[task]
+        }
+
+    def record(self) -> dict[str, Any]:
+        """What a run record keeps as ``final``: :attr:`results` plus ``sts_aggregates`` when STS ran."""
+        out: dict[str, Any] = dict(self.results)
+        aggregates = self.sts_aggregates()
+        if aggregates:
+            out["sts_aggregates"] = aggregates
+        return out
 
 
 def run_evaluation(

@@ -20,6 +20,7 @@ Nothing here writes files except :func:`write_tables`.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness.grid import Cell, expand
-from harness.record import record_metric
+from harness.record import STS_YEAR_COLUMNS, record_metric
 from harness.specs import Row, RunSpec, Sweep, TableSpec, format_value, sweep_cell_key
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ class Text:
     text: str
     style: Style = ""
     value: float | None = None
+    seeds: int = 1
+    """Finished seeds behind the number (the renderers print ``n = seeds`` when above one)."""
 
 
 @dataclass
@@ -79,6 +82,13 @@ class RenderedTable:
 
 
 # -- measured values ----------------------------------------------------------------------------------
+AGGREGATE_TEXT: dict[str, str] = {
+    "all": "one Spearman over all subsets' pairs together",
+    "mean": "unweighted mean of the subsets' Spearman",
+    "wmean": "mean of the subsets' Spearman weighted by subset size",
+}
+
+
 _metric = record_metric
 
 
@@ -91,19 +101,25 @@ def format_mean_std(values: Sequence[float]) -> str:
 
 
 def _measured(
-    cell: Cell | None, records: Mapping[str, list[Mapping[str, Any]]], scores: str, column: str
+    cell: Cell | None,
+    records: Mapping[str, list[Mapping[str, Any]]],
+    scores: str,
+    column: str,
+    aggregate: str = "all",
 ) -> Text:
     if cell is None or cell.state == "profile":
         return Text(MISSING)
     if cell.state == "n/a":
         return Text(f"n/a (d={cell.hidden_size})")
     values = [
-        v for r in records.get(cell.group_id or "", []) if (v := _metric(r, scores, column)) is not None
+        v
+        for r in records.get(cell.group_id or "", [])
+        if (v := _metric(r, scores, column, aggregate)) is not None
     ]
     if not values:
         return Text(MISSING)
     mean = statistics.fmean(values)
-    return Text(format_mean_std(values), value=round(mean, 2))
+    return Text(format_mean_std(values), value=round(mean, 2), seeds=len(values))
 
 
 def _paper(values: Sequence[float]) -> list[Text]:
@@ -135,6 +151,34 @@ def _rank_block(lines: Sequence[Line], kinds: tuple[LineKind, ...], by_column: b
         _rank([c for ln in chosen for c in ln.cells])
 
 
+ENCODER_NAMES: dict[str, str] = {
+    "minilm": "all-MiniLM-L6-v2",
+    "bert-base-uncased": "BERT-base",
+    "random:tiny": "random tiny encoder",
+}
+"""Display names of the profiles' encoders (others show the last part of their name or path)."""
+
+
+def encoder_name(model: str) -> str:
+    """A short display name for a ``config.model`` value."""
+    return ENCODER_NAMES.get(model, model.rstrip("/").rsplit("/", 1)[-1] or model)
+
+
+def measured_label(cell: Cell | None, records: Mapping[str, list[Mapping[str, Any]]], profile: str) -> str:
+    """``measured: <encoder> (<profile>)``, the encoder taken from the records' ``config.model``."""
+    models = sorted(
+        {
+            str(m)
+            for r in records.get((cell.group_id if cell else None) or "", [])
+            if (m := (r.get("config") or {}).get("model"))
+        }
+    )
+    if not models and cell is not None and cell.configs:
+        models = [cell.configs[0].model]
+    names = ", ".join(encoder_name(m) for m in models) or "no run"
+    return f"measured: {names} ({profile})"
+
+
 # -- building --------------------------------------------------------------------------------------
 def index_records(store: RunStore) -> dict[str, list[Mapping[str, Any]]]:
     """Finished records by group id (all seeds of one configuration together)."""
@@ -146,29 +190,37 @@ def index_records(store: RunStore) -> dict[str, list[Mapping[str, Any]]]:
 
 
 def _row_lines(
-    spec: TableSpec, row: Row, cell: Cell | None, records: Mapping[str, list[Mapping[str, Any]]]
+    spec: TableSpec,
+    row: Row,
+    cell: Cell | None,
+    records: Mapping[str, list[Mapping[str, Any]]],
+    profile: str,
 ) -> list[Line]:
     if row.run is None:
         return [Line("quoted", row.label, _paper(row.paper), QUOTED_MARK, row.ours)]
     if cell is None or cell.state == "profile":
         return [Line("quoted", row.label, _paper(row.paper), PROFILE_MARK, row.ours)]
-    measured = [_measured(cell, records, spec.scores, c) for c in spec.columns]
+    measured = [_measured(cell, records, spec.scores, c, spec.sts_aggregate) for c in spec.columns]
     return [
-        Line("measured", row.label, measured, "", row.ours),
-        Line("paper", "paper", _paper(row.paper)),
+        Line("paper", row.label, _paper(row.paper), "", row.ours),
+        Line("measured", measured_label(cell, records, profile), measured),
     ]
 
 
 def _sweep_lines(
-    spec: TableSpec, sweep: Sweep, cells: Mapping[str, Cell], records: Mapping[str, list[Mapping[str, Any]]]
+    spec: TableSpec,
+    sweep: Sweep,
+    cells: Mapping[str, Cell],
+    records: Mapping[str, list[Mapping[str, Any]]],
+    profile: str,
 ) -> list[Line]:
     column = spec.columns[0]
-    measured = [
-        _measured(cells.get(sweep_cell_key(sweep, v)), records, spec.scores, column) for v in sweep.values
-    ]
+    keyed = [cells.get(sweep_cell_key(sweep, v)) for v in sweep.values]
+    measured = [_measured(c, records, spec.scores, column, spec.sts_aggregate) for c in keyed]
+    first = next((c for c in keyed if c is not None and c.state == "run"), None)
     return [
-        Line("measured", sweep.label, measured, "", sweep.ours),
-        Line("paper", "paper", _paper(sweep.paper)),
+        Line("paper", sweep.label, _paper(sweep.paper), "", sweep.ours),
+        Line("measured", measured_label(first, records, profile), measured),
     ]
 
 
@@ -225,7 +277,7 @@ def build_table(
                 lines.append(Line("rule"))
             block = []
             for row in section:
-                block.extend(_row_lines(spec, row, by_key.get(row.label), records))
+                block.extend(_row_lines(spec, row, by_key.get(row.label), records, profile))
             _rank_block(block, ("measured",), by_column=True)
             _rank_block(block, ("paper", "quoted"), by_column=True)
             lines.extend(block)
@@ -244,7 +296,7 @@ def build_table(
                 lines.append(Line("header", sweep.header, [Text(format_value(v)) for v in sweep.values]))
                 block = []
                 previous = head
-            new = _sweep_lines(spec, sweep, by_key, records)
+            new = _sweep_lines(spec, sweep, by_key, records, profile)
             block.extend(new)
             lines.extend(new)
         _rank_block(block, ("measured",), by_column=False)
@@ -256,12 +308,21 @@ def build_table(
     )
     if reference is not None:
         notes.append(_profile_note(reference, max(seeds) if seeds else 0))
+    scope = "per column and section" if spec.rows else "per section"
     notes.append(
-        "Measured lines: this harness; 'paper' lines: the numbers "
-        f"{spec.cites} reports. Bold = best, underlined = second, per column and section."
+        f"Labelled lines: the numbers {spec.cites} reports; 'measured' lines: this harness, with the "
+        "encoder and profile they ran on. Bold = best, underlined = second, ranked separately among "
+        f"measured numbers and among paper numbers, {scope}."
     )
     if len(seeds) and max(seeds) > 1:
-        notes.append("Cells with several finished seeds show mean \u00b1 sample standard deviation.")
+        notes.append(
+            "Cells with several finished seeds show mean \u00b1 sample standard deviation over n seeds."
+        )
+    if spec.scores == "sts" and any(c in STS_YEAR_COLUMNS or c == "avg" for c in spec.columns):
+        notes.append(
+            f"Measured STS12-16: SentEval's '{spec.sts_aggregate}' aggregate "
+            f"({AGGREGATE_TEXT[spec.sts_aggregate]})."
+        )
     if any(ln.marks == QUOTED_MARK for ln in lines):
         notes.append(f"{QUOTED_MARK} quoted from the paper: outside this harness, not run.")
     if any(ln.marks == PROFILE_MARK for ln in lines):
@@ -354,8 +415,56 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
 
 
+_CODE = re.compile(r"`([^`]+)`")
+_TYPOGRAPHY = re.compile(
+    r"(?P<tau>\btau_DCL\b)|(?P<lam>\blambda\b)|(?P<times>\bx ?100\b)"
+    r"|(?P<dashes>--+(?=[A-Za-z]))|(?P<quote>(?<![\w`])'(?=\w))"
+)
+_TYPOGRAPHY_LATEX = {
+    "tau": r"$\tau_{\mathrm{DCL}}$",
+    "lam": r"$\lambda$",
+    "times": r"$\times 100$",
+    "quote": "`",
+}
+
+
+def _latex_plain(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for m in _TYPOGRAPHY.finditer(text):
+        out.append(latex_escape(text[pos : m.start()]))
+        kind = m.lastgroup or ""
+        out.append("-{}" * len(m.group()) if kind == "dashes" else _TYPOGRAPHY_LATEX[kind])
+        pos = m.end()
+    out.append(latex_escape(text[pos:]))
+    return "".join(out)
+
+
+def latex_text(text: str) -> str:
+    """Escape ``text`` for LaTeX and typeset it the way the papers print it.
+
+    ``code`` spans become ``\\texttt`` with dashes kept apart (``--profile`` would otherwise be an
+    en dash); an opening quote is a backquote (``'paper'`` -> `` `paper' ``); ``lambda`` and
+    ``tau_DCL`` are math; ``x100`` is ``$\\times 100$``.
+    """
+    out: list[str] = []
+    pos = 0
+    for m in _CODE.finditer(text):
+        out.append(_latex_plain(text[pos : m.start()]))
+        out.append(r"\texttt{" + latex_escape(m.group(1)).replace("-", "-{}") + "}")
+        pos = m.end()
+    out.append(_latex_plain(text[pos:]))
+    return "".join(out)
+
+
+LATEX_OURS_MARK = "{*}"
+"""The own-method mark in LaTeX, braced: after ``\\\\`` a bare ``*`` would be read as ``\\\\*``."""
+
+
 def _latex_cell(cell: Text) -> str:
-    text = latex_escape(cell.text)
+    text = latex_text(cell.text)
+    if cell.seeds > 1:
+        text += rf"$_{{\,n={cell.seeds}}}$"
     if cell.style == "best":
         return rf"\textbf{{{text}}}"
     if cell.style == "second":
@@ -364,11 +473,11 @@ def _latex_cell(cell: Text) -> str:
 
 
 def _latex_label(line: Line) -> str:
-    if line.kind == "paper":
-        return r"\quad\textit{paper}"
-    label = latex_escape(line.label)
+    if line.kind == "measured":
+        return r"\quad\textit{" + latex_text(line.label) + "}"
+    label = latex_text(line.label)
     if line.ours:
-        label = f"{OURS_MARK} {label}"
+        label = f"{LATEX_OURS_MARK}\\,{label}"
     if line.marks:
         label += latex_escape(line.marks)
     return label
@@ -380,14 +489,16 @@ def render_latex(table: RenderedTable) -> str:
     out = [
         "% Generated by `harness tables` from run records; do not edit by hand.",
         f"% spec: {table.spec_path}; cites: {table.cites}; profile: {table.profile}",
-        "% needs \\usepackage{booktabs}",
+        "% needs \\usepackage{booktabs} and \\usepackage{graphicx}",
         *(f"% {c}" for c in table.comments),
         r"\begin{table}[t]",
         r"\centering",
         r"\small",
+        "% shrunk to \\linewidth only when its natural width exceeds it",
+        r"\setbox0=\hbox{%",
         r"\begin{tabular}{l" + "c" * (ncols - 1) + "}",
         r"\toprule",
-        " & ".join(latex_escape(h) for h in table.header) + r" \\",
+        " & ".join(latex_text(h) for h in table.header) + r" \\",
         r"\midrule",
     ]
     for line in table.lines:
@@ -395,7 +506,7 @@ def render_latex(table: RenderedTable) -> str:
             out.append(r"\midrule")
             continue
         if line.kind == "header":
-            cells = [latex_escape(line.label), *(latex_escape(c.text) for c in line.cells)]
+            cells = [latex_text(line.label), *(latex_text(c.text) for c in line.cells)]
             cells += [""] * (ncols - len(cells))
             out.append(" & ".join(cells) + r" \\")
             out.append(r"\cmidrule(lr){2-" + str(ncols) + "}")
@@ -405,13 +516,14 @@ def render_latex(table: RenderedTable) -> str:
         out.append(" & ".join(cells) + r" \\")
     out += [
         r"\bottomrule",
-        r"\end{tabular}",
+        r"\end{tabular}}%",
+        r"\leavevmode\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\box0\fi",
         r"\par\smallskip",
-        r"\begin{minipage}{0.97\linewidth}\footnotesize",
-        *(latex_escape(n) + r"\par" for n in table.notes),
+        r"\begin{minipage}{0.97\linewidth}\footnotesize\raggedright",
+        *(latex_text(n) + r"\par" for n in table.notes),
         r"\end{minipage}",
-        rf"\caption{{{latex_escape(table.title)} ({latex_escape(table.cites)}; "
-        rf"profile {latex_escape(table.profile)}).}}",
+        rf"\caption{{{latex_text(table.title)} ({latex_text(table.cites)}; "
+        rf"profile {latex_text(table.profile)}).}}",
         rf"\label{{tab:{table.name}}}",
         r"\end{table}",
     ]
@@ -424,7 +536,7 @@ def _md_escape(text: str) -> str:
 
 
 def _md_cell(cell: Text) -> str:
-    text = _md_escape(cell.text)
+    text = _md_escape(cell.text) + (f" (n = {cell.seeds})" if cell.seeds > 1 else "")
     if cell.style == "best":
         return f"**{text}**"
     if cell.style == "second":
@@ -449,8 +561,8 @@ def render_markdown(table: RenderedTable) -> str:
         if line.kind == "header":
             cells = [f"*{_md_escape(line.label)}*", *(f"*{_md_escape(c.text)}*" for c in line.cells)]
         else:
-            if line.kind == "paper":
-                label = "&nbsp;&nbsp;_paper_"
+            if line.kind == "measured":
+                label = f"&nbsp;&nbsp;_{_md_escape(line.label)}_"
             else:
                 label = (
                     (f"{OURS_MARK} " if line.ours else "").replace("*", "\\*")

@@ -338,3 +338,41 @@ def test_reference_values(senteval: Path, exact_batches: bool) -> None:
     scores = evaluate_sts(embed, senteval, exact_batches=exact_batches, token_lengths=token_lengths)
     for task, want in REFERENCE.items():
         assert scores[task] == pytest.approx(want, abs=TOLERANCE), task
+
+
+# -- STS12-16 aggregates ------------------------------------------------------------------------------
+def test_year_aggregates_by_hand() -> None:
+    from harness.evaluation.sts import _year_details
+
+    # subset a: 3 pairs, perfectly ranked (+100); subset b: 4 pairs, reversed (-100)
+    a = (np.array([0.1, 0.2, 0.3]), np.array([1.0, 2.0, 3.0]))
+    b = (np.array([0.1, 0.2, 0.3, 0.4]), np.array([4.0, 3.0, 2.0, 1.0]))
+    details = _year_details({"a": a, "b": b})
+    assert details["a"]["spearman"] == pytest.approx(100.0)
+    assert details["b"]["spearman"] == pytest.approx(-100.0)
+    assert details["mean"]["spearman"] == pytest.approx(0.0)  # (100 - 100) / 2
+    assert details["wmean"]["spearman"] == pytest.approx((3 * 100 - 4 * 100) / 7)  # -14.29
+    # "all": one Spearman over the 7 pairs together; by hand, pred ranks 1.5 3.5 5.5 1.5 3.5 5.5 7
+    # against gold ranks 1.5 3.5 5.5 7 5.5 3.5 1.5
+    pred = [1.5, 3.5, 5.5, 1.5, 3.5, 5.5, 7.0]
+    gold = [1.5, 3.5, 5.5, 7.0, 5.5, 3.5, 1.5]
+    assert details["all"]["spearman"] == pytest.approx(100 * np.corrcoef(pred, gold)[0, 1])
+    assert details["all"]["n"] == 7
+
+
+def test_evaluation_record_keeps_all_three_aggregates(mini_senteval: Path) -> None:
+    from harness.evaluation.runner import EvaluationReport
+
+    sts = run_sts(bag_of_words, mini_senteval)
+    report = EvaluationReport(results={"sts": sts.scores}, details={"sts": sts.details})
+    record = report.record()
+    assert record["sts"] == sts.scores  # STS12 = "all", unchanged for old readers
+    assert set(record["sts_aggregates"]) == set(STS_YEARS)
+    for year, (_, subsets) in STS_YEARS.items():
+        per = [sts.details[year][s]["spearman"] for s in subsets]
+        sizes = [sts.details[year][s]["n"] for s in subsets]
+        agg = record["sts_aggregates"][year]
+        assert agg["all"] == sts.scores[year]
+        assert agg["mean"] == pytest.approx(sum(per) / len(per))
+        assert agg["wmean"] == pytest.approx(sum(p * n for p, n in zip(per, sizes)) / sum(sizes))
+    assert "sts_aggregates" not in EvaluationReport(results={"transfer": {"MR": 1.0}}).record()

@@ -1,0 +1,45 @@
+"""``harness report``: one self-contained HTML page with every table, the claims, plots and provenance."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.commands.grid_cmd import add_common_report_arguments, add_override_arguments, overrides_from_args
+
+HELP = "write results/report.html: every table, the claims, the plots and each run's provenance"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("specs", nargs="*", metavar="SPEC", help="table specs (default: all in tables/)")
+    add_common_report_arguments(parser)
+    parser.add_argument(
+        "--results", default="results", help="folder holding claims/ and plots/ (default results)"
+    )
+    parser.add_argument("--out", default=None, help="the HTML file (default <results>/report.html)")
+    add_override_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.paths import resolve_data_root
+    from harness.reporting.report import render_report, write_report
+    from harness.reporting.tables import build_tables
+    from harness.specs import load_table_specs
+    from harness.store import RunStore
+
+    profile = args.profile or "cpu"
+    store = RunStore(args.runs_dir)
+    tables = build_tables(
+        load_table_specs(args.specs),
+        store,
+        profile,
+        overrides=overrides_from_args(args),
+        data_root=resolve_data_root(args.data_dir),
+    )
+    results = Path(args.results)
+    records = [r for r in store.records() if (r.get("config") or {}).get("profile") == profile]
+    text = render_report(
+        tables, records, claims_dir=results / "claims", plots_dir=results / "plots", profile=profile
+    )
+    print(write_report(text, Path(args.out) if args.out else results / "report.html"))
+    return 0

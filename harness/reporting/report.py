@@ -1,0 +1,219 @@
+"""One self-contained HTML report: every table, the claims, the plots and each run's provenance.
+
+The page has no external reference: CSS is inline, PNG plots are embedded as base64 ``data:`` URIs
+and SVG plots inline. Its inputs are the rendered tables (themselves built from run records only),
+``results/claims/`` (``claims.md``, else ``claims.json``; "no claims computed" when neither exists),
+the images under ``results/plots`` and the run records for the provenance section.
+
+Nothing here writes files except :func:`write_report`.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.reporting.tables import OURS_MARK, Line, RenderedTable, Text
+
+NO_CLAIMS = "No claims computed."
+PROVENANCE_KEYS: tuple[str, ...] = ("code_version", "host", "config")
+"""Record keys shown for every run besides every key of ``record["provenance"]``."""
+
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
+       max-width: 72em; padding: 0 1.5em; color: #1d1d1f; background: #fff; }
+h1 { font-size: 1.7em; margin-bottom: .2em; } h2 { border-bottom: 2px solid #ddd; padding-bottom: .2em;
+       margin-top: 2em; } h3 { margin-bottom: .3em; }
+nav ul { columns: 2; } .meta { color: #555; }
+table.results { border-collapse: collapse; margin: .6em 0; font-variant-numeric: tabular-nums; }
+table.results th, table.results td { padding: .25em .7em; text-align: right; white-space: nowrap; }
+table.results th:first-child, table.results td:first-child { text-align: left; }
+table.results thead th { border-top: 2px solid #222; border-bottom: 1px solid #222; }
+table.results tbody tr:last-child td { border-bottom: 2px solid #222; }
+table.results tr.rule td { border-top: 1px solid #888; padding: 0; }
+table.results tr.measured td { color: #0b4f8a; } table.results tr.measured td:first-child { padding-left: 2em;
+       font-style: italic; }
+table.results tr.header td { font-style: italic; border-bottom: 1px solid #aaa; }
+td.best { font-weight: 700; } td.second { text-decoration: underline; }
+.n { font-size: .75em; color: #666; }
+ul.notes { font-size: .85em; color: #444; max-width: 60em; }
+figure { display: inline-block; vertical-align: top; margin: .5em 1em 1em 0; max-width: 100%; }
+figure img, figure svg { display: block; max-width: min(100%, 46em); height: auto; border: 1px solid #eee; }
+figcaption { font-size: .85em; color: #555; }
+pre { background: #f6f6f6; padding: .8em; overflow-x: auto; font-size: .85em; white-space: pre-wrap; }
+table.prov { border-collapse: collapse; font-size: .85em; margin-bottom: 1em; }
+table.prov td { border: 1px solid #ddd; padding: .2em .5em; vertical-align: top; }
+table.prov td:first-child { font-weight: 600; white-space: nowrap; }
+details { margin: .4em 0; } summary { cursor: pointer; }
+.status-finished { color: #137333; } .status-failed { color: #b3261e; }
+"""
+
+
+def _esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _note(text: str) -> str:
+    """A note escaped, with its `code` spans as ``<code>``."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", _esc(text))
+
+
+# -- tables ---------------------------------------------------------------------------------------
+def _cell(cell: Text) -> str:
+    cls = f' class="{cell.style}"' if cell.style else ""
+    seeds = f' <span class="n">(n = {cell.seeds})</span>' if cell.seeds > 1 else ""
+    return f"<td{cls}>{_esc(cell.text)}{seeds}</td>"
+
+
+def _label(line: Line) -> str:
+    label = _esc(line.label)
+    if line.ours:
+        label = f"{OURS_MARK} {label}"
+    return label + _esc(line.marks)
+
+
+def table_html(table: RenderedTable) -> str:
+    """One table: paper lines with their labels, the measured line below each, then the notes."""
+    ncols = len(table.header)
+    out = [
+        f'<section class="table" id="table-{_esc(table.name)}">',
+        f"<h3>{_esc(table.title)}</h3>",
+        f'<p class="meta">{_esc(table.cites)}; profile <code>{_esc(table.profile)}</code>; '
+        f"spec <code>{_esc(table.spec_path)}</code></p>",
+        '<table class="results"><thead><tr>',
+        *(f"<th>{_esc(h)}</th>" for h in table.header),
+        "</tr></thead><tbody>",
+    ]
+    for line in table.lines:
+        if line.kind == "rule":
+            out.append(f'<tr class="rule"><td colspan="{ncols}"></td></tr>')
+            continue
+        if line.kind == "header":
+            cells = [f"<td>{_esc(line.label)}</td>", *(f"<td>{_esc(c.text)}</td>" for c in line.cells)]
+        else:
+            cells = [f"<td>{_label(line)}</td>", *(_cell(c) for c in line.cells)]
+        cells += ["<td></td>"] * (ncols - len(cells))
+        out.append(f'<tr class="{line.kind}">' + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    out.append('<ul class="notes">' + "".join(f"<li>{_note(n)}</li>" for n in table.notes) + "</ul>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+# -- claims, plots, provenance ----------------------------------------------------------------------
+def claims_html(claims_dir: Path) -> str:
+    """``claims.md`` (shown as text), else ``claims.json`` (pretty-printed), else "no claims computed"."""
+    md = claims_dir / "claims.md"
+    if md.is_file():
+        return f'<pre class="claims">{_esc(md.read_text(encoding="utf-8"))}</pre>'
+    js = claims_dir / "claims.json"
+    if js.is_file():
+        try:
+            text = json.dumps(json.loads(js.read_text(encoding="utf-8")), indent=2, sort_keys=True)
+        except json.JSONDecodeError:
+            text = js.read_text(encoding="utf-8")
+        return f'<pre class="claims">{_esc(text)}</pre>'
+    return f'<p class="no-claims">{NO_CLAIMS}</p>'
+
+
+def plot_files(plots_dir: Path) -> list[Path]:
+    """The PNG and SVG images under ``plots_dir`` (recursively), sorted; PDFs are skipped."""
+    if not plots_dir.is_dir():
+        return []
+    return sorted(p for p in plots_dir.rglob("*") if p.suffix.lower() in (".png", ".svg") and p.is_file())
+
+
+def _svg_inline(text: str) -> str:
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else text
+
+
+def plots_html(plots_dir: Path) -> str:
+    """Every plot, embedded (PNG as base64, SVG inline); a line saying so when there is none."""
+    files = plot_files(plots_dir)
+    if not files:
+        return f'<p class="no-plots">No plots under {_esc(plots_dir)}.</p>'
+    out = []
+    for path in files:
+        name = _esc(path.relative_to(plots_dir))
+        if path.suffix.lower() == ".png":
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            body = f'<img alt="{name}" src="data:image/png;base64,{data}">'
+        else:
+            body = _svg_inline(path.read_text(encoding="utf-8"))
+        out.append(f"<figure>{body}<figcaption>{name}</figcaption></figure>")
+    return "\n".join(out)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, Mapping | list):
+        return f"<pre>{_esc(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>"
+    return _esc(value)
+
+
+def provenance_html(records: Sequence[Mapping[str, Any]]) -> str:
+    """Per run: status, then every key of ``record["provenance"]`` and code_version, host, config."""
+    if not records:
+        return "<p>No run records.</p>"
+    out = []
+    for record in sorted(records, key=lambda r: str(r.get("run_id"))):
+        status = str(record.get("status"))
+        rows: list[tuple[str, Any]] = []
+        provenance = record.get("provenance")
+        if isinstance(provenance, Mapping):
+            rows.extend((f"provenance.{k}", v) for k, v in provenance.items())
+        rows.extend((k, record.get(k)) for k in PROVENANCE_KEYS)
+        body = "".join(f"<tr><td>{_esc(k)}</td><td>{_value(v)}</td></tr>" for k, v in rows)
+        out.append(
+            f'<details class="run" id="run-{_esc(record.get("run_id"))}"><summary>'
+            f"<code>{_esc(record.get('run_id'))}</code> "
+            f'<span class="status-{_esc(status)}">{_esc(status)}</span></summary>'
+            f'<table class="prov">{body}</table></details>'
+        )
+    return "\n".join(out)
+
+
+# -- the page -------------------------------------------------------------------------------------
+def render_report(
+    tables: Sequence[RenderedTable],
+    records: Sequence[Mapping[str, Any]],
+    *,
+    claims_dir: Path,
+    plots_dir: Path,
+    profile: str,
+) -> str:
+    """The whole report as one HTML string (no external references)."""
+    toc = "".join(f'<li><a href="#table-{_esc(t.name)}">{_esc(t.title)}</a></li>' for t in tables)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>cse-harness report ({_esc(profile)})</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>cse-harness report</h1>",
+        f'<p class="meta">Profile <code>{_esc(profile)}</code>; {len(tables)} tables from '
+        f"{len(records)} run records. Generated by <code>harness report</code> from run records only.</p>",
+        f'<nav><ul>{toc}<li><a href="#claims">Claims</a></li><li><a href="#plots">Plots</a></li>'
+        '<li><a href="#provenance">Provenance</a></li></ul></nav>',
+        '<h2 id="tables">Tables</h2>',
+        *(table_html(t) for t in tables),
+        '<h2 id="claims">Claims</h2>',
+        claims_html(claims_dir),
+        '<h2 id="plots">Plots</h2>',
+        plots_html(plots_dir),
+        '<h2 id="provenance">Provenance</h2>',
+        provenance_html(records),
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def write_report(text: str, out: Path) -> Path:
+    """Write the report to ``out`` (folders created); return the path."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
