@@ -148,13 +148,15 @@ class ClaimResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def seed_values(records: Iterable[Mapping[str, Any]], scores: str, column: str) -> dict[int, float]:
+def seed_values(
+    records: Iterable[Mapping[str, Any]], scores: str, column: str, aggregate: str = "all"
+) -> dict[int, float]:
     """``{seed: value}`` of finished records (the last record of a seed wins; none should repeat)."""
     from harness.record import record_metric
 
     out: dict[int, float] = {}
     for record in records:
-        value = record_metric(record, scores, column)
+        value = record_metric(record, scores, column, aggregate)
         seed = (record.get("config") or {}).get("seed")
         if value is not None and isinstance(seed, int):
             out[seed] = value

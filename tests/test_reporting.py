@@ -344,6 +344,21 @@ def test_every_table_compiles_and_fits_two_columns(rendered: list[RenderedTable]
     assert latex_problems(body, tmp_path / "tex") == []
 
 
+def test_claims_table_compiles_and_fits(tmp_path: Path) -> None:
+    from harness.reporting.claims import build_claims
+    from harness.reporting.claims import render_latex as render_claims
+    from harness.specs import load_table_specs
+
+    _pdflatex()
+    data_root = make_data_root(tmp_path / "real")
+    specs = [s for s in load_table_specs() if s.claims]
+    results = build_claims(specs, RunStore(tmp_path / "real" / "runs"), "cpu", data_root=data_root)
+    assert len(results) >= 50
+    tex = render_claims(results, "cpu")
+    assert r"$\lambda$" in tex and r"$\tau_{\mathrm{DCL}}$" in tex
+    assert latex_problems(tex, tmp_path / "claims") == []
+
+
 # -- STS aggregates in tables ------------------------------------------------------------------------
 AGG_RECORD = {
     "final": {

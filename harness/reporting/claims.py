@@ -54,7 +54,8 @@ def build_claims(
                     reasons.append(f"{key}: {state} ({cell.reason if cell is not None else 'no cell'})")
                     values.append({})
                     continue
-                values.append(seed_values(records.get(cell.group_id or "", []), spec.scores, claim.column))
+                runs = records.get(cell.group_id or "", [])
+                values.append(seed_values(runs, spec.scores, claim.column, spec.sts_aggregate))
             out.append(evaluate(claim, values[0], values[1], "; ".join(reasons)))
     return out
 
