@@ -4,13 +4,18 @@ Two kinds of figure, both read from the trajectories that runs log at every eval
 (alignment and uniformity on STS-B dev, Wang and Isola's definitions; lower is better for both):
 
 * ``trajectory``: alignment against the training step and uniformity against the step, side by
-  side, one line per series (method);
-* ``joint``: alignment on x, uniformity on y, one trajectory per series, with arrows in the
-  direction of training and the first and last steps labelled.
+  side, one line per series (method or probe); with several seeds, the line is the per-step mean
+  and a band spans mean +- one sample standard deviation across seeds; the step axis always has a
+  tick at the last step;
+* ``joint``: alignment on x, uniformity on y, one trajectory per series. It stays readable at
+  paper scale (126 probes per run): markers are thinned to at most 12 per series, their shading
+  goes from light (early) to full (late) instead of per-point labels, a few arrows show the
+  direction of training, and only the first and last steps are labelled.
 
-A series with several finished seeds is averaged per step. Series without a finished run, or not
-valid under the profile, are left out and named in the figure's footnote, so a figure can be drawn
-at any time. Nothing here writes files except :func:`write_plots`.
+Figures are sized for a paper (the trajectory pair for a full text width of 7 in, the joint plot
+for one column of 3.4 in) with no text below 8 pt, saved as vector PDF and as 300 dpi PNG. Series
+without a finished run, or not valid under the profile, are left out and named in the figure's
+footnote, so a figure can be drawn at any time. Nothing here writes files except :func:`write_plots`.
 """
 
 from __future__ import annotations
@@ -39,12 +44,13 @@ class SeriesData:
     steps: list[int] = field(default_factory=list)
     align: list[float] = field(default_factory=list)
     uniform: list[float] = field(default_factory=list)
+    align_sd: list[float] = field(default_factory=list)
+    uniform_sd: list[float] = field(default_factory=list)
     seeds: int = 0
     missing: str = ""
 
 
-def average_trajectory(records: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[float], list[float]]:
-    """Steps and per-step mean alignment and uniformity over the records (seeds) that logged them."""
+def _per_step(records: Sequence[Mapping[str, Any]]) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
     align: dict[int, list[float]] = {}
     uniform: dict[int, list[float]] = {}
     for record in records:
@@ -54,8 +60,25 @@ def average_trajectory(records: Sequence[Mapping[str, Any]]) -> tuple[list[int],
                 continue
             align.setdefault(int(step), []).append(float(a))
             uniform.setdefault(int(step), []).append(float(u))
+    return align, uniform
+
+
+def average_trajectory(records: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[float], list[float]]:
+    """Steps and per-step mean alignment and uniformity over the records (seeds) that logged them."""
+    align, uniform = _per_step(records)
     steps = sorted(align)
     return steps, [statistics.fmean(align[s]) for s in steps], [statistics.fmean(uniform[s]) for s in steps]
+
+
+def trajectory_spread(records: Sequence[Mapping[str, Any]]) -> tuple[list[float], list[float]]:
+    """Per-step sample standard deviation of alignment and uniformity across seeds (0 with one)."""
+    align, uniform = _per_step(records)
+
+    def sd(values: list[float]) -> float:
+        return statistics.stdev(values) if len(values) > 1 else 0.0
+
+    steps = sorted(align)
+    return [sd(align[s]) for s in steps], [sd(uniform[s]) for s in steps]
 
 
 def collect_series(
@@ -87,6 +110,7 @@ def collect_series(
         else:
             found = records.get(cell.group_id or "", [])
             data.steps, data.align, data.uniform = average_trajectory(found)
+            data.align_sd, data.uniform_sd = trajectory_spread(found)
             data.seeds = len(found)
             if not data.steps:
                 data.missing = "no finished run" if not found else "no alignment/uniformity logged"
@@ -98,56 +122,116 @@ def _footnote(spec: PlotSpec, series: Sequence[SeriesData], profile: str) -> str
     parts = [f"profile {profile}"]
     seeds = sorted({s.seeds for s in series if s.steps})
     if seeds and seeds[-1] > 1:
-        parts.append("mean over seeds per step")
+        counts = ", ".join(f"{s.label} n={s.seeds}" for s in series if s.steps)
+        parts.append(f"line: mean over seeds per step; band: mean +- 1 sd across seeds ({counts})")
     missing = [f"{s.label}: {s.missing}" for s in series if s.missing]
     if missing:
         parts.append("not shown: " + "; ".join(missing))
     return " | ".join(parts)
 
 
+MIN_FONT = 8.0
+MAX_MARKERS = 12
+
+
+def step_ticks(last: int, first: int = 0, target: int = 6) -> list[int]:
+    """Round tick positions from ``first`` to ``last`` that always include ``last``."""
+    from matplotlib.ticker import MaxNLocator
+
+    ticks = [
+        int(t) for t in MaxNLocator(nbins=target, integer=True).tick_values(first, last) if first <= t <= last
+    ]
+    if ticks and last - ticks[-1] < 0.35 * (ticks[1] - ticks[0] if len(ticks) > 1 else last or 1):
+        ticks = ticks[:-1]  # too close to the last step to label both
+    return sorted({*ticks, last})
+
+
+def thin(n: int, keep: int = MAX_MARKERS) -> list[int]:
+    """At most ``keep`` indices of ``range(n)``, evenly spread, first and last included."""
+    if n <= keep:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (keep - 1)) for i in range(keep)})
+
+
 def draw_plot(spec: PlotSpec, series: Sequence[SeriesData], profile: str) -> Figure:
     """Draw one figure (no pyplot state; the caller saves it)."""
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
     shown = [s for s in series if s.steps]
     if spec.kind == "trajectory":
-        fig = Figure(figsize=(10, 4), layout="constrained")
+        fig = Figure(figsize=(7.0, 2.9), layout="constrained")
         ax_a, ax_u = fig.subplots(1, 2)
-        for s in shown:
-            ax_a.plot(s.steps, s.align, marker="o", markersize=3, label=s.label)
-            ax_u.plot(s.steps, s.uniform, marker="o", markersize=3, label=s.label)
-        ax_a.set(xlabel="training step", ylabel="alignment (lower is better)", title="Alignment")
-        ax_u.set(xlabel="training step", ylabel="uniformity (lower is better)", title="Uniformity")
-        for ax in (ax_a, ax_u):
+        last = max((s.steps[-1] for s in shown), default=0)
+        for i, s in enumerate(shown):
+            colour = f"C{i}"
+            for ax, mean, sd in ((ax_a, s.align, s.align_sd), (ax_u, s.uniform, s.uniform_sd)):
+                ax.plot(s.steps, mean, color=colour, linewidth=1.4, label=f"{s.label} (n={s.seeds})")
+                if s.seeds > 1:
+                    lo = [m - d for m, d in zip(mean, sd, strict=True)]
+                    hi = [m + d for m, d in zip(mean, sd, strict=True)]
+                    ax.fill_between(s.steps, lo, hi, color=colour, alpha=0.2, linewidth=0)
+        ax_a.set_ylabel("alignment (lower is better)", fontsize=MIN_FONT)
+        ax_u.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
+        for ax, title in ((ax_a, "Alignment"), (ax_u, "Uniformity")):
+            ax.set_xlabel("training step", fontsize=MIN_FONT)
+            ax.set_title(title, fontsize=9)
             ax.grid(alpha=0.3)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.tick_params(labelsize=MIN_FONT)
+            if last:
+                ax.set_xticks(step_ticks(last))
+                ax.set_xlim(0, last)
         if shown:
-            ax_u.legend(fontsize=8)
+            ax_u.legend(fontsize=MIN_FONT, frameon=False)
     else:
-        fig = Figure(figsize=(6, 5), layout="constrained")
+        import matplotlib as mpl
+
+        fig = Figure(figsize=(3.4, 3.4), layout="constrained")
         ax = fig.subplots()
         for i, s in enumerate(shown):
-            color = f"C{i}"
-            ax.plot(s.align, s.uniform, marker="o", markersize=4, color=color, label=s.label, alpha=0.8)
-            for j in range(len(s.steps) - 1):
+            rgba = mpl.colors.to_rgba(f"C{i}")
+            ax.plot(s.align, s.uniform, color=rgba, linewidth=1.0, alpha=0.7, label=s.label)
+            keep = thin(len(s.steps))
+            shades = [0.25 + 0.75 * k / max(1, len(keep) - 1) for k in range(len(keep))]
+            ax.scatter(
+                [s.align[k] for k in keep],
+                [s.uniform[k] for k in keep],
+                s=12,
+                color=[(*rgba[:3], a) for a in shades],
+                edgecolors="none",
+                zorder=3,
+            )
+            for k in thin(len(s.steps), 4)[1:]:  # a few arrows: the direction of training
                 ax.annotate(
                     "",
-                    xy=(s.align[j + 1], s.uniform[j + 1]),
-                    xytext=(s.align[j], s.uniform[j]),
-                    arrowprops={"arrowstyle": "->", "color": color, "lw": 1.0},
+                    xy=(s.align[k], s.uniform[k]),
+                    xytext=(s.align[k - 1], s.uniform[k - 1]),
+                    arrowprops={"arrowstyle": "->", "color": rgba, "lw": 0.9},
                 )
-            ax.annotate(f"step {s.steps[0]}", (s.align[0], s.uniform[0]), fontsize=7, color=color)
-            if len(s.steps) > 1:
-                ax.annotate(f"step {s.steps[-1]}", (s.align[-1], s.uniform[-1]), fontsize=7, color=color)
-        ax.set(xlabel="alignment (lower is better)", ylabel="uniformity (lower is better)")
+            for k, where in ((0, (-4, 4)), (len(s.steps) - 1, (4, -8))):
+                if k == 0 or len(s.steps) > 1:
+                    ax.annotate(
+                        f"{s.steps[k]}",
+                        (s.align[k], s.uniform[k]),
+                        xytext=where,
+                        textcoords="offset points",
+                        fontsize=MIN_FONT,
+                        color=rgba,
+                    )
+        ax.set_xlabel("alignment (lower is better)", fontsize=MIN_FONT)
+        ax.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
+        ax.tick_params(labelsize=MIN_FONT)
         ax.grid(alpha=0.3)
         if shown:
-            ax.legend(fontsize=8)
+            ax.legend(
+                fontsize=MIN_FONT,
+                frameon=False,
+                title="light to dark: early to late",
+                title_fontsize=MIN_FONT,
+            )
     if not shown:
         fig.text(0.5, 0.5, "no finished runs yet", ha="center", va="center", fontsize=12, color="gray")
-    fig.suptitle(spec.title)
-    fig.supxlabel(_footnote(spec, series, profile), fontsize=6, color="gray")
+    fig.suptitle(spec.title, fontsize=9)
+    fig.supxlabel(_footnote(spec, series, profile), fontsize=MIN_FONT, color="gray", wrap=True)
     return fig
 
 
@@ -168,6 +252,6 @@ def write_plots(
         fig = draw_plot(spec, series, profile)
         for suffix in ("png", "pdf"):
             path = out_dir / f"{spec.name}.{suffix}"
-            fig.savefig(path, dpi=150)
+            fig.savefig(path, dpi=300)
             written.append(path)
     return written
