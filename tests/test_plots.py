@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.reporting.plots import SeriesData, draw_plot, step_ticks, thin
@@ -48,7 +49,7 @@ def test_trajectory_figure(points: int, seeds: int) -> None:
         ]
         assert len(bands) == (2 if seeds > 1 else 0)
     texts = [t for ax in axes for t in (*ax.get_xticklabels(), *ax.get_yticklabels(), ax.xaxis.label)]
-    assert all(t.get_fontsize() >= 8 for t in texts)
+    assert all(float(t.get_fontsize()) >= 8 for t in texts)
     assert fig.get_size_inches()[0] <= 7.0
 
 
@@ -60,9 +61,9 @@ def test_joint_figure_stays_readable_at_paper_scale() -> None:
     assert len(labels) == 2 * len(data)  # first and last step per series only
     arrows = [t for t in ax.texts if not t.get_text()]
     assert len(arrows) <= 3 * len(data)
-    markers = sum(len(c.get_offsets()) for c in ax.collections)
+    markers = sum(int(np.asarray(c.get_offsets()).shape[0]) for c in ax.collections)
     assert markers == 12 * len(data)
-    assert all(t.get_fontsize() >= 8 for t in labels) and fig.get_size_inches()[0] <= 3.5
+    assert all(float(t.get_fontsize()) >= 8 for t in labels) and fig.get_size_inches()[0] <= 3.5
     x0, x1 = ax.get_xlim()
     assert all(x0 <= a <= x1 for s in data for a in s.align)
 
