@@ -26,6 +26,7 @@ COMMANDS: tuple[str, ...] = (
     "claims",
     "plots",
     "report",
+    "export",
 )
 
 

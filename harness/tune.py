@@ -72,12 +72,26 @@ TrainFn = Callable[..., Mapping[str, Any]]
 
 
 def default_train_fn(
-    config: RunConfig, data_root: Path, store: RunStore, *, device: str, num_threads: int
+    config: RunConfig,
+    data_root: Path,
+    store: RunStore,
+    *,
+    device: str,
+    num_threads: int,
+    save_checkpoint: bool = False,
 ) -> Mapping[str, Any]:
     """The real trial body: :func:`harness.train.train_run`, silent, writing into ``store``."""
     from harness.train import train_run
 
-    return train_run(config, data_root, store, device=device, num_threads=num_threads, log=None)
+    return train_run(
+        config,
+        data_root,
+        store,
+        device=device,
+        num_threads=num_threads,
+        log=None,
+        save_checkpoint=save_checkpoint,
+    )
 
 
 def ensure_failed_record(store: RunStore, config: RunConfig, error: str) -> bool:
@@ -148,6 +162,7 @@ def _trial_body(
     store_root: str,
     num_threads: int,
     use_gpu: bool,
+    save_model: bool = False,
 ) -> None:
     """One Tune trial: rebuild the config, train, report; record any failure."""
     from harness.config import RunConfig
@@ -157,9 +172,9 @@ def _trial_body(
     store = RunStore(store_root)
     start = time.perf_counter()
     try:
-        record = train_fn(
-            config, Path(data_root), store, device="cuda" if use_gpu else "cpu", num_threads=num_threads
-        )
+        extra: dict[str, Any] = {"save_checkpoint": True} if save_model else {}
+        device = "cuda" if use_gpu else "cpu"
+        record = train_fn(config, Path(data_root), store, device=device, num_threads=num_threads, **extra)
     except BaseException as exc:
         ensure_failed_record(store, config, f"{type(exc).__name__}: {exc}")
         raise
@@ -344,6 +359,7 @@ def run_trials(
     train_fn: TrainFn | None = None,
     storage_dir: Path | None = None,
     log: Log = print_line,
+    save_model: bool = False,
 ) -> GridReport:
     """Run one Tune trial per config; records go into ``store``.
 
@@ -384,6 +400,7 @@ def run_trials(
                 train_fn,
                 storage_dir,
                 log,
+                save_model,
             )
     except KeyboardInterrupt:
         # Ray is shut down by now (its workers are gone): what they left "running" was interrupted
@@ -587,6 +604,7 @@ def _fit(
     train_fn: TrainFn | None,
     storage_dir: Path | None,
     log: Log,
+    save_model: bool = False,
 ) -> None:
     """Build the Tuner, run it, read the results back into ``report``."""
     gpus = (
@@ -606,6 +624,7 @@ def _fit(
             store_root=str(Path(store.root).resolve()),
             num_threads=int(cpus_per_trial),
             use_gpu=gpus > 0,
+            save_model=save_model,
         ),
         {"cpu": cpus_per_trial, "gpu": gpus},
     )

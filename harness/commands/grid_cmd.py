@@ -99,6 +99,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (and torch threads) per trial")
     parser.add_argument(
+        "--save-model",
+        action="store_true",
+        help="keep each run's best checkpoint under RUNS/checkpoints/ (for `harness export`)",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="list the runs and which are done; run nothing"
     )
     parser.add_argument(
@@ -178,6 +183,7 @@ def run(args: argparse.Namespace) -> int:
                 gpus_per_trial=args.gpus_per_trial,
                 cpus_per_trial=args.cpus_per_trial,
                 smoke=args.smoke,
+                save_model=args.save_model,
             )
         except GridInterrupted as exc:
             done = exc.report

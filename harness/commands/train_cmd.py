@@ -69,7 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", help="torch CPU threads (a run setting: part of the run id; the cpu profile fixes 1)"
     )
     parser.add_argument(
-        "--save-checkpoint", action="store_true", help="save the best encoder under OUTPUT/checkpoints/"
+        "--save-model",
+        "--save-checkpoint",
+        dest="save_checkpoint",
+        action="store_true",
+        help="keep the best checkpoint under OUTPUT/checkpoints/ (for `harness export`)",
     )
 
 

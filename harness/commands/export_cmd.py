@@ -1,0 +1,100 @@
+"""``harness export RUN_ID DIR``: a trained run's best checkpoint as a directory that transformers'
+``AutoModel`` and sentence-transformers' ``SentenceTransformer`` load directly.
+
+The run must have been trained with ``--save-model`` (its best encoder is then kept under
+``RUNS/checkpoints/<run_id>``). The sentence-transformers modules reproduce the pooler the run was
+evaluated with: ``cls_before_pooler`` -> CLS pooling; ``avg`` -> mean pooling; ``cls`` -> CLS pooling
+followed by the trained head (``Dense`` with Tanh). ``avg_first_last`` and ``avg_top2`` read inner
+layers, which sentence-transformers' pooling cannot: those runs are refused with a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+from pathlib import Path
+
+from harness.errors import ConfigError
+
+HELP = "export a run's best checkpoint for transformers' AutoModel and sentence-transformers"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_id", metavar="RUN_ID", help="the run (see runs/records/)")
+    parser.add_argument("out", metavar="DIR", help="where to write the model (must be new or empty)")
+    parser.add_argument("--runs-dir", default="runs", help="run store folder (default ./runs)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.store import RunStore
+
+    store = RunStore(args.runs_dir)
+    record = store.load(args.run_id)
+    if record is None:
+        known = sorted(p.stem for p in store.records_dir.glob("*.json")) if store.records_dir.is_dir() else []
+        close = difflib.get_close_matches(args.run_id, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"no run {args.run_id!r} in {store.records_dir}{hint}")
+    if record.get("status") != "finished":
+        raise ConfigError(f"run {args.run_id} is {record.get('status')}, not finished: nothing to export")
+    checkpoint = store.checkpoint_dir(args.run_id)
+    if not (checkpoint / "config.json").is_file():
+        raise ConfigError(
+            f"run {args.run_id} kept no checkpoint ({checkpoint} is missing): train it again with "
+            "--save-model (harness train ... --save-model, or harness grid ... --save-model)"
+        )
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} exists and is not an empty folder: choose a new one")
+    pooler = str((record.get("config") or {}).get("eval_pooler", "cls_before_pooler"))
+    export_model(checkpoint, out, pooler)
+    (out / "harness_run.json").write_text(
+        json.dumps(
+            {
+                k: record.get(k)
+                for k in ("run_id", "config", "best_step", "best_stsb_dev", "final", "provenance")
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    print(f"exported {args.run_id} (pooler {pooler}) to {out}")
+    return 0
+
+
+def export_model(checkpoint: Path, out: Path, pooler: str) -> None:
+    """Write ``checkpoint`` (a ``save_pretrained`` folder) as a sentence-transformers model folder."""
+    modes = {"cls_before_pooler": "cls", "cls": "cls", "avg": "mean"}
+    if pooler not in modes:
+        raise ConfigError(
+            f"pooler {pooler!r} reads inner layers, which sentence-transformers cannot pool; "
+            "load the checkpoint with transformers instead: " + str(checkpoint)
+        )
+    try:
+        from sentence_transformers import SentenceTransformer
+
+        try:  # sentence-transformers >= 6 moved its modules
+            from sentence_transformers.base.modules import Dense, Transformer
+            from sentence_transformers.sentence_transformer.modules import Pooling
+        except ImportError:
+            from sentence_transformers.models import Dense, Pooling, Transformer  # type: ignore[no-redef]
+    except ImportError as exc:
+        raise ConfigError(
+            f"harness export needs sentence-transformers (pip install -e '.[bench]'): {exc}"
+        ) from None
+    import torch
+
+    word = Transformer(str(checkpoint))
+    dim_fn = getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension
+    dim = int(dim_fn())
+    modules = [word, Pooling(dim, pooling_mode=modes[pooler])]
+    if pooler == "cls":
+        dense = Dense(dim, dim, bias=True, activation_function=torch.nn.Tanh())
+        head = word.auto_model.pooler.dense
+        with torch.no_grad():
+            dense.linear.weight.copy_(head.weight)
+            dense.linear.bias.copy_(head.bias)
+        modules.append(dense)
+    SentenceTransformer(modules=modules, device="cpu").save(str(out))
