@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, DataError, HarnessError
 
 if TYPE_CHECKING:
     from methods.base import MethodParams
@@ -254,10 +254,16 @@ Wikipedia sentences, one epoch). ``smoke``: a tiny random BERT and four steps, f
 only, never a result."""
 
 
+MISSING_CORPUS = "missing"
+"""The hash part of ``corpus_id`` while only planning without the corpus file (ids provisional)."""
+
+
 def resolve_settings(
     profile: str = "cpu",
     overrides: Mapping[str, Any] | None = None,
     data_root: Path | None = None,
+    *,
+    require_corpus: bool = True,
 ) -> RunSettings:
     """A profile plus run-level overrides -> validated :class:`RunSettings` (no method yet).
 
@@ -266,10 +272,13 @@ def resolve_settings(
         overrides: run-level overrides; keys are :data:`OVERRIDABLE` names (strings are coerced).
         data_root: where relative corpus paths (``corpus/...``) are looked up; default: the usual
             data-root search (``$HARNESS_DATA``, ``./data``, ``../shared/data``).
+        require_corpus: False only to PLAN (``--dry-run``, ``check``): a missing corpus then gets
+            ``corpus_id = "<name>:missing"``, so the run ids are provisional (the corpus content
+            enters the id); nothing can train from such settings.
 
     Raises:
         ConfigError: unknown profile or override key (with a close-match hint), or a bad value.
-        DataError: the corpus file cannot be found.
+        DataError: the corpus file cannot be found (when ``require_corpus``).
     """
     from harness.paths import resolve_corpus, resolve_data_root
 
@@ -292,7 +301,14 @@ def resolve_settings(
             root = resolve_data_root(None)
         except HarnessError:
             root = None
-    corpus_path = resolve_corpus(Path(corpus_arg).expanduser(), root)
+    try:
+        corpus_path = resolve_corpus(Path(corpus_arg).expanduser(), root)
+    except DataError:
+        if require_corpus:
+            raise
+        planned = Path(corpus_arg) if root is None or Path(corpus_arg).is_absolute() else root / corpus_arg
+        ident = f"{planned.name}:{MISSING_CORPUS}"
+        return RunSettings(corpus=str(planned), corpus_id=ident, profile=profile, **values)
     return RunSettings(corpus=str(corpus_path), corpus_id=corpus_id(corpus_path), profile=profile, **values)
 
 

@@ -115,8 +115,10 @@ class _Resolver:
         overrides: Mapping[str, Any] | None,
         data_root: Path | None,
         seeds: int | Sequence[int],
+        require_corpus: bool = True,
     ) -> None:
         self.profile = profile
+        self.require_corpus = require_corpus
         self.overrides = dict(overrides or {})
         if "seed" in self.overrides:
             raise ConfigError("set seeds with --seeds, not as an override")
@@ -132,7 +134,9 @@ class _Resolver:
 
         key = repr(sorted((k, repr(v)) for k, v in overrides.items()))
         if key not in self._settings:
-            self._settings[key] = resolve_settings(self.profile, overrides, self.data_root)
+            self._settings[key] = resolve_settings(
+                self.profile, overrides, self.data_root, require_corpus=self.require_corpus
+            )
         return self._settings[key]
 
     def resolve(self, spec: str, key: str, run: RunSpec) -> Cell:
@@ -177,6 +181,7 @@ def expand(
     overrides: Mapping[str, Any] | None = None,
     data_root: Path | None = None,
     extra: Sequence[tuple[str, str, RunSpec]] = (),
+    require_corpus: bool = True,
 ) -> GridPlan:
     """Resolve every run cell of ``specs`` under ``profile``; deduplicate runs by id.
 
@@ -188,11 +193,13 @@ def expand(
         overrides: run-level overrides from the command line (rows' own overrides win).
         data_root: data root, passed to :func:`~harness.config.resolve_settings`.
         extra: more ``(owner, key, run)`` cells, e.g. plot series.
+        require_corpus: False to plan without the corpus file (``--dry-run``, ``check``): run ids
+            are then provisional, see :func:`~harness.config.resolve_settings`.
 
     Returns:
         The plan; run states are ``missing`` until :func:`attach_status` is called.
     """
-    resolver = _Resolver(profile, overrides, data_root, seeds)
+    resolver = _Resolver(profile, overrides, data_root, seeds, require_corpus)
     cells: list[Cell] = []
     for spec in specs:
         for key, run in spec.run_cells():

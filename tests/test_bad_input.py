@@ -233,3 +233,18 @@ def test_grid_refuses_a_runs_folder_it_cannot_write_before_ray_starts(
     args = ["grid", str(SPEC), "--smoke", "--data-dir", str(root), "--runs-dir", str(a_file)]
     assert main(args) == 2
     assert f"runs folder {a_file} is a file, not a folder" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("command", ["tables", "claims", "plots"])
+def test_reporters_reject_bad_spec_files(
+    command: str, root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    not_utf8 = tmp_path / "latin.toml"
+    not_utf8.write_bytes(SPEC.read_bytes().replace(b"Smoke grid", b"Smoke gr\xeed"))
+    folder = tmp_path / "folder.toml"
+    folder.mkdir()
+    args = ["--profile", "smoke", "--data-dir", str(root), "--runs-dir", str(tmp_path / "runs")]
+    assert main([command, str(not_utf8), *args]) == 2
+    assert "is not valid UTF-8 (byte" in one_error_line(capsys)
+    assert main([command, str(folder), *args]) == 2
+    assert "is a folder" in one_error_line(capsys)

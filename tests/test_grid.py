@@ -235,3 +235,19 @@ def test_transfer_is_scored_only_for_runs_a_transfer_table_uses(data_root: Path)
     record["final"] = {"sts": {"avg": 70.0}, "transfer": {"avg": 80.0}}
     store.save(record)
     assert attach_status(plan, store) and shared.state == "finished"
+
+
+def test_dry_run_and_check_plan_without_the_corpus(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    common = ["--profile", "paper", "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(data_root)]
+    assert main(["grid", "whitenedcse_table3", *common, "--dry-run"]) == 0  # wiki1m is not there
+    out = capsys.readouterr().out
+    assert "wiki1m_for_simcse.txt not found: run ids below are provisional" in out
+    assert "5 distinct runs" in out
+    assert main(["grid", "whitenedcse_table3", *common]) == 2  # training needs the corpus
+    assert "wiki1m_for_simcse.txt" in capsys.readouterr().err
+    assert main(["check", "whitenedcse_table3", *common]) == 1
+    text = capsys.readouterr()
+    assert "planned: 5 distinct run(s)" in text.out + text.err and "wiki1m" in text.out + text.err

@@ -218,7 +218,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"harness check: {', '.join(s.name for s in specs)} under profile {profile}")
     try:
         plan: Any = expand(
-            specs, profile, seeds=args.seeds, overrides=overrides, data_root=data_root, extra=extra
+            specs,
+            profile,
+            seeds=args.seeds,
+            overrides=overrides,
+            data_root=data_root,
+            extra=extra,
+            require_corpus=False,  # a missing corpus is reported below, and the runs still planned
         )
     except HarnessError as exc:
         report.problem(f"planning the runs: {exc}")

@@ -141,7 +141,13 @@ def run(args: argparse.Namespace) -> int:
         overrides=overrides,
         data_root=data_root,
         extra=extra,
+        require_corpus=not args.dry_run,
     )
+    missing = sorted({r.config.corpus for r in plan.runs if r.config.corpus_id.endswith(":missing")})
+    for corpus in missing:
+        print(
+            f"warning: corpus {corpus} not found: run ids below are provisional (its content enters the id)"
+        )
     check_finite_configs([r.config for r in plan.runs])
     retry = not args.skip_failed
     if args.dry_run:

@@ -23,6 +23,9 @@ def run(args: argparse.Namespace) -> int:
     from harness.specs import load_plot_specs
     from harness.store import RunStore
 
+    from harness.commands.common import check_spec_paths
+
+    check_spec_paths(args.specs)
     profile = args.profile or "cpu"
     written = write_plots(
         load_plot_specs(args.specs),

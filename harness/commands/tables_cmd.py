@@ -23,6 +23,9 @@ def run(args: argparse.Namespace) -> int:
     from harness.specs import load_table_specs
     from harness.store import RunStore
 
+    from harness.commands.common import check_spec_paths
+
+    check_spec_paths(args.specs)
     profile = args.profile or "cpu"
     specs = load_table_specs(args.specs)
     tables = build_tables(

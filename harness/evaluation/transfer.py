@@ -415,6 +415,13 @@ class TransferTiming:
     finished_at: dict[str, float] = field(default_factory=dict)
 
 
+def default_workers() -> int:
+    """Classifier-fit processes by default: the process's torch CPU threads (its CPU share)."""
+    import torch
+
+    return max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
+
+
 def classify_tasks(
     features: Mapping[str, TaskFeatures],
     mode: str = "fasttest",
@@ -427,7 +434,9 @@ def classify_tasks(
     Args:
         features: Embedded tasks by name (from :func:`embed_task`).
         mode: ``"fasttest"`` or ``"test"`` (SimCSE's parameter sets).
-        workers: Processes to fit in; 1 runs every fit in this process. Default: ``os.cpu_count()``.
+        workers: Processes to fit in; 1 runs every fit in this process. Default: torch's thread count
+            (the CPU share a run was given: a grid trial with one CPU fits in one process, not in as
+            many as the machine has cores).
         engine: ``"fast"`` (same numbers, less overhead) or ``"reference"`` (SentEval's classifier
             code path, for comparisons).
         timing: Filled with wall times when given.
@@ -439,7 +448,7 @@ def classify_tasks(
         raise ConfigError(f"unknown SentEval mode {mode!r}; choose one of {', '.join(MODES)}")
     if engine not in FITTERS:
         raise ConfigError(f"unknown classifier engine {engine!r}; choose one of {', '.join(FITTERS)}")
-    workers = (os.cpu_count() or 1) if workers is None else workers
+    workers = default_workers() if workers is None else workers
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
     config = PARAMETER_SETS[mode]
@@ -563,7 +572,8 @@ def evaluate_transfer(
         mode: ``"fasttest"`` (5 folds, RMSprop, batch 128, tenacity 3, epoch size 2) or ``"test"``
             (10 folds, Adam, batch 64, tenacity 5, epoch size 4).
         tasks: Subset of :data:`TRANSFER_TASKS`; default all seven.
-        workers: Processes for the classifier fits; default ``os.cpu_count()``; 1 = sequential.
+        workers: Processes for the classifier fits; default :func:`default_workers` (torch's thread
+            count); 1 = sequential.
 
     Returns:
         Test accuracy in percent per task (SentEval's ``acc``) and ``avg``, their mean rounded to 2

@@ -440,3 +440,16 @@ def test_packaged_encoder_on_trec() -> None:
     result = evaluate_transfer(lambda b: encoder.embed(b), SENTEVAL, tasks=["TREC"])
     # benchmarks/bench_transfer_eval.py measured 72.2 (fasttest) with this encoder and pooler
     assert result == {"TREC": 72.2, "avg": 72.2}
+
+
+def test_default_fit_processes_follow_the_runs_cpu_share() -> None:
+    import torch
+
+    from harness.evaluation.transfer import default_workers
+
+    saved = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert default_workers() == 1  # a one-CPU grid trial fits in one process
+    finally:
+        torch.set_num_threads(saved)
