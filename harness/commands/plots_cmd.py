@@ -18,12 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.commands.common import check_spec_paths
     from harness.paths import resolve_data_root
     from harness.reporting.plots import write_plots
     from harness.specs import load_plot_specs
     from harness.store import RunStore
-
-    from harness.commands.common import check_spec_paths
 
     check_spec_paths(args.specs)
     profile = args.profile or "cpu"
