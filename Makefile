@@ -18,11 +18,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # The main job: a small grid on the embedded CPU encoder (3 methods x 3 seeds), then tables with the
-# claims tested on paired seeds, and plots.
+# claims tested on paired seeds, plots, and one HTML page with all of it (results/report.html).
 run: $(STAMP)
 	$(BIN)/harness grid cpu_demo --profile $(PROFILE) --seeds $(SEEDS)
 	$(BIN)/harness tables cpu_demo --profile $(PROFILE)
 	$(BIN)/harness plots --profile $(PROFILE)
+	$(BIN)/harness report cpu_demo --profile $(PROFILE)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
