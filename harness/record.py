@@ -180,24 +180,34 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-@functools.cache
-def code_dirty() -> bool | None:
-    """Whether the source tree has uncommitted changes (None outside a git checkout)."""
+def git_output(*args: str) -> str | None:
+    """Stdout of ``git ARGS`` in the source tree, or None outside a checkout or on any failure."""
     repo = Path(__file__).resolve().parent.parent
     if not (repo / ".git").exists():
         return None
     try:
         done = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+            ["git", *args], cwd=repo, capture_output=True, text=True, timeout=10, check=False
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return bool(done.stdout.strip()) if done.returncode == 0 else None
+    return done.stdout if done.returncode == 0 else None
 
 
-__all__ = ["SCHEMA_VERSION", "STATUSES", "Provenance", "RunRecord", "new_record", "provenance"]
+@functools.cache
+def code_dirty() -> bool | None:
+    """Whether the source tree has uncommitted changes (None outside a git checkout)."""
+    out = git_output("status", "--porcelain", "--untracked-files=no")
+    return None if out is None else bool(out.strip())
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "STATUSES",
+    "Provenance",
+    "RunRecord",
+    "git_output",
+    "new_record",
+    "provenance",
+    "record_metric",
+]

@@ -28,7 +28,6 @@ import math
 import os
 import re
 import socket
-import subprocess
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping
@@ -336,22 +335,10 @@ _CODE_VERSION: str | None = None
 
 
 def _git_describe() -> str | None:
-    repo = Path(__file__).resolve().parent.parent
-    if not (repo / ".git").exists():
-        return None
-    try:
-        done = subprocess.run(
-            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    text = done.stdout.strip()
-    return f"git:{text}" if done.returncode == 0 and text else None
+    from harness.record import git_output
+
+    text = (git_output("describe", "--always", "--dirty", "--abbrev=12") or "").strip()
+    return f"git:{text}" if text else None
 
 
 def _package_version() -> str:

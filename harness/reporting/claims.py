@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.claims import ClaimResult, evaluate, seed_values
 from harness.grid import expand
-from harness.reporting.tables import index_records
+from harness.reporting.tables import index_records, latex_text
 
 if TYPE_CHECKING:
     from harness.specs import TableSpec
@@ -118,25 +118,9 @@ def render_markdown(results: Sequence[ClaimResult], profile: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-_LATEX = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-}
-
-
 def _tex(text: str) -> str:
-    out = "".join(_LATEX.get(ch, ch) for ch in text)
-    for word, math in (("lambda", r"$\lambda$"), ("tau\\_DCL", r"$\tau_{\mathrm{DCL}}$")):
-        out = out.replace(word, math)
-    return out.replace("--", "-{}-").replace(">", r"$>$")
+    """The table reporter's LaTeX typesetting (escapes, lambda/tau as math), and ``>`` as math."""
+    return latex_text(text).replace(">", r"$>$")
 
 
 def render_latex(results: Sequence[ClaimResult], profile: str) -> str:
