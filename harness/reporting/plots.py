@@ -123,7 +123,8 @@ def _footnote(spec: PlotSpec, series: Sequence[SeriesData], profile: str) -> str
     seeds = sorted({s.seeds for s in series if s.steps})
     if seeds and seeds[-1] > 1:
         counts = ", ".join(f"{s.label} n={s.seeds}" for s in series if s.steps)
-        parts.append(f"line: mean over seeds per step; band: mean +- 1 sd across seeds ({counts})")
+        band = "; band: mean +- 1 sd across seeds" if spec.kind == "trajectory" else ""
+        parts.append(f"line: mean over seeds per step{band} ({counts})")
     missing = [f"{s.label}: {s.missing}" for s in series if s.missing]
     if missing:
         parts.append("not shown: " + "; ".join(missing))
