@@ -153,11 +153,6 @@ class RunConfig(RunSettings):
     def __hash__(self) -> int:
         return hash(self.run_id())
 
-    @property
-    def settings(self) -> RunSettings:
-        """The run-level part (no method)."""
-        return RunSettings(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RunSettings)})
-
     # -- ids ------------------------------------------------------------------------------------
     def id_fields(self, *, with_seed: bool = True) -> dict[str, Any]:
         """The result-affecting fields that the run id hashes."""

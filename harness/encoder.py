@@ -384,8 +384,3 @@ def _config_hidden_size(path: Path, name: str) -> int:
         return int(data["hidden_size"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ModelLoadError(f"cannot read the hidden size of encoder {name!r} from {path}: {exc}") from None
-
-
-def model_hidden_size(name: str | None) -> int:
-    """Alias of :func:`hidden_size_of` (kept for callers of the earlier name)."""
-    return hidden_size_of(name)

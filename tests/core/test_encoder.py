@@ -12,8 +12,8 @@ from harness.encoder import (
     check_pooler,
     dropout_off,
     dropout_rates,
+    hidden_size_of,
     load_encoder,
-    model_hidden_size,
 )
 from harness.errors import ConfigError, ModelLoadError
 
@@ -108,11 +108,11 @@ def test_bad_pooler_and_models():
         load_encoder("./no/such/model")
     with pytest.raises(ConfigError, match="random:huge"):
         load_encoder("random:huge")
-    assert model_hidden_size("random:tiny") == 64
+    assert hidden_size_of("random:tiny") == 64
 
 
 def test_packaged_hidden_size_without_weights():
-    assert model_hidden_size(None) == 384
+    assert hidden_size_of(None) == 384
 
 
 def test_length_buckets_give_the_same_features_and_gradients() -> None:
