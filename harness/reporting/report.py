@@ -106,9 +106,65 @@ def table_html(table: RenderedTable) -> str:
 
 
 # -- claims, plots, provenance ----------------------------------------------------------------------
+def _claims_table(data: Any) -> str | None:
+    """``claims.json`` as written by ``harness claims``, as an HTML table (None for another shape)."""
+    rows = data.get("claims") if isinstance(data, dict) else None
+    if (
+        not isinstance(rows, list)
+        or not rows
+        or not all(isinstance(r, dict) and "paper_delta" in r for r in rows)
+    ):
+        return None
+
+    def num(value: Any, sign: bool = True) -> str:
+        return (
+            "&ndash;" if not isinstance(value, int | float) else (f"{value:+.2f}" if sign else f"{value:.2f}")
+        )
+
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "table",
+            "claim",
+            "paper &Delta;",
+            "measured &Delta;",
+            "95% CI",
+            "seeds",
+            "verdict",
+            "MDD (80%)",
+        )
+    )
+    body = []
+    for r in rows:
+        low, high = (r.get("ci95") or [None, None])[:2]
+        ci = f"[{num(low)}, {num(high)}]" if isinstance(low, int | float) else "&ndash;"
+        verdict = _esc(str(r.get("verdict", "")))
+        body.append(
+            f"<tr><td>{_esc(str(r.get('spec', '')))}</td><td>{_esc(str(r.get('text', '')))}</td>"
+            f"<td>{num(r.get('paper_delta'))}</td><td>{num(r.get('mean'))}</td><td>{ci}</td>"
+            f'<td>{_esc(str(r.get("n", "")))}</td><td class="verdict {verdict}">{verdict}</td>'
+            f"<td>{num(r.get('mdd80'), sign=False)}</td></tr>"
+        )
+    note = (
+        "<p>Measured &Delta;: mean of per-seed paired differences (better &minus; worse, same seed on both "
+        "sides); 95% CI: Student-t; MDD: smallest true difference a paired t-test detects with 80% power "
+        "at this many seeds and spread.</p>"
+    )
+    return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{note}'
+
+
 def claims_html(claims_dir: Path) -> str:
-    """``claims.md`` (shown as text), else ``claims.json`` (pretty-printed), else "no claims computed"."""
+    """``claims.json`` of ``harness claims`` as a table; else ``claims.md`` (shown as text), else another
+    ``claims.json`` (pretty-printed), else "no claims computed"."""
     md = claims_dir / "claims.md"
+    js = claims_dir / "claims.json"
+    if js.is_file():
+        try:
+            table = _claims_table(json.loads(js.read_text(encoding="utf-8")))
+        except json.JSONDecodeError:
+            table = None
+        if table is not None:
+            return table
     if md.is_file():
         return f'<pre class="claims">{_esc(md.read_text(encoding="utf-8"))}</pre>'
     js = claims_dir / "claims.json"
