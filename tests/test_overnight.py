@@ -151,7 +151,9 @@ def test_ctrl_c_stops_the_grid_marks_runs_interrupted_and_exits_130(
     how: str, small_root: Path, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    grid = start_grid(runs, small_root)
+    # long enough runs that the signal always lands while a trial is still training (a 4-step smoke
+    # run can finish between the poll and the signal on a loaded machine)
+    grid = start_grid(runs, small_root, "--override", "max_steps=400", "--override", "eval_every=200")
     sid = grid.pid
     try:
         wait_for(lambda: "running" in statuses(runs).values(), 120, "a trial to start")

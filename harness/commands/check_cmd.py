@@ -247,7 +247,8 @@ def run(args: argparse.Namespace) -> int:
         for cell in plan.cells:
             if cell.state == "unresolved":
                 report.problem(f"{cell.spec}: {cell.key}: {cell.reason}")
-        configs = [r.config for r in pending] or [r.config for r in plan.runs]
+        # no planned runs (e.g. every cell's encoder unresolved): still check the profile's inputs
+        configs = [r.config for r in pending] or [r.config for r in plan.runs] or [plan.settings]
         if data_root is not None:
             sizes = _check_data(data_root, configs, report, read_corpus)
             if pending:
@@ -332,6 +333,9 @@ def _check_data(data_root: Path, configs: list[Any], report: Report, read_corpus
         need[str(config.corpus)] = max(need.get(str(config.corpus), 0), int(config.batch_size))
     sizes: dict[str, int] = {}
     for corpus, batch in sorted(need.items()):
+        if not Path(corpus).exists():  # planned without it (run ids provisional)
+            report.problem(f"corpus file not found: {corpus}")
+            continue
         try:
             sizes[corpus] = len(read_corpus(Path(corpus), min_sentences=batch))
             report.ok(f"corpus {corpus}: {sizes[corpus]} sentences")
