@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _interruptible()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -63,6 +64,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"harness {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _interruptible() -> None:
+    """Make SIGINT interrupt even when it was inherited as ignored.
+
+    A process started in the background by a non-interactive shell (``harness grid ... &`` in a
+    script, a CI job) inherits SIGINT as *ignored*, and Python keeps it so; ``kill -INT`` must still
+    stop a grid or a run cleanly (runs marked interrupted, exit 130).
+    """
+    import signal
+    import threading
+
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    ):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 if __name__ == "__main__":
