@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import session_pids
 
 from harness.store import RunStore
 
@@ -52,21 +53,6 @@ def start_grid(runs: Path, data: Path, *extra: str) -> subprocess.Popen[str]:
         text=True,
         start_new_session=True,
     )
-
-
-def session_pids(sid: int) -> list[int]:
-    """Live processes of session ``sid`` (what a driver started and left behind)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.append(int(entry.name))
-    return out
 
 
 def stop_session(sid: int) -> list[int]:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import session_pids
 
 from harness.store import RunStore
 
@@ -29,20 +30,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def session_pids(sid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.append(int(entry.name))
-    return out
 
 
 @pytest.mark.slow
