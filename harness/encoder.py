@@ -162,15 +162,23 @@ class SentenceEncoder(nn.Module):
             return (hidden * mask).sum(1) / mask.sum(1)
         raise ConfigError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
 
-    def embed(self, sentences: Sequence[str], pooler: str = "cls_before_pooler") -> np.ndarray:
+    def embed(
+        self, sentences: Sequence[str], pooler: str = "cls_before_pooler", precision: str = "fp32"
+    ) -> np.ndarray:
         """Float32 embeddings ``[n, d]`` of exactly this batch (eval mode, no truncation).
 
+        ``precision="bf16"`` autocasts the forward pass to bfloat16 (the output is still float32).
         The module's training mode is restored afterwards.
         """
         was_training = self.training
         self.eval()
+        cast: contextlib.AbstractContextManager[Any] = (
+            torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+            if precision == "bf16"
+            else contextlib.nullcontext()
+        )
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), cast:
                 out = self.features(self.tokenize(sentences), pooler)
         finally:
             self.train(was_training)

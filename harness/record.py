@@ -43,6 +43,7 @@ class Provenance(TypedDict):
     device: str
     device_name: str
     cpu_model: str
+    cpu_native_bf16: NotRequired[bool]
     gpu_name: str | None
     cuda: str | None
     threads: int
@@ -146,6 +147,7 @@ def provenance(device: str, threads: int) -> Provenance:
     import torch
     import transformers
 
+    from harness.hardware import cpu_model, cpu_native_bf16
     from harness.store import code_version
 
     dev = torch.device(device)
@@ -159,6 +161,7 @@ def provenance(device: str, threads: int) -> Provenance:
         "device": str(dev),
         "device_name": gpu or cpu_model(),
         "cpu_model": cpu_model(),
+        "cpu_native_bf16": cpu_native_bf16(),
         "gpu_name": gpu,
         "cuda": torch.version.cuda,
         "threads": int(threads),
@@ -166,18 +169,6 @@ def provenance(device: str, threads: int) -> Provenance:
         "code_dirty": code_dirty(),
         "host": socket.gethostname(),
     }
-
-
-@functools.cache
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def git_output(*args: str) -> str | None:

@@ -430,8 +430,11 @@ def _run(
     probe = make_probe(data_root, token_lengths)
     final_evaluate = make_final_evaluator(token_lengths) if config.final_tasks != "none" else None
 
-    def embed(batch: list[str]) -> np.ndarray:
-        return encoder.embed(batch, config.eval_pooler)
+    def embed(batch: list[str]) -> np.ndarray:  # dev probes: the training precision
+        return encoder.embed(batch, config.eval_pooler, config.precision)
+
+    def embed_final(batch: list[str]) -> np.ndarray:  # final tasks: fp32 unless asked otherwise
+        return encoder.embed(batch, config.eval_pooler, config.eval_precision)
 
     def head_into_pooler(required: bool) -> None:
         head = method.export_head()
@@ -560,13 +563,16 @@ def _run(
         say(f"[{run_id}] best encoder (step {record['best_step']}) saved to {target}")
 
     t0 = time.perf_counter()
-    final_embed: EmbedFn = embed
+    final_embed: EmbedFn = embed_final
     if config.post_whiten != "none":
         fit_on = sentences[: config.post_whiten_sentences]
         say(f"[{run_id}] fitting {config.post_whiten} post-whitening on {len(fit_on)} corpus sentences")
-        final_embed = fit_whitening(embed, fit_on, config.post_whiten)
+        final_embed = fit_whitening(embed_final, fit_on, config.post_whiten)
     if final_evaluate is not None:
-        say(f"[{run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode})")
+        say(
+            f"[{run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode}, "
+            f"{config.eval_precision})"
+        )
         record["final"] = final_evaluate(final_embed, data_root, config.final_tasks, config.transfer_mode)
     eval_time += time.perf_counter() - t0
     record["train_time_s"] = round(train_time, 3)

@@ -296,7 +296,8 @@ def test_records_carry_provenance_schema_and_method_notes(
 ) -> None:
     import transformers
 
-    from harness.record import SCHEMA_VERSION, cpu_model
+    from harness.hardware import cpu_model
+    from harness.record import SCHEMA_VERSION
 
     config = smoke(data_root, "whitenedcse", max_steps=2, eval_every=2)
     assert config.threads == 1
@@ -323,3 +324,24 @@ def test_bf16_on_a_cpu_that_emulates_it_is_announced(
     monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 1.1)
     train_run(smoke(data_root, max_steps=1, eval_every=1, precision="bf16"), data_root, log=lines.append)
     assert not any("emulated" in line for line in lines)
+
+
+@pytest.mark.parametrize(("precision", "eval_precision"), [("bf16", "fp32"), ("fp32", "bf16")])
+def test_dev_probes_use_the_training_precision_and_final_tasks_their_own(
+    fakes: None, data_root: Path, monkeypatch: pytest.MonkeyPatch, precision: str, eval_precision: str
+) -> None:
+    from harness.encoder import SentenceEncoder
+
+    seen: list[str] = []
+    real_embed = SentenceEncoder.embed
+
+    def spy(self: SentenceEncoder, sentences: Any, pooler: str = "cls_before_pooler", p: str = "fp32") -> Any:
+        seen.append(p)
+        return real_embed(self, sentences, pooler, p)
+
+    monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 1.0)
+    monkeypatch.setattr(SentenceEncoder, "embed", spy)
+    config = smoke(data_root, max_steps=2, eval_every=1, precision=precision, eval_precision=eval_precision)
+    train_run(config, data_root, log=lambda _: None)
+    # fake_probe embeds once per probe (steps 0, 1, 2); fake_final embeds once at the end
+    assert seen == [precision] * 3 + [eval_precision]

@@ -46,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--device", default=None, help="torch device (default: cuda when available, else cpu)"
     )
     parser.add_argument(
+        "--precision",
+        default="fp32",
+        choices=("fp32", "bf16"),
+        help="fp32 (default: SentEval's numbers) or bf16 autocast (faster where the CPU or GPU has native "
+        "bf16; benchmarks/bench_sts_eval.py prints how far it moves the scores)",
+    )
+    parser.add_argument(
         "--post-whiten",
         default="none",
         choices=("none", "zca", "pca"),
@@ -124,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     encoder = load_encoder(args.model, device=device)
-    embed, token_lengths = encoder_functions(encoder, pooler)
+    embed, token_lengths = encoder_functions(encoder, pooler, args.precision)
     if whiten_corpus is not None:
         from harness.train import fit_whitening, read_corpus
 

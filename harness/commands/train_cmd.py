@@ -32,6 +32,7 @@ _RUN_FLAGS: dict[str, str] = {
     "transfer_mode": "transfer_mode",
     "post_whiten": "post_whiten",
     "precision": "precision",
+    "eval_precision": "eval_precision",
     "threads": "threads",
 }
 """argparse destination -> RunConfig field, for the run-level flags."""
@@ -61,7 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--final-tasks", help="sts, transfer, all or none")
     parser.add_argument("--transfer-mode", help="fasttest or test")
     parser.add_argument("--post-whiten", help="none, zca or pca (BERT-whitening of evaluation embeddings)")
-    parser.add_argument("--precision", help="fp32 or bf16")
+    parser.add_argument(
+        "--precision", help="training and dev probes: fp32, bf16 or auto (bf16 where native; cpu profile)"
+    )
+    parser.add_argument("--eval-precision", help="final tasks: fp32 (default, SentEval's numbers) or bf16")
     parser.add_argument("--output-dir", default="runs", help="run store folder (default ./runs)")
     add_data_dir(parser)
     parser.add_argument("--device", help="torch device (default: cuda if available, else cpu)")

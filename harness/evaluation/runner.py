@@ -39,12 +39,15 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def encoder_functions(encoder: SentenceEncoder, pooler: str) -> tuple[EmbedFn, LengthsFn]:
+def encoder_functions(
+    encoder: SentenceEncoder, pooler: str, precision: str = "fp32"
+) -> tuple[EmbedFn, LengthsFn]:
     """The ``embed`` and ``token_lengths`` functions of an encoder with a pooler.
 
     Args:
         encoder: a loaded :class:`~harness.encoder.SentenceEncoder`.
         pooler: one of :data:`harness.encoder.POOLERS`.
+        precision: ``fp32`` or ``bf16`` (autocast of the forward pass; output float32 either way).
 
     Returns:
         ``embed(sentences) -> [n, d]`` float32 and ``token_lengths(sentences) -> list[int]`` (the
@@ -52,7 +55,7 @@ def encoder_functions(encoder: SentenceEncoder, pooler: str) -> tuple[EmbedFn, L
     """
 
     def embed(sentences: list[str]) -> Any:
-        return encoder.embed(sentences, pooler)
+        return encoder.embed(sentences, pooler, precision)
 
     def token_lengths(sentences: list[str]) -> list[int]:
         ids = encoder.tokenizer(list(sentences), add_special_tokens=True, truncation=False)["input_ids"]

@@ -151,3 +151,12 @@ def test_length_buckets_trim_padding() -> None:
     batch = encoder.tokenize(["a", "b", "a much longer sentence with many more tokens ."], max_length=32)
     TrainingEncode(encoder, length_buckets=2)(batch)
     assert widths == [3, batch["input_ids"].shape[1]]  # [CLS] a [SEP] alone, then the long pair
+
+
+def test_bf16_embedding_is_float32_and_close_to_fp32(tiny):
+    fp32 = tiny.embed(SENTS, "cls_before_pooler")
+    bf16 = tiny.embed(SENTS, "cls_before_pooler", "bf16")
+    assert bf16.dtype == np.float32 and bf16.shape == fp32.shape
+    assert not np.array_equal(bf16, fp32)  # autocast really ran in bf16
+    cos = (fp32 * bf16).sum(1) / np.linalg.norm(fp32, axis=1) / np.linalg.norm(bf16, axis=1)
+    assert cos.min() > 0.99

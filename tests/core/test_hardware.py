@@ -1,0 +1,58 @@
+"""Native-bf16 detection and ``precision = "auto"``: resolved from CPU flags, deterministic, in the id."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import harness.hardware as hw
+from harness.config import resolve_config, resolve_settings
+
+
+@pytest.fixture
+def fake_cpu(monkeypatch: pytest.MonkeyPatch):
+    """Set this 'machine's' CPU flags; no CUDA."""
+
+    def set_flags(*flags: str) -> None:
+        monkeypatch.setattr(hw, "cpu_flags", lambda: frozenset(flags))
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    return set_flags
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (("avx2", "fma"), "fp32"),
+        (("avx2", "avx512f", "avx512_vnni"), "fp32"),
+        (("avx2", "avx512f", "avx512_bf16"), "bf16"),
+        (("amx_tile", "amx_bf16"), "bf16"),
+        ((), "fp32"),
+    ],
+)
+def test_auto_precision_follows_native_bf16_flags(fake_cpu, flags: tuple[str, ...], expected: str) -> None:
+    fake_cpu(*flags)
+    assert hw.cpu_native_bf16() == (expected == "bf16")
+    assert hw.auto_precision() == expected
+
+
+def test_cpu_profiles_resolve_auto_to_a_concrete_precision_in_the_id(fake_cpu, data_root: Path) -> None:
+    fake_cpu("avx512_bf16")
+    native = resolve_config("simcse", None, "cpu", data_root=data_root)
+    assert native.precision == "bf16" and native.eval_precision == "fp32"
+    fake_cpu("avx2")
+    emulated = resolve_config("simcse", None, "cpu", data_root=data_root)
+    assert emulated.precision == "fp32"
+    assert native.run_id() != emulated.run_id()  # a different precision is a different run
+    assert resolve_settings("smoke", {"precision": "AUTO"}, data_root=data_root).precision == "fp32"
+    assert resolve_settings("paper", require_corpus=False).precision == "fp32"  # the papers' setting
+
+
+def test_flags_and_model_are_read_from_proc_cpuinfo() -> None:
+    import platform
+
+    if platform.machine() in ("x86_64", "AMD64") and Path("/proc/cpuinfo").is_file():
+        assert {"sse2", "fpu"} <= hw.cpu_flags()  # every x86-64 has these
+    assert hw.cpu_model() and hw.cpu_model() != "unknown"
