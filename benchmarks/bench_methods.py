@@ -5,7 +5,8 @@ gradient clipping at 1.0 + an AdamW step, exactly as the training loop runs it. 
 the same encoder and the same batches of real corpus sentences; repetitions are interleaved (and the
 variant order rotated each round) so that drift in a shared machine's load hits every variant
 alike. The table reports the median step time, its ratio to SimCSE's, the ratio of encoder rows
-(the cost a method cannot avoid), and the target where METHODS.md / the issue sets one.
+(``MethodParams.encoder_rows()``: the cost a method cannot avoid, what ``harness.cost`` scales by),
+and the target where METHODS.md / the issue sets one.
 
 A second table times the method-specific extra work alone (whitening, DCL, the Barlow rank) on fixed
 features, which is far less noisy than the difference of two step times on a shared CPU.
@@ -43,7 +44,6 @@ class Variant:
     label: str
     method: str
     overrides: dict[str, Any] = field(default_factory=dict)
-    rows: float = 2.0  # encoder rows per sentence (SimCSE: 2)
     target: str = ""
 
 
@@ -51,31 +51,29 @@ def variants(num_groups: int, k_samples: int) -> list[Variant]:
     g = {"num_groups": num_groups}
     return [
         Variant("simcse", "simcse"),
-        Variant("whitenedcse sgw m=2", "whitenedcse", {**g, "num_positives": 2}, 2, "<= +5%"),
-        Variant("whitenedcse sgw m=3", "whitenedcse", {**g, "num_positives": 3}, 3, "<= rows"),
-        Variant("whitenedcse sgw m=3 released", "whitenedcse", {**g, "reading": "released"}, 3, "<= rows"),
-        Variant("whitenedcse sgw m=3 source=sgw", "whitenedcse", {**g, "positive_source": "sgw"}, 2),
-        Variant("whitenedcse none m=3", "whitenedcse", {**g, "whitening": "none"}, 3, "<= rows"),
-        Variant("whitenedcse zca m=2", "whitenedcse", {"whitening": "zca", "num_positives": 2}, 2),
-        Variant("simcsepp (off-dropout + DCL)", "simcsepp", {}, 3),
-        Variant("simcsepp off-dropout only", "simcsepp", {"lambda_dcl": 0.0}, 3),
-        Variant("simcse + DCL", "simcsepp", {"off_dropout": False, "m": 1.0}, 2, "<= +3%"),
-        Variant("DCL only", "simcsepp", {"infonce": False}, 2),
-        Variant("barlow M=0", "barlow_probe", {}, 2),
-        Variant("barlow M=300", "barlow_probe", {"padding_rows": 300}, 2),
-        Variant("noise pos+noise", "noise_probe", {"variant": "pos_plus_noise"}, 2),
-        Variant("noise neg+noise", "noise_probe", {"variant": "neg_plus_noise"}, 2),
+        Variant("whitenedcse sgw m=2", "whitenedcse", {**g, "num_positives": 2}, "<= +5%"),
+        Variant("whitenedcse sgw m=3", "whitenedcse", {**g, "num_positives": 3}, "<= rows"),
+        Variant("whitenedcse sgw m=3 released", "whitenedcse", {**g, "reading": "released"}, "<= rows"),
+        Variant("whitenedcse sgw m=3 source=sgw", "whitenedcse", {**g, "positive_source": "sgw"}),
+        Variant("whitenedcse none m=3", "whitenedcse", {**g, "whitening": "none"}, "<= rows"),
+        Variant("whitenedcse zca m=2", "whitenedcse", {"whitening": "zca", "num_positives": 2}),
+        Variant("simcsepp (off-dropout + DCL)", "simcsepp", {}),
+        Variant("simcsepp off-dropout only", "simcsepp", {"lambda_dcl": 0.0}),
+        Variant("simcse + DCL", "simcsepp", {"off_dropout": False, "m": 1.0}, "<= +3%"),
+        Variant("DCL only", "simcsepp", {"infonce": False}),
+        Variant("barlow M=0", "barlow_probe", {}),
+        Variant("barlow M=300", "barlow_probe", {"padding_rows": 300}),
+        Variant("noise pos+noise", "noise_probe", {"variant": "pos_plus_noise"}),
+        Variant("noise neg+noise", "noise_probe", {"variant": "neg_plus_noise"}),
         Variant(
             f"noise pos-noise K={k_samples}",
             "noise_probe",
             {"variant": "pos_minus_noise", "k_samples": k_samples},
-            2 * k_samples,
         ),
         Variant(
             f"noise neg-noise K={k_samples}",
             "noise_probe",
             {"variant": "neg_minus_noise", "k_samples": k_samples},
-            2 * k_samples,
         ),
     ]
 
@@ -180,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"|{'-' * 36}|{'-' * 9}|{'-' * 10}|{'-' * 8}|--------|")
     for v in chosen:
         med = statistics.median(times[v.label])
-        print(f"| {v.label:34} | {med:7.3f} | {med / base:8.3f} | {v.rows / 2:6.2f} | {v.target:6} |")
+        rows = methods[v.label].params.encoder_rows() / 2
+        print(f"| {v.label:34} | {med:7.3f} | {med / base:8.3f} | {rows:6.2f} | {v.target:6} |")
 
     # -- the extra work alone, on fixed features (no encoder) ---------------------------------------
     b = args.batch

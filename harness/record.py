@@ -71,6 +71,7 @@ class RunRecord(TypedDict):
     wall_time_s: float
     train_time_s: float
     eval_time_s: float
+    final_time_s: NotRequired[float]
     started_at: str
     finished_at: str | None
     host: str

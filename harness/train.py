@@ -574,6 +574,7 @@ def _run(
             f"{config.eval_precision})"
         )
         record["final"] = final_evaluate(final_embed, data_root, config.final_tasks, config.transfer_mode)
+    record["final_time_s"] = round(time.perf_counter() - t0, 3)
     eval_time += time.perf_counter() - t0
     record["train_time_s"] = round(train_time, 3)
     record["eval_time_s"] = round(eval_time, 3)

@@ -90,6 +90,12 @@ class MethodParams:
         """What the parameters resolve to on an encoder of this width (kept in the run record)."""
         return {}
 
+    def encoder_rows(self) -> float:
+        """Encoder rows (with gradient) per corpus sentence in one training step: what a step costs
+        relative to a plain forward of the batch (SimCSE: 2, its two dropout views). The grid's cost
+        estimate (:mod:`harness.cost`) scales a measured SimCSE step by ``encoder_rows() / 2``."""
+        return 2.0
+
     @classmethod
     def keys(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]

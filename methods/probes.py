@@ -48,6 +48,11 @@ class NoiseProbeParams(ContrastiveParams):
         if self.k_samples < 1:
             raise ConfigError(f"k_samples must be >= 1, got {self.k_samples}")
 
+    def encoder_rows(self) -> float:
+        if self.variant in ("pos_minus_noise", "neg_minus_noise"):
+            return 2.0 * self.k_samples + (2.0 if self.k_independent else 0.0)
+        return 2.0
+
 
 class NoiseProbe(ContrastiveMethod):
     """SimCSE with more (``+noise``) or less (``-noise``) noise on the positive or negative pairs.

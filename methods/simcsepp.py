@@ -79,6 +79,9 @@ class SimCSEppParams(ContrastiveParams):
         if not self.infonce and self.lambda_dcl == 0:
             raise ConfigError("lambda_dcl must be > 0 when infonce=False (DCL is then the only objective)")
 
+    def encoder_rows(self) -> float:
+        return 3.0 if self.off_dropout else 2.0  # + the dropout-off view of the batch
+
 
 class SimCSEpp(ContrastiveMethod):
     """Off-dropout InfoNCE with weight m, plus lambda * DCL (see the module docstring)."""

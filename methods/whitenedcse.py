@@ -122,6 +122,9 @@ class WhitenedCSEParams(ContrastiveParams):
             return self.num_groups
         return max(1, round(self.num_groups * hidden_size / PAPER_HIDDEN_SIZE))
 
+    def encoder_rows(self) -> float:
+        return float(self.num_positives) if self.positive_source == "dropout" else 2.0
+
     def validate(self, hidden_size: int | None = None) -> None:
         super().validate(hidden_size)
         if self.num_groups < 1:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.cli import main
+from harness.config import RunConfig
 from harness.errors import ConfigError
 from harness.grid import attach_status, describe, expand
 from harness.specs import load_table_spec, load_table_specs
@@ -183,6 +185,8 @@ def test_grid_command_dry_run(data_root: Path, tmp_path: Path, capsys: pytest.Ca
     assert main([*args, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "16 distinct runs" in out and "0 finished, 16 to run" in out
+    assert re.search(r"whitenedcse_table4 +16 run\(s\) +[0-9.]+ CPU-trial-h", out)
+    assert "makespan, longest first:" in out
     assert main(["grid", "no_such_spec", "--dry-run", "--data-dir", str(data_root)]) == 2
     assert main([*args, "--dry-run", "--override", "bad"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
@@ -251,3 +255,24 @@ def test_dry_run_and_check_plan_without_the_corpus(
     assert main(["check", "whitenedcse_table3", *common]) == 1
     text = capsys.readouterr()
     assert "planned: 5 distinct run(s)" in text.out + text.err and "wiki1m" in text.out + text.err
+
+
+def test_grid_starts_its_runs_longest_first(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import harness.tune as tune_mod
+
+    started: list[RunConfig] = []
+
+    def fake_run_trials(configs: list[RunConfig], *args: Any, **kwargs: Any) -> Any:
+        started.extend(configs)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(tune_mod, "run_trials", fake_run_trials)
+    args = ["grid", "simcsepp_table1", "--profile", "cpu", "--runs-dir", str(tmp_path / "runs")]
+    with pytest.raises(SystemExit):
+        main([*args, "--data-dir", str(data_root)])
+    rows = [c.params.encoder_rows() for c in started]
+    assert len(started) > 3 and rows == sorted(rows, reverse=True)  # the K=10 noise probes first
+    assert rows[0] > 2 * rows[-1]
+    assert "trial-hours" in capsys.readouterr().out

@@ -119,6 +119,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.commands.common import check_writable_dir
+    from harness.cost import estimate_lines, hours, longest_first, makespan
     from harness.grid import attach_status, describe, expand
     from harness.paths import resolve_data_root
     from harness.specs import load_plot_specs, load_table_specs
@@ -155,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
         for line in distrust_scoreless(plan, store):
             print(line)
         print("\n".join(describe(plan, retry_failed=retry)))
+        todo = plan.pending(retry)
+        model, slots = cost_model(args, store, [r.config for r in todo])
+        print("\n".join(estimate_lines([(r.config, r.used_by) for r in todo], model, local_slots=slots)))
         return 0
     check_writable_dir(store.root, "runs folder")
     with store.lock(log=print):
@@ -177,12 +181,19 @@ def run(args: argparse.Namespace) -> int:
         if not pending:
             return 0
         check_corpora([r.config for r in pending])
+        model, slots = cost_model(args, store, [r.config for r in pending])
+        ordered = longest_first([r.config for r in pending], model)
+        seconds = [model.run_seconds(c) for c in ordered]
+        print(
+            f"estimated: {sum(seconds) / 3600:.2f} trial-hours, about {hours(makespan(seconds, slots))} on "
+            f"{slots} slot(s); runs start longest first ({model.source(ordered[0])})"
+        )
         from harness.tune import GridInterrupted, run_trials
 
         previous = _sigterm_as_interrupt()
         try:
             report = run_trials(
-                [r.config for r in pending],
+                ordered,
                 data_root,
                 store,
                 address=args.address,
@@ -206,6 +217,36 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(report.summary()))
     print(f"records: {store.records_dir}; tables: harness tables --profile {profile}")
     return 0 if not report.failed else 1
+
+
+def cost_model(args: argparse.Namespace, store: Any, configs: list[Any]) -> tuple[Any, int]:
+    """The grid's cost model (calibrated on the store's finished records) and its parallel slots.
+
+    Trials run on GPUs when ``--gpus-per-trial`` > 0 or, with a local Ray, when this machine has a
+    CUDA GPU; the slots are GPUs / GPUs per trial, else CPUs / CPUs per trial.
+    """
+    import os
+
+    import torch
+
+    from harness.cost import CostModel
+
+    gpus_per_trial = args.gpus_per_trial
+    local_gpus = torch.cuda.device_count() if args.address is None and not args.smoke else 0
+    on_gpu = (gpus_per_trial or 0) > 0 or (gpus_per_trial is None and local_gpus > 0)
+    if on_gpu:
+        slots = max(1, int(max(local_gpus, 1) / (gpus_per_trial or 1.0)))
+    else:
+        slots = max(1, (os.cpu_count() or 1) // max(1, args.cpus_per_trial))
+    sizes: dict[str, int] = {}
+    for config in configs:
+        if config.max_steps is None and config.corpus not in sizes:
+            try:
+                with open(config.corpus, "rb") as handle:
+                    sizes[config.corpus] = sum(1 for _ in handle)
+            except OSError:
+                pass  # not here (planning only): the estimate assumes 1M sentences
+    return CostModel(store.records(), "cuda" if on_gpu else "cpu", sizes), slots
 
 
 def _sigterm_as_interrupt() -> Any:

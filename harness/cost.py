@@ -1,0 +1,284 @@
+"""What a grid costs before it runs: seconds per run, hours per table, makespan on N parallel slots.
+
+A run's estimate is the sum of its parts::
+
+    steps x step_s x encoder_rows / 2     training (a SimCSE step scaled by the method's encoder rows)
+  + probes x probe_s                      STS-B dev probes (one at step 0, one every eval_every)
+  + sts_s [eval_precision]                final STS, when the run scores STS
+  + transfer_s [transfer_mode]            final transfer, when a transfer table uses the run
+  + whitening fit                         post-whitening: its sentences at the STS pass's speed
+
+The unit costs come, in this order of preference, from finished records in the run store with the
+same machine-relevant settings (device kind, encoder, precision, threads, batch and length: the
+median of what those runs measured), else from the built-in table below (measured on the machines
+named there), else from a SimCSE step measured for the encoder and the ratios of the built-in table.
+Every estimate says where its numbers came from. ``harness grid --dry-run`` prints the estimate and
+a grid starts its runs longest first (:func:`longest_first`), which shortens the makespan when runs
+of very different lengths share a few slots.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.config import RunConfig
+
+STS_SENTENCES = 26_083
+"""Distinct sentences of the seven STS test sets the final STS pass embeds (bench_sts_eval.py)."""
+PROBE_SHARE = 0.14
+"""A dev probe's time as a share of a final STS pass in the same precision (measured on the CPU:
+fp32 15 s / 100 s, bf16 5 s / 35 s, packaged MiniLM, one thread, 2026-11-23)."""
+STS_PER_STEP = 35.0
+"""Final STS pass / SimCSE step, same device and precision (CPU measurements above: 38 fp32, 32 bf16);
+used only for an encoder with a measured step but no measured evaluation."""
+
+
+@dataclass(frozen=True)
+class UnitCosts:
+    """Seconds of one unit of work under one set of machine-relevant settings."""
+
+    step_s: float
+    """One SimCSE step (two encoder rows per sentence) at the run's batch size and length."""
+    sts_s: Mapping[str, float]
+    """The final STS pass (seven tasks), by evaluation precision."""
+    transfer_s: Mapping[str, float]
+    """The final transfer tasks (seven), by transfer mode; missing = not measured."""
+    source: str
+
+    def probe_s(self, precision: str) -> float:
+        return PROBE_SHARE * self.sts_s.get(precision, self.sts_s.get("fp32", 0.0))
+
+
+# (device kind, encoder, precision) -> measured unit costs. CPU: this project's 2-core machine,
+# one thread per trial (two trials in parallel), 2026-11-23, other trial running beside it. GPU: an
+# H100, bert-base-sized encoder with random weights, 2026-11-22 (README, Speed); its evaluation
+# times are derived (STS_PER_STEP), not measured.
+_BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], dict[str, float], str]] = {
+    ("cpu", "minilm", "bf16"): (
+        1.12,
+        {"fp32": 100.0, "bf16": 35.0},
+        {"fasttest": 1252.0},
+        "measured: MiniLM on this 2-core CPU, 1 thread, bf16 (2026-11-23)",
+    ),
+    ("cpu", "minilm", "fp32"): (
+        2.6,
+        {"fp32": 100.0, "bf16": 35.0},
+        {"fasttest": 1252.0},
+        "measured: MiniLM on this 2-core CPU, 1 thread, fp32 (2026-11-23)",
+    ),
+    ("cuda", "bert-base", "bf16"): (
+        0.0499,
+        {"fp32": STS_PER_STEP * 0.0697, "bf16": STS_PER_STEP * 0.0499},
+        {"test": 660.0, "fasttest": 165.0},
+        "H100 step measured (bert-base-sized, bf16, 2026-11-22); evaluation derived from the step",
+    ),
+    ("cuda", "bert-base", "fp32"): (
+        0.0697,
+        {"fp32": STS_PER_STEP * 0.0697, "bf16": STS_PER_STEP * 0.0499},
+        {"test": 660.0, "fasttest": 165.0},
+        "H100 step measured (bert-base-sized, fp32, 2026-11-22); evaluation derived from the step",
+    ),
+}
+
+
+def _encoder_class(model: str) -> str:
+    name = model.lower()
+    if name == "minilm" or "minilm" in name:
+        return "minilm"
+    if "large" in name:
+        return "bert-large"
+    return "bert-base"
+
+
+def _machine_key(config: RunConfig, device: str) -> tuple[Any, ...]:
+    return (device, config.model, config.precision, config.threads, config.batch_size, config.max_length)
+
+
+def probes_of(steps: int, eval_every: int) -> int:
+    """Dev probes of a run: step 0, every ``eval_every`` steps, and the last step."""
+    if steps <= 0:
+        return 1
+    return 1 + steps // eval_every + (1 if steps % eval_every else 0)
+
+
+def _record_steps(record: Mapping[str, Any]) -> int | None:
+    trajectory = record.get("trajectory") or []
+    return int(trajectory[-1]["step"]) if trajectory else None
+
+
+class CostModel:
+    """Unit costs for the runs of a grid: calibrated from finished records where there are some.
+
+    Args:
+        records: finished run records (e.g. ``RunStore.load_all()``), used to calibrate.
+        device: ``cpu`` or ``cuda``: where the grid's trials will run.
+        corpus_sizes: corpus path -> sentences, for runs of one epoch (``max_steps = None``).
+    """
+
+    def __init__(
+        self,
+        records: Iterable[Mapping[str, Any]] = (),
+        device: str = "cpu",
+        corpus_sizes: Mapping[str, int] | None = None,
+    ) -> None:
+        self.device = device
+        self.corpus_sizes = dict(corpus_sizes or {})
+        self._measured: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+        for record in records:
+            self._add(record)
+
+    def _add(self, record: Mapping[str, Any]) -> None:
+        if record.get("status") != "finished":
+            return
+        try:
+            config = RunConfig.from_dict(record["config"])
+        except Exception:  # records of an older schema or a removed method calibrate nothing
+            return
+        steps = _record_steps(record)
+        prov = record.get("provenance") or {}
+        device = str(prov.get("device", "cpu")).split(":")[0]
+        if steps is None or device != self.device:
+            return
+        bucket = self._measured.setdefault(_machine_key(config, device), {})
+        if steps > 0 and record.get("train_time_s"):
+            rows = config.params.encoder_rows() / 2.0
+            bucket.setdefault("step_s", []).append(float(record["train_time_s"]) / steps / rows)
+        final_s = record.get("final_time_s")
+        if final_s is not None and config.post_whiten == "none":
+            if config.final_tasks == "sts":
+                bucket.setdefault(f"sts_{config.eval_precision}", []).append(float(final_s))
+            probes = probes_of(steps, config.eval_every)
+            eval_s = float(record.get("eval_time_s") or 0.0) - float(final_s)
+            if eval_s > 0:
+                bucket.setdefault(f"probe_{config.precision}", []).append(eval_s / probes)
+
+    def units(self, config: RunConfig) -> tuple[UnitCosts, float | None]:
+        """The unit costs for ``config`` and, when measured, its probe seconds (else None)."""
+        key = (self.device, _encoder_class(config.model), config.precision)
+        base = _BUILTIN.get(key) or _BUILTIN.get((self.device, _encoder_class(config.model), "fp32"))
+        if base is None:
+            base = _BUILTIN[("cpu", "minilm", "fp32")]
+            source = f"no measurement for {config.model} on {self.device}: MiniLM CPU numbers (a guess)"
+        else:
+            source = base[3]
+        step_s, sts, transfer = base[0], dict(base[1]), dict(base[2])
+        measured = self._measured.get(_machine_key(config, self.device), {})
+        probe = None
+        if measured:
+            n = max(len(v) for v in measured.values())
+            source = f"calibrated from {n} finished run(s) in the store"
+            if "step_s" in measured:
+                step_s = statistics.median(measured["step_s"])
+            for precision in ("fp32", "bf16"):
+                if f"sts_{precision}" in measured:
+                    sts[precision] = statistics.median(measured[f"sts_{precision}"])
+            if f"probe_{config.precision}" in measured:
+                probe = statistics.median(measured[f"probe_{config.precision}"])
+        return UnitCosts(step_s, sts, transfer, source), probe
+
+    def steps(self, config: RunConfig) -> int:
+        if config.max_steps is not None:
+            return config.max_steps
+        size = self.corpus_sizes.get(config.corpus, 1_000_000)
+        return size // config.batch_size
+
+    def run_seconds(self, config: RunConfig) -> float:
+        """Estimated wall seconds of one run (training, probes, final tasks, whitening fit)."""
+        units, probe = self.units(config)
+        steps = self.steps(config)
+        total = steps * units.step_s * config.params.encoder_rows() / 2.0
+        total += probes_of(steps, config.eval_every) * (probe or units.probe_s(config.precision))
+        sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"])
+        if config.final_tasks in ("sts", "all"):
+            total += sts
+        if config.final_tasks in ("transfer", "all"):
+            transfer = units.transfer_s.get(config.transfer_mode)
+            total += transfer if transfer is not None else 4 * units.transfer_s.get("fasttest", 0.0)
+        if config.post_whiten != "none":
+            total += sts * config.post_whiten_sentences / STS_SENTENCES
+        return total
+
+    def source(self, config: RunConfig) -> str:
+        return self.units(config)[0].source
+
+
+def makespan(seconds: Sequence[float], slots: int) -> float:
+    """Wall time of running these jobs on ``slots`` parallel slots, longest first (LPT list
+    scheduling: within 4/3 of the optimum)."""
+    if slots < 1:
+        raise ValueError(f"slots must be >= 1, got {slots}")
+    loads = [0.0] * min(slots, max(len(seconds), 1))
+    heapq.heapify(loads)
+    for s in sorted(seconds, reverse=True):
+        heapq.heappush(loads, heapq.heappop(loads) + s)
+    return max(loads) if loads else 0.0
+
+
+def longest_first(configs: Sequence[RunConfig], model: CostModel) -> list[RunConfig]:
+    """The configs in the order a grid should start them: longest estimated run first (stable)."""
+    return sorted(configs, key=lambda c: -model.run_seconds(c))
+
+
+def hours(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate_lines(
+    runs: Sequence[tuple[RunConfig, Sequence[str]]],
+    model: CostModel,
+    *,
+    local_slots: int,
+    slot_counts: Sequence[int] = (1, 2, 4, 8),
+) -> list[str]:
+    """The ``--dry-run`` estimate: per-table trial hours, the total, and the makespan on N slots.
+
+    Args:
+        runs: (config, cells that use it as ``"spec: key"``) for each run still to do.
+        model: the cost model.
+        local_slots: how many trials this machine (or cluster) runs at once.
+        slot_counts: other slot counts to print a makespan for.
+    """
+    if not runs:
+        return ["estimate: nothing to run"]
+    unit = "GPU" if model.device == "cuda" else "CPU-trial"
+    seconds = [model.run_seconds(c) for c, _ in runs]
+    per_table: dict[str, list[float]] = {}
+    for (_, used_by), s in zip(runs, seconds):
+        for table in sorted({u.split(":", 1)[0] for u in used_by}):
+            per_table.setdefault(table, []).append(s)
+    sources = sorted({model.source(c) for c, _ in runs})
+    lines = [f"estimate ({unit}-hours; runs shared by tables count in each):"]
+    for table, values in sorted(per_table.items()):
+        lines.append(f"  {table:24} {len(values):4d} run(s)  {sum(values) / 3600:7.2f} {unit}-h")
+    total = sum(seconds)
+    lines.append(
+        f"  {'all (distinct runs)':24} {len(seconds):4d} run(s)  {total / 3600:7.2f} {unit}-h; "
+        f"longest run {hours(max(seconds))}"
+    )
+    counts = sorted({local_slots, *slot_counts})
+    spans = ", ".join(
+        f"{n} slot(s) {hours(makespan(seconds, n))}{' (here)' if n == local_slots else ''}" for n in counts
+    )
+    lines.append(f"  makespan, longest first: {spans}")
+    lines.extend(f"  unit costs: {s}" for s in sources)
+    if not math.isfinite(total):
+        lines.append("  warning: an estimate is not finite")
+    return lines
+
+
+__all__ = [
+    "CostModel",
+    "UnitCosts",
+    "estimate_lines",
+    "hours",
+    "longest_first",
+    "makespan",
+    "probes_of",
+]

@@ -1,0 +1,97 @@
+"""The grid's cost estimate: run seconds from unit costs, calibration from records, LPT makespan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.config import RunConfig, resolve_config
+from harness.cost import CostModel, estimate_lines, longest_first, makespan, probes_of
+
+
+def cpu(
+    data_root: Path, method: str = "simcse", params: dict | None = None, **overrides: object
+) -> RunConfig:
+    return resolve_config(method, params, "cpu", {"precision": "bf16", **overrides}, data_root=data_root)
+
+
+def test_probes_count_step_zero_every_eval_and_the_last_step() -> None:
+    assert probes_of(0, 25) == 1
+    assert probes_of(100, 25) == 5
+    assert probes_of(40, 25) == 3  # 0, 25, 40
+    assert probes_of(1, 25) == 2
+
+
+def test_makespan_is_longest_first_list_scheduling() -> None:
+    assert makespan([], 2) == 0.0
+    assert makespan([5.0, 1.0, 1.0, 1.0], 1) == 8.0
+    assert makespan([5.0, 1.0, 1.0, 1.0], 2) == 5.0  # the long job alone on one slot
+    # LPT's textbook worst case: {3, 2, 2} and {3, 2} = 7, where {3, 3} and {2, 2, 2} = 6 is optimal
+    assert makespan([3.0, 3.0, 2.0, 2.0, 2.0], 2) == 7.0
+    assert makespan([4.0, 4.0], 8) == 4.0
+    with pytest.raises(ValueError, match="slots"):
+        makespan([1.0], 0)
+
+
+def test_run_seconds_scale_with_encoder_rows_and_parts(data_root: Path) -> None:
+    model = CostModel()
+    simcse = cpu(data_root)
+    base = model.run_seconds(simcse)
+    units, _ = model.units(simcse)
+    # training 100 steps + 5 probes + one fp32 STS pass
+    assert base == pytest.approx(100 * units.step_s + 5 * units.probe_s("bf16") + units.sts_s["fp32"])
+    m3 = model.run_seconds(cpu(data_root, "whitenedcse", {"num_positives": 3}))
+    assert m3 - base == pytest.approx(100 * units.step_s * 0.5, rel=1e-6)  # 3 rows instead of 2
+    faster_final = model.run_seconds(cpu(data_root, eval_precision="bf16"))
+    assert base - faster_final == pytest.approx(units.sts_s["fp32"] - units.sts_s["bf16"])
+    untrained = model.run_seconds(cpu(data_root, max_steps=0))
+    assert untrained == pytest.approx(units.probe_s("bf16") + units.sts_s["fp32"])
+
+
+def _record(config: RunConfig, train: float, eval_s: float, final: float, steps: int = 100) -> dict:
+    return {
+        "status": "finished",
+        "config": config.to_dict(),
+        "provenance": {"device": "cpu"},
+        "trajectory": [{"step": s} for s in range(0, steps + 1, config.eval_every)],
+        "train_time_s": train,
+        "eval_time_s": eval_s,
+        "final_time_s": final,
+    }
+
+
+def test_finished_records_calibrate_the_units_of_matching_runs(data_root: Path) -> None:
+    simcse = cpu(data_root)
+    records = [
+        _record(simcse.replace(seed=s), train=50.0 + s - 42, eval_s=70.0, final=50.0) for s in (42, 43, 44)
+    ]
+    records.append({**records[0], "status": "failed", "train_time_s": 1e6})  # ignored
+    model = CostModel(records)
+    units, probe = model.units(simcse)
+    assert units.step_s == pytest.approx(0.51)  # median of 0.50, 0.51, 0.52 s per step
+    assert units.sts_s["fp32"] == pytest.approx(50.0)
+    assert probe == pytest.approx(20.0 / 5)
+    assert "calibrated from 3 finished run(s)" in model.source(simcse)
+    # a WhitenedCSE m=3 run on the same machine settings uses SimCSE's step, scaled by its rows
+    m3 = cpu(data_root, "whitenedcse", {"num_positives": 3})
+    assert model.run_seconds(m3) == pytest.approx(100 * 0.51 * 1.5 + 5 * 4.0 + 50.0)
+    # another precision is another machine setting: not calibrated by these records
+    assert "calibrated" not in model.source(cpu(data_root, precision="fp32"))
+
+
+def test_longest_runs_start_first_and_the_estimate_names_tables(data_root: Path) -> None:
+    model = CostModel()
+    short = cpu(data_root, max_steps=0)
+    long = cpu(data_root, "noise_probe", {"variant": "pos_minus_noise"})
+    mid = cpu(data_root)
+    assert longest_first([short, mid, long], model) == [long, mid, short]
+    lines = estimate_lines(
+        [(short, ["t1: a"]), (mid, ["t1: b", "t2: b"]), (long, ["t2: c"])], model, local_slots=2
+    )
+    text = "\n".join(lines)
+    assert "t1" in text and "t2" in text and "3 run(s)" in text
+    assert "2 slot(s)" in text and "(here)" in text
+    expected = makespan([model.run_seconds(c) for c in (short, mid, long)], 2)
+    assert f"{expected / 3600:.1f} h" in text or f"{expected / 60:.0f} min" in text
+    assert estimate_lines([], model, local_slots=2) == ["estimate: nothing to run"]
