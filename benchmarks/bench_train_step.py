@@ -46,7 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--variants",
         default="",
         help="comma-separated harness variants timed side by side, each 'fp32' or 'bf16' with an optional "
-        "'+bN' (N length buckets), e.g. fp32,bf16,fp32+b4,bf16+b4 (default: one, from --bf16); "
+        "'+bN' (N length buckets) and '+fullcls' (full last layer), e.g. fp32,bf16+b4,bf16+b4+fullcls "
+        "(default: one, from --bf16); "
         "sentence-transformers runs in fp32 unless --bf16",
     )
     parser.add_argument("--batch-size", type=int, default=64)
@@ -83,9 +84,12 @@ def build_ours(
 ) -> tuple[Callable[[list[str], int], float], Any]:
     """The harness's step; returns ``(step(sentences, i) -> loss, encoder)``.
 
-    ``variant``: ``fp32`` or ``bf16``, optionally ``+bN`` for N length buckets ("" = from --bf16).
+    ``variant``: ``fp32`` or ``bf16``, optionally ``+bN`` for N length buckets and ``+fullcls`` for
+    the full last layer instead of the [CLS]-only one ("" = from --bf16).
     """
-    precision, _, buckets = (variant or ("bf16" if args.bf16 else "fp32")).partition("+b")
+    spec = variant or ("bf16" if args.bf16 else "fp32")
+    full_last_layer = "+fullcls" in spec
+    precision, _, buckets = spec.replace("+fullcls", "").partition("+b")
     from harness.config import resolve_config
     from harness.encoder import load_encoder
     from harness.train import TrainStep, seed_everything
@@ -109,6 +113,7 @@ def build_ours(
     )
     seed_everything(args.seed)
     encoder = load_encoder(args.model, args.device, seed=args.seed)
+    encoder.cls_shortcut = not full_last_layer
     method = get_method("simcse")(config.params, encoder.hidden_size).to(args.device)
     step = TrainStep(encoder, method, config, total)
 

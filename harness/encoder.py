@@ -125,6 +125,9 @@ class SentenceEncoder(nn.Module):
         self.tokenizer = tokenizer
         self.name = name
         self.hidden_size = int(getattr(model, "config").hidden_size)  # noqa: B009
+        self.cls_shortcut = True
+        """CLS poolers compute the last layer at [CLS] only (:func:`cls_only_last_layer`); False =
+        the full last layer (benchmarks compare the two)."""
 
     @property
     def device(self) -> torch.device:
@@ -141,9 +144,21 @@ class SentenceEncoder(nn.Module):
 
     # -- pooling --------------------------------------------------------------------------------
     def features(self, batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler") -> torch.Tensor:
-        """Pooled features ``[n, d]`` of a tokenised batch, with gradient, in the current mode."""
+        """Pooled features ``[n, d]`` of a tokenised batch, with gradient, in the current mode.
+
+        The CLS poolers need only the [CLS] position of the last layer, so that layer computes its
+        query, attention output and feed-forward for that position alone (keys and values still for
+        every token): the same function of the same tokens, without the other positions' last-layer
+        work (see :func:`cls_only_last_layer`).
+        """
         need_hidden = pooler in ("avg_first_last", "avg_top2")
-        outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
+        shortcut = (
+            cls_only_last_layer(self.model, batch["attention_mask"])
+            if self.cls_shortcut and pooler in ("cls_before_pooler", "cls")
+            else contextlib.nullcontext()
+        )
+        with shortcut:
+            outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
         mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)
         if pooler == "cls_before_pooler":
             return outputs.last_hidden_state[:, 0]
@@ -193,6 +208,70 @@ class SentenceEncoder(nn.Module):
         with torch.no_grad():
             dense.weight.copy_(linear.weight)
             dense.bias.copy_(linear.bias)
+
+
+def _last_layer(model: nn.Module) -> nn.Module | None:
+    """The last transformer layer of a BERT-style encoder (``encoder.layer[-1]``) whose attention
+    and feed-forward parts :func:`cls_only_last_layer` knows how to call, else None."""
+    layers = getattr(getattr(model, "encoder", None), "layer", None)
+    if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
+        return None
+    layer = layers[-1]
+    attention = getattr(layer, "attention", None)
+    self_attn = getattr(attention, "self", None)
+    parts = (
+        getattr(self_attn, "query", None),
+        getattr(self_attn, "key", None),
+        getattr(self_attn, "value", None),
+        getattr(self_attn, "num_attention_heads", None),
+        getattr(attention, "output", None),
+        getattr(layer, "feed_forward_chunk", None),
+    )
+    if any(p is None for p in parts) or getattr(layer, "is_decoder", False):
+        return None
+    return layer
+
+
+@contextlib.contextmanager
+def cls_only_last_layer(model: nn.Module, attention_mask: torch.Tensor) -> Iterator[None]:
+    """Within the block, the model's last layer computes the [CLS] position only.
+
+    The layer's output becomes ``[n, 1, d]``: [CLS] attends to every unmasked token (keys and values
+    of all positions), then the attention output, residual, layer norms and feed-forward run on that
+    one position. Dropout (attention probabilities and hidden states) applies exactly where the full
+    layer applies it, so in training the result has the same distribution, and in evaluation the
+    same value up to float rounding. Models without a BERT-style last layer run unchanged.
+    """
+    layer = _last_layer(model)
+    if layer is None:
+        yield
+        return
+    self_attn: Any = layer.attention.self  # type: ignore[union-attr]
+    heads = int(self_attn.num_attention_heads)
+    keep = attention_mask.to(torch.bool)[:, None, None, :]  # [n, 1, 1, L]: True = attend
+
+    def forward(hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        n, length, width = hidden_states.shape
+        size = width // heads
+        cls = hidden_states[:, :1]
+        q = self_attn.query(cls).view(n, 1, heads, size).transpose(1, 2)
+        k = self_attn.key(hidden_states).view(n, length, heads, size).transpose(1, 2)
+        v = self_attn.value(hidden_states).view(n, length, heads, size).transpose(1, 2)
+        p = float(self_attn.dropout.p) if layer.training else 0.0
+        scale = float(getattr(self_attn, "scaling", size**-0.5))
+        context = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=keep.to(q.device), dropout_p=p, scale=scale
+        )
+        context = context.transpose(1, 2).reshape(n, 1, width)
+        attended = layer.attention.output(context, cls)  # type: ignore[union-attr,operator]
+        out: torch.Tensor = layer.feed_forward_chunk(attended)  # type: ignore[operator]
+        return out
+
+    layer.forward = forward
+    try:
+        yield
+    finally:
+        del layer.forward  # back to the class's forward
 
 
 def _first_line(exc: BaseException) -> str:

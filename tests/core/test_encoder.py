@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -66,8 +68,8 @@ def test_avg_pooler_matches_manual_mean(tiny):
         manual = (out.hidden_states[1] + out.hidden_states[-1]) / 2
         manual = (manual * mask).sum(1) / mask.sum(1)
         np.testing.assert_allclose(tiny.features(batch, "avg_first_last").numpy(), manual.numpy(), atol=1e-6)
-        np.testing.assert_allclose(
-            tiny.features(batch, "cls_before_pooler").numpy(), out.last_hidden_state[:, 0].numpy()
+        np.testing.assert_allclose(  # the [CLS]-only last layer: equal up to float rounding
+            tiny.features(batch, "cls_before_pooler").numpy(), out.last_hidden_state[:, 0].numpy(), atol=1e-5
         )
 
 
@@ -160,3 +162,51 @@ def test_bf16_embedding_is_float32_and_close_to_fp32(tiny):
     assert not np.array_equal(bf16, fp32)  # autocast really ran in bf16
     cos = (fp32 * bf16).sum(1) / np.linalg.norm(fp32, axis=1) / np.linalg.norm(bf16, axis=1)
     assert cos.min() > 0.99
+
+
+@pytest.mark.parametrize("pooler", ["cls_before_pooler", "cls"])
+def test_cls_poolers_compute_the_last_layer_at_cls_only_with_the_same_result(pooler):
+    encoder = load_encoder("random:tiny", seed=1)
+    batch = encoder.tokenize(SENTS * 3)  # padded rows of very different lengths
+    last: Any = getattr(encoder.model, "encoder").layer[-1]  # noqa: B009
+    calls: list[tuple[int, ...]] = []
+    hook = last.register_forward_hook(lambda m, i, o: calls.append(tuple(o.shape)))
+    try:
+        encoder.eval()
+        encoder.cls_shortcut = False
+        full = encoder.features(batch, pooler)
+        encoder.cls_shortcut = True
+        fast = encoder.features(batch, pooler)
+    finally:
+        hook.remove()
+    # the full layer returns every position; the shortcut only [CLS] (hooks see the class forward only)
+    assert calls and calls[0][1] == batch["input_ids"].shape[1]
+    assert torch.allclose(full, fast, atol=1e-5)
+    assert "forward" not in vars(last)  # the class's forward is back
+
+
+def test_cls_shortcut_gives_the_same_gradients_with_dropout_off():
+    encoder = load_encoder("random:tiny", seed=2)
+    batch = encoder.tokenize(SENTS * 2)
+    grads = []
+    for shortcut in (False, True):
+        encoder.zero_grad()
+        encoder.cls_shortcut = shortcut
+        encoder.train()
+        with dropout_off(encoder):
+            encoder.features(batch, "cls_before_pooler").pow(2).sum().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in encoder.parameters() if p.grad is not None]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-5, rtol=1e-4)
+    # with dropout on, the shortcut draws its own masks: different values, same shape, finite
+    encoder.train()
+    a = encoder.features(batch, "cls_before_pooler")
+    b = encoder.features(batch, "cls_before_pooler")
+    assert a.shape == b.shape and not torch.equal(a, b) and torch.isfinite(a).all()
+
+
+def test_cls_shortcut_leaves_models_without_a_bert_layer_alone():
+    from harness.encoder import cls_only_last_layer
+
+    plain = torch.nn.Linear(3, 3)
+    with cls_only_last_layer(plain, torch.ones(2, 4)):
+        assert "forward" not in vars(plain)
