@@ -4,7 +4,14 @@
 ``all_splits=True``: SentEval's own encoder calls (per subset or split, chunks of 128 pairs,
 sentence-1 chunk then sentence-2 chunk, file or sorted order as SentEval has it), on the train, dev
 and test splits of STS-B and SICK-R as SentEval encodes them. "Harness" = the default path: the
-distinct sentences of what is reported, embedded once each in token-length-sorted batches.
+distinct sentences of what is reported, embedded once each in token-length-sorted batches, the
+last layer computed at [CLS] only for the CLS poolers; the SentEval pipeline runs the plain model
+forward (all positions of every layer), as SentEval's batcher would. "harness bf16" = the default
+path under bf16 autocast (``eval_precision = "bf16"``); its deviation from fp32 is printed per task.
+
+SentEval itself is not on PyPI and GitHub is out of reach from this machine, so its engine cannot be
+run here; the pipeline above reproduces its encoder calls, and both paths are checked against
+SentEval's own recorded output for the packaged encoder (``harness.evaluation.reference``).
 
 Both run in this process on the packaged encoder (by default), one after the other. Printed: wall
 time, process CPU time (less sensitive to other processes on a shared machine), sentences embedded,
@@ -19,6 +26,7 @@ sentences/second, the speed ratio, and how far the two paths' numbers are apart.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -89,6 +97,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS), help="STS tasks (default: all 7)")
     parser.add_argument("--work-only", action="store_true", help="count tokens only, encode nothing")
+    parser.add_argument("--skip-bf16", action="store_true", help="do not time the bf16 evaluation")
     args = parser.parse_args()
 
     senteval = senteval_dir(resolve_data_root(args.data_dir))
@@ -102,18 +111,42 @@ def main() -> None:
         return
     embed(["warm up the encoder ."] * 8)
 
+    bf16_embed, _ = encoder_functions(encoder, args.pooler, "bf16")
+
+    def full_layers(fn: Callable[[], StsReport]) -> StsReport:
+        encoder.cls_shortcut = False  # what SentEval's batcher would run: the plain model forward
+        try:
+            return fn()
+        finally:
+            encoder.cls_shortcut = True
+
     fast, fast_wall, fast_cpu = timed(lambda: run_sts(embed, senteval, tasks, token_lengths=token_lengths))
+    rows = []
+    if not args.skip_bf16:
+        half, half_wall, half_cpu = timed(
+            lambda: run_sts(bf16_embed, senteval, tasks, token_lengths=token_lengths)
+        )
+        rows.append(("harness bf16", half, half_wall, half_cpu))
     slow, slow_wall, slow_cpu = timed(
-        lambda: run_sts(embed, senteval, tasks, exact_batches=True, all_splits=True)
+        lambda: full_layers(lambda: run_sts(embed, senteval, tasks, exact_batches=True, all_splits=True))
     )
-    print(f"{'':>18}  {'wall s':>8} {'cpu s':>8} {'sentences':>9} {'sent/s':>8}")
+    print(f"load average after timing: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"{'':>18}  {'wall s':>8} {'cpu s':>8} {'sentences':>9} {'sent/s':>8} {'vs SentEval':>11}")
     for name, report, wall, cpu in (
         ("SentEval pipeline", slow, slow_wall, slow_cpu),
-        ("harness", fast, fast_wall, fast_cpu),
+        ("harness fp32", fast, fast_wall, fast_cpu),
+        *rows,
     ):
         n = report.sentences_embedded
-        print(f"{name:>18}  {wall:8.1f} {cpu:8.1f} {n:9d} {n / wall:8.1f}")
-    print(f"speed ratio: {slow_wall / fast_wall:.2f}x wall, {slow_cpu / fast_cpu:.2f}x cpu")
+        print(f"{name:>18}  {wall:8.1f} {cpu:8.1f} {n:9d} {n / wall:8.1f} {slow_wall / wall:10.2f}x")
+    print(f"speed ratio (fp32): {slow_wall / fast_wall:.2f}x wall, {slow_cpu / fast_cpu:.2f}x cpu")
+    for name, report, _, _ in rows:
+        deviation = {t: report.scores[t] - fast.scores[t] for t in (*tasks, "avg")}
+        worst = max(deviation, key=lambda t: abs(deviation[t]))
+        print(
+            f"{name} - harness fp32: max |deviation| {abs(deviation[worst]):.4f} ({worst}); "
+            + ", ".join(f"{t} {d:+.4f}" for t, d in deviation.items())
+        )
 
     print(f"{'task':>16} {'SentEval pipe':>13} {'harness':>9} {'diff':>9} {'reference':>9}")
     for task in (*tasks, "avg"):
@@ -122,11 +155,9 @@ def main() -> None:
         diff = fast.scores[task] - slow.scores[task]
         print(f"{task:>16} {slow.scores[task]:13.4f} {fast.scores[task]:9.4f} {diff:+9.5f} {ref_text}")
     if (args.model is None) and args.pooler == "cls_before_pooler":
-        worst = max(abs(fast.scores[t] - REFERENCE[t]) for t in tasks)
-        worst_slow = max(abs(slow.scores[t] - REFERENCE[t]) for t in tasks)
-        print(
-            f"max |harness - reference| = {worst:.4f}; max |SentEval pipeline - reference| = {worst_slow:.4f}"
-        )
+        d_fast = max(abs(fast.scores[t] - REFERENCE[t]) for t in tasks)
+        d_slow = max(abs(slow.scores[t] - REFERENCE[t]) for t in tasks)
+        print(f"max |harness - reference| = {d_fast:.4f}; max |SentEval pipeline - reference| = {d_slow:.4f}")
 
 
 if __name__ == "__main__":
