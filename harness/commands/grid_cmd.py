@@ -74,7 +74,9 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_common_report_arguments(parser: argparse.ArgumentParser) -> None:
     """--profile, --runs-dir, --data-dir (grid, tables and plots)."""
-    parser.add_argument("--profile", default=None, help="profile: cpu (default) | demo | smoke | paper")
+    parser.add_argument(
+        "--profile", default=None, help="profile: cpu (default) | night | demo | smoke | paper"
+    )
     parser.add_argument("--runs-dir", default="runs", help="run store folder (default ./runs)")
     add_data_dir(parser)
 

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="method parameter, repeatable (e.g. --set temperature=0.05)",
     )
-    parser.add_argument("--profile", default="cpu", help="cpu (default), smoke or paper")
+    parser.add_argument("--profile", default="cpu", help="cpu (default), night, demo, smoke or paper")
     parser.add_argument("--model", help="encoder: minilm, random:tiny, a hub name or a local path")
     parser.add_argument("--corpus", help="one-sentence-per-line training corpus")
     parser.add_argument("--batch-size", type=int)

@@ -56,3 +56,14 @@ def test_flags_and_model_are_read_from_proc_cpuinfo() -> None:
     if platform.machine() in ("x86_64", "AMD64") and Path("/proc/cpuinfo").is_file():
         assert {"sse2", "fpu"} <= hw.cpu_flags()  # every x86-64 has these
     assert hw.cpu_model() and hw.cpu_model() != "unknown"
+
+
+def test_night_is_cpu_with_bf16_final_tasks_where_native(fake_cpu, data_root: Path) -> None:
+    fake_cpu("avx512_bf16")
+    cpu, night = (resolve_settings(p, data_root=data_root) for p in ("cpu", "night"))
+    assert (night.precision, night.eval_precision) == ("bf16", "bf16") and cpu.eval_precision == "fp32"
+    differ = {k for k, v in cpu.settings_dict().items() if night.settings_dict()[k] != v}
+    assert differ == {"eval_precision", "profile"}
+    fake_cpu("avx2")  # without native bf16 the two profiles plan the very same runs
+    a, b = (resolve_config("simcse", None, p, data_root=data_root) for p in ("cpu", "night"))
+    assert a.run_id() == b.run_id()
