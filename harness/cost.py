@@ -86,6 +86,35 @@ _BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], dict[str, fl
 }
 
 
+_COMPUTE: dict[str, float] = {
+    "minilm": 6 * 384**2 / (12 * 768**2),
+    "bert-base": 1.0,
+    "bert-large": 24 * 1024**2 / (12 * 768**2),
+}
+"""Per-token compute of each encoder class relative to bert-base (layers x width^2): MiniLM-L6
+0.125, bert-large 3.56. Scales a measured encoder's unit costs to an unmeasured one on the same
+device and precision."""
+
+
+_GPU_SHARING: dict[str, dict[int, float]] = {
+    "minilm": {1: 53.4, 2: 72.1, 4: 75.7, 8: 76.9},
+    "bert-base": {1: 14.8, 2: 33.3, 4: 49.4, 8: 52.0},
+}
+"""Steps per second of one H100 running k trials at once (``bench_gpu_trials.py``, 2026-11-22;
+bert-base in bf16): a trial sharing a GPU with k - 1 others runs ``k x rate(1) / rate(k)`` times as
+long as it would alone (bert-base: 0.89x at 2 -- small trials leave the GPU idle between kernels --,
+1.2x at 4, 2.3x at 8)."""
+
+
+def sharing_slowdown(model: str, trials_per_gpu: int) -> float:
+    """How much longer one trial takes when ``trials_per_gpu`` trials share a GPU (1 = alone)."""
+    if trials_per_gpu <= 1:
+        return 1.0
+    rates = _GPU_SHARING.get(_encoder_class(model), _GPU_SHARING["bert-base"])
+    k = min(rates, key=lambda n: abs(n - trials_per_gpu))
+    return trials_per_gpu * rates[1] / rates[k]
+
+
 def _encoder_class(model: str) -> str:
     name = model.lower()
     if name == "minilm" or "minilm" in name:
@@ -118,6 +147,8 @@ class CostModel:
         records: finished run records (e.g. ``RunStore.load_all()``), used to calibrate.
         device: ``cpu`` or ``cuda``: where the grid's trials will run.
         corpus_sizes: corpus path -> sentences, for runs of one epoch (``max_steps = None``).
+        trials_per_gpu: trials sharing one GPU (``1 / --gpus-per-trial``); their training and
+            evaluation slow down as measured (:func:`sharing_slowdown`), calibrated numbers included.
     """
 
     def __init__(
@@ -125,8 +156,10 @@ class CostModel:
         records: Iterable[Mapping[str, Any]] = (),
         device: str = "cpu",
         corpus_sizes: Mapping[str, int] | None = None,
+        trials_per_gpu: int = 1,
     ) -> None:
         self.device = device
+        self.trials_per_gpu = trials_per_gpu if device == "cuda" else 1
         self.corpus_sizes = dict(corpus_sizes or {})
         self._measured: dict[tuple[Any, ...], dict[str, list[float]]] = {}
         for record in records:
@@ -159,14 +192,24 @@ class CostModel:
 
     def units(self, config: RunConfig) -> tuple[UnitCosts, float | None]:
         """The unit costs for ``config`` and, when measured, its probe seconds (else None)."""
-        key = (self.device, _encoder_class(config.model), config.precision)
-        base = _BUILTIN.get(key) or _BUILTIN.get((self.device, _encoder_class(config.model), "fp32"))
-        if base is None:
-            base = _BUILTIN[("cpu", "minilm", "fp32")]
-            source = f"no measurement for {config.model} on {self.device}: MiniLM CPU numbers (a guess)"
-        else:
+        kind = _encoder_class(config.model)
+        base = _BUILTIN.get((self.device, kind, config.precision)) or _BUILTIN.get(
+            (self.device, kind, "fp32")
+        )
+        scale = 1.0
+        if base is not None:
             source = base[3]
-        step_s, sts, transfer = base[0], dict(base[1]), dict(base[2])
+        else:  # another encoder measured on this device: scale its compute by encoder size
+            known = [k for k in _BUILTIN if k[0] == self.device and k[2] == config.precision]
+            ref = known[0] if known else ("cpu", "minilm", "fp32")
+            base = _BUILTIN[ref]
+            scale = _COMPUTE[kind] / _COMPUTE[ref[1]]
+            source = (
+                f"{config.model} not measured on {self.device}: {ref[1]}'s costs x {scale:.2f} (encoder size)"
+            )
+        step_s = base[0] * scale
+        sts = {k: v * scale for k, v in base[1].items()}
+        transfer = dict(base[2])  # classifier fits: independent of the encoder's size
         measured = self._measured.get(_machine_key(config, self.device), {})
         probe = None
         if measured:
@@ -191,9 +234,11 @@ class CostModel:
         """Estimated wall seconds of one run (training, probes, final tasks, whitening fit)."""
         units, probe = self.units(config)
         steps = self.steps(config)
+        shared = sharing_slowdown(config.model, self.trials_per_gpu)
         total = steps * units.step_s * config.params.encoder_rows() / 2.0
         total += probes_of(steps, config.eval_every) * (probe or units.probe_s(config.precision))
-        sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"])
+        total *= shared
+        sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"]) * shared
         if config.final_tasks in ("sts", "all"):
             total += sts
         if config.final_tasks in ("transfer", "all"):
@@ -247,6 +292,7 @@ def estimate_lines(
     """
     if not runs:
         return ["estimate: nothing to run"]
+    share = model.trials_per_gpu
     unit = "GPU" if model.device == "cuda" else "CPU-trial"
     seconds = [model.run_seconds(c) for c, _ in runs]
     per_table: dict[str, list[float]] = {}
@@ -254,18 +300,28 @@ def estimate_lines(
         for table in sorted({u.split(":", 1)[0] for u in used_by}):
             per_table.setdefault(table, []).append(s)
     sources = sorted({model.source(c) for c, _ in runs})
-    lines = [f"estimate ({unit}-hours; runs shared by tables count in each):"]
+    shared = f", {share} trials sharing each GPU" if share > 1 else ""
+    lines = [f"estimate ({unit}-hours{shared}; runs shared by tables count in each):"]
     for table, values in sorted(per_table.items()):
-        lines.append(f"  {table:24} {len(values):4d} run(s)  {sum(values) / 3600:7.2f} {unit}-h")
+        lines.append(f"  {table:24} {len(values):4d} run(s)  {sum(values) / 3600 / share:7.2f} {unit}-h")
     total = sum(seconds)
     lines.append(
-        f"  {'all (distinct runs)':24} {len(seconds):4d} run(s)  {total / 3600:7.2f} {unit}-h; "
+        f"  {'all (distinct runs)':24} {len(seconds):4d} run(s)  {total / 3600 / share:7.2f} {unit}-h; "
         f"longest run {hours(max(seconds))}"
     )
-    counts = sorted({local_slots, *slot_counts})
-    spans = ", ".join(
-        f"{n} slot(s) {hours(makespan(seconds, n))}{' (here)' if n == local_slots else ''}" for n in counts
-    )
+    if model.device == "cuda":  # slots = GPUs x trials per GPU
+        here = max(1, local_slots // share)
+        counts = sorted({here, *slot_counts})
+        spans = ", ".join(
+            f"{n} GPU(s) {hours(makespan(seconds, n * share))}{' (here)' if n == here else ''}"
+            for n in counts
+        )
+    else:
+        counts = sorted({local_slots, *slot_counts})
+        spans = ", ".join(
+            f"{n} slot(s) {hours(makespan(seconds, n))}{' (here)' if n == local_slots else ''}"
+            for n in counts
+        )
     lines.append(f"  makespan, longest first: {spans}")
     lines.extend(f"  unit costs: {s}" for s in sources)
     if not math.isfinite(total):
@@ -281,4 +337,5 @@ __all__ = [
     "longest_first",
     "makespan",
     "probes_of",
+    "sharing_slowdown",
 ]

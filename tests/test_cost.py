@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import RunConfig, resolve_config
-from harness.cost import CostModel, estimate_lines, longest_first, makespan, probes_of
+from harness.config import RunConfig, resolve_config, resolve_run, resolve_settings
+from harness.cost import CostModel, estimate_lines, hours, longest_first, makespan, probes_of
 
 
 def cpu(
@@ -95,3 +95,30 @@ def test_longest_runs_start_first_and_the_estimate_names_tables(data_root: Path)
     expected = makespan([model.run_seconds(c) for c in (short, mid, long)], 2)
     assert f"{expected / 3600:.1f} h" in text or f"{expected / 60:.0f} min" in text
     assert estimate_lines([], model, local_slots=2) == ["estimate: nothing to run"]
+
+
+def test_gpu_sharing_follows_the_measured_throughput(data_root: Path) -> None:
+    from harness.cost import sharing_slowdown
+
+    assert sharing_slowdown("bert-base-uncased", 1) == 1.0
+    assert sharing_slowdown("bert-base-uncased", 4) == pytest.approx(4 * 14.8 / 49.4)
+    assert sharing_slowdown("bert-base-uncased", 2) < 1.0  # two small-kernel trials overlap
+    config = resolve_run(
+        "simcse", None, resolve_settings("paper", {"precision": "bf16"}, require_corpus=False)
+    )
+    alone, shared = CostModel(device="cuda"), CostModel(device="cuda", trials_per_gpu=4)
+    assert shared.run_seconds(config) > alone.run_seconds(config)
+    lines = estimate_lines([(config, ["t: a"])] * 8, shared, local_slots=4)
+    assert "4 trials sharing each GPU" in lines[0]
+    # 8 runs, 4 per GPU: one GPU takes two rounds
+    assert f"1 GPU(s) {hours(2 * shared.run_seconds(config))} (here)" in lines[-2]
+    assert CostModel(device="cpu", trials_per_gpu=4).trials_per_gpu == 1
+
+
+def test_unmeasured_encoders_scale_a_measured_one_by_size(data_root: Path) -> None:
+    base = resolve_run("simcse", None, resolve_settings("paper", {"precision": "bf16"}, require_corpus=False))
+    large = base.replace(model="bert-large-uncased")
+    model = CostModel(device="cuda")
+    ratio = model.units(large)[0].step_s / model.units(base)[0].step_s
+    assert ratio == pytest.approx(24 * 1024**2 / (12 * 768**2))
+    assert "x 3.56 (encoder size)" in model.source(large)

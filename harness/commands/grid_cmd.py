@@ -248,7 +248,8 @@ def cost_model(args: argparse.Namespace, store: Any, configs: list[Any]) -> tupl
                     sizes[config.corpus] = sum(1 for _ in handle)
             except OSError:
                 pass  # not here (planning only): the estimate assumes 1M sentences
-    return CostModel(store.records(), "cuda" if on_gpu else "cpu", sizes), slots
+    sharing = max(1, round(1.0 / gpus_per_trial)) if on_gpu and gpus_per_trial else 1
+    return CostModel(store.records(), "cuda" if on_gpu else "cpu", sizes, sharing), slots
 
 
 def _sigterm_as_interrupt() -> Any:
