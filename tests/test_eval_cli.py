@@ -105,6 +105,25 @@ def test_eval_writes_the_contract(
     assert "MSRpar" in record["details"]["sts"]["STS12"]
     assert "STS12" in out and "SICKRelatedness" in out and "avg" in out
     assert f"{record['sts']['STS13']:.2f}" in out
+    assert record["meta"]["precision"] == "fp32"
+
+
+def test_eval_bf16_is_recorded_and_close_to_fp32(
+    mini_data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scores = {}
+    for precision in ("fp32", "bf16"):
+        output = tmp_path / f"{precision}.json"
+        common = ["--model", "random:tiny", "--tasks", "sts", "--data-dir", str(mini_data_root)]
+        code, _, err = _run([*common, "--precision", precision, "--output", str(output)], capsys)
+        assert code == 0, err
+        record = json.loads(output.read_text(encoding="utf-8"))
+        assert record["meta"]["precision"] == precision
+        scores[precision] = record["sts"]
+    assert scores["fp32"] != scores["bf16"]  # bf16 really ran
+    with pytest.raises(SystemExit) as bad:  # argparse's choices: exit 2 naming the value
+        _run(["--model", "random:tiny", "--precision", "fp16", "--output", "x.json"], capsys)
+    assert bad.value.code == 2 and "fp16" in capsys.readouterr().err
 
 
 def test_eval_all_groups_and_exact_batches(

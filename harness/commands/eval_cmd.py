@@ -152,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         "tasks": args.tasks,
         "mode": mode,
         "exact_batches": bool(args.exact_batches),
+        "precision": args.precision,
         "post_whiten": args.post_whiten,
         "whiten_corpus": str(whiten_corpus) if whiten_corpus else None,
         "whiten_sentences": args.whiten_sentences if whiten_corpus else None,
