@@ -257,7 +257,7 @@ def cls_only_last_layer(model: nn.Module, attention_mask: torch.Tensor) -> Itera
         q = self_attn.query(cls).view(n, 1, heads, size).transpose(1, 2)
         k = self_attn.key(hidden_states).view(n, length, heads, size).transpose(1, 2)
         v = self_attn.value(hidden_states).view(n, length, heads, size).transpose(1, 2)
-        p = float(self_attn.dropout.p) if layer.training else 0.0
+        p = float(self_attn.dropout.p) if self_attn.training else 0.0
         scale = float(getattr(self_attn, "scaling", size**-0.5))
         context = torch.nn.functional.scaled_dot_product_attention(
             q, k, v, attn_mask=keep.to(q.device), dropout_p=p, scale=scale
