@@ -293,3 +293,38 @@ def test_barlow_probe_samples_rank_every_k_steps(encoder, batch):
     never = make("barlow_probe", encoder.hidden_size, rank_every=0)
     with torch.no_grad():
         assert "corr_rank" not in never.compute_loss(encode, batch, 1).metrics
+
+
+class RowCountingEncode(TrainingEncode):
+    """TrainingEncode that counts the rows each encoder call computes."""
+
+    def __init__(self, encoder) -> None:
+        super().__init__(encoder)
+        self.rows = 0
+
+    def __call__(self, batch, *, dropout=True):
+        self.rows += int(batch["input_ids"].shape[0])
+        return super().__call__(batch, dropout=dropout)
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides"),
+    [
+        ("simcse", {}),
+        ("whitenedcse", {"num_groups": 16}),
+        ("whitenedcse", {"num_groups": 16, "num_positives": 4}),
+        ("whitenedcse", {"num_groups": 16, "positive_source": "sgw"}),
+        ("simcsepp", {}),
+        ("simcsepp", {"off_dropout": False, "m": 1.0}),
+        ("noise_probe", {"variant": "pos_minus_noise", "k_samples": 3}),
+        ("noise_probe", {"variant": "neg_minus_noise", "k_samples": 2, "k_independent": True}),
+        ("noise_probe", {"variant": "neg_plus_noise"}),
+        ("barlow_probe", {"padding_rows": 8}),
+    ],
+)
+def test_encoder_rows_declares_what_a_step_encodes(encoder, batch, name, overrides):
+    """The grid's cost estimate scales a SimCSE step by ``encoder_rows() / 2``: it must be true."""
+    method = make(name, encoder.hidden_size, **overrides)
+    counting = RowCountingEncode(encoder)
+    method.compute_loss(counting, batch, step=1)
+    assert counting.rows == method.params.encoder_rows() * batch["input_ids"].shape[0]
