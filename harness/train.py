@@ -413,12 +413,12 @@ def _run(
         f"[{run_id}] {config.method} on {config.model}, {len(sentences)} sentences, {total} steps of "
         f"{config.batch_size}, eval every {config.eval_every}, device {dev}"
     )
-    if config.precision == "bf16" and torch.device(dev).type == "cpu":
+    if "bf16" in (config.precision, config.eval_precision) and torch.device(dev).type == "cpu":
         slowdown = cpu_bf16_slowdown()
         if slowdown > 2.0:
             say(
                 f"[{run_id}] warning: bf16 matmuls are emulated on this CPU ({slowdown:.0f}x slower than "
-                "fp32 here): precision=bf16 will make this run much slower, not faster"
+                "fp32 here): bf16 will make this run much slower, not faster"
             )
     encoder = load_encoder(config.model, dev, seed=config.seed)
     record["provenance"] = provenance(dev, torch.get_num_threads())

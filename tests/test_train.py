@@ -324,6 +324,10 @@ def test_bf16_on_a_cpu_that_emulates_it_is_announced(
     monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 1.1)
     train_run(smoke(data_root, max_steps=1, eval_every=1, precision="bf16"), data_root, log=lines.append)
     assert not any("emulated" in line for line in lines)
+    lines.clear()
+    monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 40.0)
+    train_run(smoke(data_root, max_steps=1, eval_every=1, eval_precision="bf16"), data_root, log=lines.append)
+    assert any("bf16 matmuls are emulated on this CPU (40x slower" in line for line in lines)
 
 
 @pytest.mark.parametrize(("precision", "eval_precision"), [("bf16", "fp32"), ("fp32", "bf16")])
