@@ -51,6 +51,21 @@ def test_ids_are_stable_and_shared_across_specs(data_root: Path) -> None:
     assert len(shared.used_by) == 3
 
 
+def test_sbert_base_rows_are_the_packaged_encoder_on_cpu(data_root: Path) -> None:
+    """The packaged encoder is sentence-trained: under the CPU profiles SimCSE++ Table 3's SBERT-base
+    cells run on it (the same runs as the BERT-base cells); under ``paper`` they start from SBERT."""
+    spec = load_table_spec(Path("tables/simcsepp_table3.toml"))
+    pairs = [("SimCSE-SBERT-base", "SimCSE-BERT-base"), ("SimCSE++-SBERT-base", "SimCSE++-BERT-base")]
+    cpu = expand([spec], "cpu", data_root=data_root)
+    for sbert, bert in pairs:
+        assert cpu.cell(spec.name, sbert).group_id == cpu.cell(spec.name, bert).group_id
+    assert cpu.cell(spec.name, "SimCSE-SBERT-large").state == "profile"
+    paper = expand([spec], "paper", data_root=data_root, require_corpus=False)
+    for sbert, bert in pairs:
+        assert paper.cell(spec.name, sbert).configs[0].model.endswith("bert-base-nli-mean-tokens")
+        assert paper.cell(spec.name, sbert).group_id != paper.cell(spec.name, bert).group_id
+
+
 def test_invalid_cells_are_na_not_errors(data_root: Path, tmp_path: Path) -> None:
     spec_path = tmp_path / "groups.toml"
     spec_path.write_text(

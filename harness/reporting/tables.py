@@ -5,7 +5,7 @@ Layout, for every table:
 * a run row shows the measured numbers on its own line and the paper's numbers on a line below it
   (``paper``), so paper and measured sit side by side;
 * a quoted row (a method outside this harness) shows the paper's numbers, marked with a dagger;
-* a row that runs under another profile only (BERT-large, RoBERTa, SBERT) is shown like a quoted
+* a row that runs under another profile only (BERT-large, RoBERTa, SBERT-large) is shown like a quoted
   row, marked with a double dagger;
 * several finished seeds give ``mean ± std`` (sample standard deviation); a cell without a finished
   run shows ``--``; a cell whose parameters do not suit the profile's encoder shows ``n/a (d=384)``
