@@ -275,6 +275,19 @@ def hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def scratch_line(configs: Sequence[RunConfig], model: CostModel, slots: int) -> str:
+    """What the whole grid costs from an empty store (finished runs estimated too, not counted as
+    done): the figure to plan a fresh machine's night by."""
+    seconds = [model.run_seconds(c) for c in configs]
+    unit = "GPU" if model.device == "cuda" else "CPU-trial"
+    slots = max(1, slots)
+    return (
+        f"whole grid from scratch ({len(seconds)} distinct runs, finished ones included): "
+        f"{sum(seconds) / 3600 / model.trials_per_gpu:.2f} {unit}-h, about {hours(makespan(seconds, slots))} "
+        f"on {slots} slot(s)"
+    )
+
+
 def estimate_lines(
     runs: Sequence[tuple[RunConfig, Sequence[str]]],
     model: CostModel,
@@ -337,5 +350,6 @@ __all__ = [
     "longest_first",
     "makespan",
     "probes_of",
+    "scratch_line",
     "sharing_slowdown",
 ]

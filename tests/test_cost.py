@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from harness.config import RunConfig, resolve_config, resolve_run, resolve_settings
-from harness.cost import CostModel, estimate_lines, hours, longest_first, makespan, probes_of
+from harness.cost import (
+    CostModel,
+    estimate_lines,
+    hours,
+    longest_first,
+    makespan,
+    probes_of,
+    scratch_line,
+)
 
 
 def cpu(
@@ -95,6 +103,19 @@ def test_longest_runs_start_first_and_the_estimate_names_tables(data_root: Path)
     expected = makespan([model.run_seconds(c) for c in (short, mid, long)], 2)
     assert f"{expected / 3600:.1f} h" in text or f"{expected / 60:.0f} min" in text
     assert estimate_lines([], model, local_slots=2) == ["estimate: nothing to run"]
+
+
+def test_the_scratch_line_estimates_every_run(data_root: Path) -> None:
+    model = CostModel()
+    runs = [
+        cpu(data_root, max_steps=0),
+        cpu(data_root),
+        cpu(data_root, "noise_probe", {"variant": "pos_minus_noise"}),
+    ]
+    seconds = [model.run_seconds(c) for c in runs]
+    line = scratch_line(runs, model, 2)
+    assert "3 distinct runs" in line and f"{sum(seconds) / 3600:.2f} CPU-trial-h" in line
+    assert f"about {hours(makespan(seconds, 2))} on 2 slot(s)" in line
 
 
 def test_gpu_sharing_follows_the_measured_throughput(data_root: Path) -> None:

@@ -121,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.commands.common import check_writable_dir
-    from harness.cost import estimate_lines, hours, longest_first, makespan
+    from harness.cost import estimate_lines, hours, longest_first, makespan, scratch_line
     from harness.grid import attach_status, describe, expand
     from harness.paths import resolve_data_root
     from harness.specs import load_plot_specs, load_table_specs
@@ -161,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
         todo = plan.pending(retry)
         model, slots = cost_model(args, store, [r.config for r in todo])
         print("\n".join(estimate_lines([(r.config, r.used_by) for r in todo], model, local_slots=slots)))
+        if len(todo) < len(plan.runs):
+            print(scratch_line([r.config for r in plan.runs], model, slots))
         return 0
     check_writable_dir(store.root, "runs folder")
     with store.lock(log=print):
