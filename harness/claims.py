@@ -83,7 +83,22 @@ def paired_power(delta: float, sd: float, n: int, alpha: float = 1 - CONFIDENCE)
     df = n - 1
     crit = float(stats.t.ppf(1 - alpha / 2, df))
     nc = delta * math.sqrt(n) / sd
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    return _nct_sf(crit, df, nc) + _nct_sf(crit, df, -nc)
+
+
+def _nct_sf(x: float, df: int, nc: float) -> float:
+    """P(T > x) for T noncentral t(df, nc). scipy's ``nct.sf`` returns NaN for some large ``nc`` at
+    small ``df`` (e.g. df = 1, nc = 8); then integrate over the chi-square denominator instead:
+    P(T > x) = E[P(Z > x sqrt(V / df) - nc)], V ~ chi2(df)."""
+    from scipy import integrate, stats
+
+    value = float(stats.nct.sf(x, df, nc))
+    if math.isfinite(value):
+        return value
+    integral, _ = integrate.quad(
+        lambda v: stats.norm.sf(x * math.sqrt(v / df) - nc) * stats.chi2.pdf(v, df), 0.0, math.inf
+    )
+    return float(integral)
 
 
 def minimum_detectable_difference(

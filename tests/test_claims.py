@@ -275,3 +275,35 @@ def test_a_real_three_seed_smoke_grid_renders_claims(tmp_path: Path, data_root: 
     assert claim["n"] == 3 and claim["seeds"] == [42, 43, 44]
     assert claim["verdict"] in ("holds", "reversed", "inconclusive") and claim["mdd80"] is not None
     assert claim["paper_delta"] == pytest.approx(79.39 - 76.85)
+
+
+def test_the_forest_plot_names_the_pair_where_one_statement_covers_several() -> None:
+    from harness.claims import ClaimResult
+    from harness.reporting.claims import claim_label
+
+    def result(better: str, worse: str, text: str) -> ClaimResult:
+        claim = Claim("t", better, worse, "avg", 1.0, text)
+        paired = pair_by_seed({1: 2.0, 2: 3.0}, {1: 1.0, 2: 1.5})
+        return ClaimResult(claim, paired, summarise(paired.diffs))
+
+    results = [result("a", "b", "a > b > c"), result("b", "c", "a > b > c"), result("x", "y", "x beats y")]
+    assert [claim_label(r, results) for r in results] == [
+        "t: a > b > c (a > b)",
+        "t: a > b > c (b > c)",
+        "t: x beats y",
+    ]
+
+
+@pytest.mark.parametrize("diffs", [(1.0, 1.5), (0.1, -0.2), (0.3, 0.1, 0.2)])
+def test_few_seeds_give_a_finite_mdd(diffs: tuple[float, ...]) -> None:
+    # scipy's noncentral t returns NaN at one degree of freedom for some noncentralities; two seeds
+    # used to crash `harness claims` in the MDD search.
+    summary = summarise(diffs)
+    assert summary.mdd is not None and summary.sd is not None and np.isfinite(summary.mdd)
+    assert paired_power(summary.mdd, summary.sd, len(diffs)) == pytest.approx(0.8, abs=1e-6)
+    rng = np.random.default_rng(0)  # Monte Carlo check of the power at the MDD, df = n - 1
+    n = len(diffs)
+    samples = rng.normal(summary.mdd, summary.sd, size=(200_000, n))
+    t = samples.mean(axis=1) / (samples.std(axis=1, ddof=1) / np.sqrt(n))
+    crit = stats.t.ppf(0.975, n - 1)
+    assert np.mean(np.abs(t) > crit) == pytest.approx(0.8, abs=0.01)

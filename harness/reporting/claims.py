@@ -181,6 +181,15 @@ def to_json(results: Sequence[ClaimResult], profile: str) -> dict[str, Any]:
     }
 
 
+def claim_label(result: ClaimResult, results: Sequence[ClaimResult]) -> str:
+    """``spec: text``; where one statement stands for several pairs (an order, a sweep over another),
+    the pair is named too, so that every line of the plot says what it compares."""
+    claim = result.claim
+    label = f"{claim.spec}: {claim.text}"
+    twins = sum(1 for r in results if r.claim.spec == claim.spec and r.claim.text == claim.text)
+    return f"{label} ({claim.better} > {claim.worse})" if twins > 1 else label
+
+
 def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> list[Path]:
     """One line per claim: measured interval and mean, the paper's delta marked; PNG and PDF."""
     import matplotlib
@@ -189,8 +198,10 @@ def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> lis
     import matplotlib.pyplot as plt
 
     shown = list(results)
+    labels = [claim_label(r, shown) for r in reversed(shown)]
     height = max(2.2, 0.28 * len(shown) + 1.4)
-    fig, ax = plt.subplots(figsize=(6.8, height))
+    width = max(6.8, 3.6 + 0.05 * max((len(label) for label in labels), default=0))  # room for the labels
+    fig, ax = plt.subplots(figsize=(width, height))
     colours = {"holds": "#1b7837", "reversed": "#b2182b", "inconclusive": "#555555"}
     for i, r in enumerate(shown):
         y = len(shown) - 1 - i
@@ -205,7 +216,7 @@ def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> lis
         )
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(shown)))
-    ax.set_yticklabels([f"{r.claim.spec}: {r.claim.text}" for r in reversed(shown)], fontsize=7)
+    ax.set_yticklabels(labels, fontsize=7)
     ax.set_ylim(-0.7, len(shown) - 0.3)
     ax.set_xlabel("better - worse, paired by seed (score points)", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
@@ -213,12 +224,13 @@ def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> lis
     from matplotlib.lines import Line2D
 
     handles = [
-        Line2D([], [], color="#555555", linewidth=2, marker="o", markersize=4, label="measured mean, 95% CI"),
-        Line2D(
-            [], [], color="#2166ac", marker="D", markerfacecolor="none", linestyle="", label="paper delta"
-        ),
+        Line2D([], [], color=colour, linewidth=2, marker="o", markersize=4, label=f"{verdict}: mean, 95% CI")
+        for verdict, colour in colours.items()
     ]
-    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=2, frameon=False)
+    handles.append(
+        Line2D([], [], color="#2166ac", marker="D", markerfacecolor="none", linestyle="", label="paper delta")
+    )
+    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=4, frameon=False)
     fig.tight_layout(rect=(0.0, 0.45 / height, 1.0, 1.0))
     paths = []
     for suffix, dpi in ((".png", 300), (".pdf", None)):
@@ -245,4 +257,4 @@ def write_claims(results: Sequence[ClaimResult], profile: str, out_dir: Path) ->
     return paths
 
 
-__all__ = ["build_claims", "render_latex", "render_markdown", "to_json", "write_claims"]
+__all__ = ["build_claims", "claim_label", "render_latex", "render_markdown", "to_json", "write_claims"]
