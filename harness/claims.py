@@ -87,18 +87,23 @@ def paired_power(delta: float, sd: float, n: int, alpha: float = 1 - CONFIDENCE)
 
 
 def _nct_sf(x: float, df: int, nc: float) -> float:
-    """P(T > x) for T noncentral t(df, nc). scipy's ``nct.sf`` returns NaN for some large ``nc`` at
-    small ``df`` (e.g. df = 1, nc = 8); then integrate over the chi-square denominator instead:
-    P(T > x) = E[P(Z > x sqrt(V / df) - nc)], V ~ chi2(df)."""
+    """P(T > x) for T noncentral t(df, nc).
+
+    Both tails of the power go through ``nct.sf`` (the lower one as ``sf(x, df, -nc)``, by
+    symmetry): scipy's ``nct.cdf`` returns NaN far in the lower tail at one degree of freedom (e.g.
+    ``nct.cdf(-12.7, 1, 8)``), which made the MDD search fail at 2 seeds. Should ``sf`` give a value
+    outside [0, 1] (NaN included; older scipy versions computed it differently), integrate over the
+    chi-square denominator instead: P(T > x) = E[P(Z > x sqrt(V / df) - nc)], V ~ chi2(df).
+    """
     from scipy import integrate, stats
 
     value = float(stats.nct.sf(x, df, nc))
-    if math.isfinite(value):
+    if 0.0 <= value <= 1.0:
         return value
     integral, _ = integrate.quad(
         lambda v: stats.norm.sf(x * math.sqrt(v / df) - nc) * stats.chi2.pdf(v, df), 0.0, math.inf
     )
-    return float(integral)
+    return min(1.0, max(0.0, float(integral)))
 
 
 def minimum_detectable_difference(
@@ -161,6 +166,10 @@ class ClaimResult:
     reason: str = ""
     """Why nothing was measured (a cell not run under this profile, or n/a), if so."""
     extra: dict[str, Any] = field(default_factory=dict)
+    same_as: str = ""
+    """``spec: text`` of an earlier claim that compares the same runs on the same score (e.g. the
+    same pair of methods declared by two tables, or SimCSE++ Table 3's BERT-base and SBERT-base
+    claims, which are the same runs on the CPU profiles): a repeat, not another piece of evidence."""
 
 
 def seed_values(

@@ -238,6 +238,20 @@ def test_claims_command_renders_a_three_seed_grid(tmp_path: Path) -> None:
     assert (out / "claims_forest.png").stat().st_size > 10_000
     assert (out / "claims_forest.pdf").read_bytes().startswith(b"%PDF")
 
+    # SimCSE++ Table 3 declares SimCSE++ > SimCSE again (BERT-base, and the SBERT-base analog that
+    # runs on the same encoder here): the same runs, so repeats, not more evidence
+    both = tmp_path / "both"
+    assert main([*args[:2], "simcsepp_table3", *args[2:], "--out", str(both)]) == 0
+    claims = json.loads((both / "claims.json").read_text(encoding="utf-8"))["claims"]
+    repeats = {(c["spec"], c["better"]): c["same_as"] for c in claims if c["same_as"]}
+    first = "cpu_demo: SimCSE++ beats SimCSE on STS avg"
+    assert repeats == {
+        ("simcsepp_table3", "SimCSE++-BERT-base"): first,
+        ("simcsepp_table3", "SimCSE++-SBERT-base"): first,
+    }
+    md = (both / "claims.md").read_text(encoding="utf-8")
+    assert f"Totals over {len(claims) - 2} distinct comparisons: " in md and "| reversed (repeat) |" in md
+
 
 SMOKE_SPEC = """
 cites = "SimCSE++ Table 3"
@@ -307,3 +321,12 @@ def test_few_seeds_give_a_finite_mdd(diffs: tuple[float, ...]) -> None:
     t = samples.mean(axis=1) / (samples.std(axis=1, ddof=1) / np.sqrt(n))
     crit = stats.t.ppf(0.975, n - 1)
     assert np.mean(np.abs(t) > crit) == pytest.approx(0.8, abs=0.01)
+
+
+def test_the_power_falls_back_to_integration_where_scipy_gives_no_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    expected = {(d, n): paired_power(d, 0.4, n) for d in (0.2, 1.0, 3.0) for n in (2, 3, 5)}
+    monkeypatch.setattr(stats.nct, "sf", lambda *args, **kwargs: float("nan"))
+    for (d, n), power in expected.items():
+        assert paired_power(d, 0.4, n) == pytest.approx(power, abs=1e-7)

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
 def write_claims_for(args: argparse.Namespace, out: Path) -> list[Path]:
     """Build and write the claims of ``args.specs`` (shared with ``harness tables``)."""
     from harness.paths import resolve_data_root
-    from harness.reporting.claims import build_claims, render_markdown, write_claims
+    from harness.reporting.claims import build_claims, totals, write_claims
     from harness.specs import load_table_specs
     from harness.store import RunStore
 
@@ -44,6 +44,5 @@ def write_claims_for(args: argparse.Namespace, out: Path) -> list[Path]:
         data_root=resolve_data_root(args.data_dir),
     )
     paths = write_claims(results, profile, out)
-    summary = render_markdown(results, profile).strip().splitlines()[-1]
-    print(f"{len(results)} claims: {summary.removeprefix('Totals: ')}")
+    print(f"{len(results)} claims; {totals(results)}")
     return paths

@@ -159,9 +159,9 @@ def run(args: argparse.Namespace) -> int:
             print(line)
         print("\n".join(describe(plan, retry_failed=retry)))
         todo = plan.pending(retry)
-        model, slots = cost_model(args, store, [r.config for r in todo])
+        model, slots = cost_model(args, store, [r.config for r in plan.runs])  # corpus sizes of all
         print("\n".join(estimate_lines([(r.config, r.used_by) for r in todo], model, local_slots=slots)))
-        if len(todo) < len(plan.runs):
+        if plan.counts()["finished"]:
             print(scratch_line([r.config for r in plan.runs], model, slots))
         return 0
     check_writable_dir(store.root, "runs folder")

@@ -7,6 +7,7 @@ difference this many seeds could detect at the observed spread (see :mod:`harnes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,10 +44,12 @@ def build_claims(
     records = index_records(store)
     cells = {(c.spec, c.key): c for c in plan.cells}
     out: list[ClaimResult] = []
+    seen: dict[tuple[str, ...], str] = {}
     for spec in specs:
         for claim in spec.claims:
             values: list[dict[int, float]] = []
             reasons: list[str] = []
+            groups: list[str] = []
             for key in (claim.better, claim.worse):
                 cell = cells.get((spec.name, key))
                 if cell is None or cell.state != "run":
@@ -54,9 +57,17 @@ def build_claims(
                     reasons.append(f"{key}: {state} ({cell.reason if cell is not None else 'no cell'})")
                     values.append({})
                     continue
+                groups.append(cell.group_id or "")
                 runs = records.get(cell.group_id or "", [])
                 values.append(seed_values(runs, spec.scores, claim.column, spec.sts_aggregate))
-            out.append(evaluate(claim, values[0], values[1], "; ".join(reasons)))
+            result = evaluate(claim, values[0], values[1], "; ".join(reasons))
+            if not reasons:  # the same runs compared on the same score: a repeat, counted once
+                comparison = (*groups, spec.scores, claim.column, spec.sts_aggregate)
+                if comparison in seen:
+                    result = dataclasses.replace(result, same_as=seen[comparison])
+                else:
+                    seen[comparison] = f"{spec.name}: {claim.text}"
+            out.append(result)
     return out
 
 
@@ -86,7 +97,7 @@ def _rows(results: Sequence[ClaimResult]) -> list[list[str]]:
                 _num(s.mean),
                 _interval(r),
                 str(s.n),
-                VERDICT_TEXT[s.verdict],
+                VERDICT_TEXT[s.verdict] + (" (repeat)" if r.same_as else ""),
                 _num(s.mdd, sign=False),
             ]
         )
@@ -94,6 +105,17 @@ def _rows(results: Sequence[ClaimResult]) -> list[list[str]]:
 
 
 HEADER = ["table", "claim", "cells", "paper delta", "measured", "95% CI", "seeds", "verdict", "MDD (80%)"]
+
+
+def totals(results: Sequence[ClaimResult]) -> str:
+    """``Totals: holds 2, reversed 1`` over the distinct comparisons (repeats are not counted)."""
+    counts: dict[str, int] = {}
+    for r in results:
+        if not r.same_as:
+            counts[r.summary.verdict] = counts.get(r.summary.verdict, 0) + 1
+    repeats = sum(1 for r in results if r.same_as)
+    head = "Totals" if not repeats else f"Totals over {len(results) - repeats} distinct comparisons"
+    return f"{head}: " + ", ".join(f"{VERDICT_TEXT[k]} {v}" for k, v in sorted(counts.items()))
 
 
 def render_markdown(results: Sequence[ClaimResult], profile: str) -> str:
@@ -111,10 +133,11 @@ def render_markdown(results: Sequence[ClaimResult], profile: str) -> str:
     ]
     for row in _rows(results):
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.summary.verdict] = counts.get(r.summary.verdict, 0) + 1
-    lines += ["", "Totals: " + ", ".join(f"{VERDICT_TEXT[k]} {v}" for k, v in sorted(counts.items()))]
+    repeats = [r for r in results if r.same_as]
+    lines += ["", totals(results)]
+    if repeats:
+        lines += ["", "Repeats (the same runs compared on the same score as an earlier row; not counted):"]
+        lines += [f"- {r.claim.spec}: {r.claim.text} = {r.same_as}" for r in repeats]
     return "\n".join(lines) + "\n"
 
 
@@ -175,6 +198,7 @@ def to_json(results: Sequence[ClaimResult], profile: str) -> dict[str, Any]:
                 "verdict": r.summary.verdict,
                 "mdd80": r.summary.mdd,
                 "reason": r.reason,
+                "same_as": r.same_as,
             }
             for r in results
         ],
@@ -257,4 +281,12 @@ def write_claims(results: Sequence[ClaimResult], profile: str, out_dir: Path) ->
     return paths
 
 
-__all__ = ["build_claims", "claim_label", "render_latex", "render_markdown", "to_json", "write_claims"]
+__all__ = [
+    "build_claims",
+    "claim_label",
+    "render_latex",
+    "render_markdown",
+    "to_json",
+    "totals",
+    "write_claims",
+]

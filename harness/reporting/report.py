@@ -139,10 +139,15 @@ def _claims_table(data: Any) -> str | None:
         low, high = (r.get("ci95") or [None, None])[:2]
         ci = f"[{num(low)}, {num(high)}]" if isinstance(low, int | float) else "&ndash;"
         verdict = _esc(str(r.get("verdict", "")))
+        repeat = (
+            f' <span title="same runs as {_esc(str(r["same_as"]))}">(repeat)</span>'
+            if r.get("same_as")
+            else ""
+        )
         body.append(
             f"<tr><td>{_esc(str(r.get('spec', '')))}</td><td>{_esc(str(r.get('text', '')))}</td>"
             f"<td>{num(r.get('paper_delta'))}</td><td>{num(r.get('mean'))}</td><td>{ci}</td>"
-            f'<td>{_esc(str(r.get("n", "")))}</td><td class="verdict {verdict}">{verdict}</td>'
+            f'<td>{_esc(str(r.get("n", "")))}</td><td class="verdict {verdict}">{verdict}{repeat}</td>'
             f"<td>{num(r.get('mdd80'), sign=False)}</td></tr>"
         )
     note = (
