@@ -330,3 +330,49 @@ def test_the_power_falls_back_to_integration_where_scipy_gives_no_number(
     monkeypatch.setattr(stats.nct, "sf", lambda *args, **kwargs: float("nan"))
     for (d, n), power in expected.items():
         assert paired_power(d, 0.4, n) == pytest.approx(power, abs=1e-7)
+
+
+UNTRAINED_SPEC = """
+cites = "SimCSE++ Table 3"
+title = "A trained cell against one that does not train"
+scores = "sts"
+columns = ["avg"]
+
+[[rows]]
+label = "BERT-base (first-last avg.)"
+method = "simcse"
+overrides = {max_steps = 0, eval_pooler = "avg_first_last"}
+paper = [56.70]
+
+[[rows]]
+label = "SimCSE-BERT-base"
+method = "simcse"
+paper = [76.25]
+
+[[claims]]
+better = "SimCSE-BERT-base"
+worse = "BERT-base (first-last avg.)"
+"""
+
+
+def test_an_untrained_cell_stands_against_every_seed(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "corpus").mkdir(parents=True)
+    (data / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT, encoding="utf-8")
+    spec_path = tmp_path / "untrained.toml"
+    spec_path.write_text(UNTRAINED_SPEC, encoding="utf-8")
+    plan = expand([load_table_spec(spec_path)], "smoke", seeds=3, data_root=data)
+    untrained = plan.cell("untrained", "BERT-base (first-last avg.)").configs
+    assert len(untrained) == 1  # runs once, whatever --seeds says
+    store = RunStore(tmp_path / "runs")
+    store.save(_finished(untrained[0], 60.0))
+    trained = {42: 70.0, 43: 71.0, 44: 75.0}
+    for config in plan.cell("untrained", "SimCSE-BERT-base").configs:
+        store.save(_finished(config, trained[config.seed]))
+    out = tmp_path / "claims"
+    args = ["claims", str(spec_path), "--profile", "smoke", "--runs-dir", str(store.root)]
+    assert main([*args, "--data-dir", str(data), "--out", str(out)]) == 0
+    claim = json.loads((out / "claims.json").read_text(encoding="utf-8"))["claims"][0]
+    assert claim["seeds"] == [42, 43, 44] and claim["diffs"] == [10.0, 11.0, 15.0]
+    low, high = t_interval([10.0, 11.0, 15.0])
+    assert claim["ci95"] == pytest.approx([low, high]) and claim["verdict"] == "holds"

@@ -50,6 +50,7 @@ def build_claims(
             values: list[dict[int, float]] = []
             reasons: list[str] = []
             groups: list[str] = []
+            fixed: list[bool] = []
             for key in (claim.better, claim.worse):
                 cell = cells.get((spec.name, key))
                 if cell is None or cell.state != "run":
@@ -58,8 +59,11 @@ def build_claims(
                     values.append({})
                     continue
                 groups.append(cell.group_id or "")
+                fixed.append(cell.configs[0].max_steps == 0)
                 runs = records.get(cell.group_id or "", [])
                 values.append(seed_values(runs, spec.scores, claim.column, spec.sts_aggregate))
+            if not reasons:
+                values = _broadcast_untrained(values, fixed)
             result = evaluate(claim, values[0], values[1], "; ".join(reasons))
             if not reasons:  # the same runs compared on the same score: a repeat, counted once
                 comparison = (*groups, spec.scores, claim.column, spec.sts_aggregate)
@@ -68,6 +72,19 @@ def build_claims(
                 else:
                     seen[comparison] = f"{spec.name}: {claim.text}"
             out.append(result)
+    return out
+
+
+def _broadcast_untrained(values: list[dict[int, float]], fixed: list[bool]) -> list[dict[int, float]]:
+    """A cell that does not train (``max_steps = 0``) runs once, whatever the seeds: it has no seed
+    to vary, so its one value stands against every seed of the other cell (the paired differences
+    are then the other cell's values minus a constant)."""
+    out = list(values)
+    for side in (0, 1):
+        other = values[1 - side]
+        if fixed[side] and not fixed[1 - side] and len(values[side]) == 1 and other:
+            (value,) = values[side].values()
+            out[side] = dict.fromkeys(other, value)
     return out
 
 
@@ -126,7 +143,8 @@ def render_markdown(results: Sequence[ClaimResult], profile: str) -> str:
         "Measured = mean of per-seed paired differences (better - worse, same seed on both sides); 95% CI = "
         "Student-t interval; holds / reversed = the interval excludes 0 on the claimed / the other side; "
         "MDD = the smallest true difference a two-sided paired t-test (alpha 0.05) detects with 80% power "
-        "at this many seeds and the observed spread.",
+        "at this many seeds and the observed spread. A cell that does not train runs once; its value "
+        "stands against every seed of the other cell.",
         "",
         "| " + " | ".join(HEADER) + " |",
         "|" + "---|" * len(HEADER),
