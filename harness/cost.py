@@ -110,12 +110,13 @@ def sharing_slowdown(model: str, trials_per_gpu: int) -> float:
     """How much longer one trial takes when ``trials_per_gpu`` trials share a GPU (1 = alone)."""
     if trials_per_gpu <= 1:
         return 1.0
-    rates = _GPU_SHARING.get(_encoder_class(model), _GPU_SHARING["bert-base"])
+    rates = _GPU_SHARING.get(encoder_class(model), _GPU_SHARING["bert-base"])
     k = min(rates, key=lambda n: abs(n - trials_per_gpu))
     return trials_per_gpu * rates[1] / rates[k]
 
 
-def _encoder_class(model: str) -> str:
+def encoder_class(model: str) -> str:
+    """``minilm``, ``bert-large`` or ``bert-base`` (anything else): the encoder's size class."""
     name = model.lower()
     if name == "minilm" or "minilm" in name:
         return "minilm"
@@ -192,7 +193,7 @@ class CostModel:
 
     def units(self, config: RunConfig) -> tuple[UnitCosts, float | None]:
         """The unit costs for ``config`` and, when measured, its probe seconds (else None)."""
-        kind = _encoder_class(config.model)
+        kind = encoder_class(config.model)
         base = _BUILTIN.get((self.device, kind, config.precision)) or _BUILTIN.get(
             (self.device, kind, "fp32")
         )

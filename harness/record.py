@@ -8,7 +8,8 @@ Schema history:
 * 1: the first layout.
 * 2: adds ``provenance`` (library versions, device, CPU/GPU, CUDA, threads, dirty tree) and
   ``method_notes`` (what the method's parameters resolve to on the run's encoder, e.g. the
-  whitening groups); ``config`` gains ``threads``.
+  whitening groups); ``config`` gains ``threads``. Later, still 2: the optional ``peak_rss_mb``
+  (the run's peak resident memory, host side; see :mod:`harness.memory`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class RunRecord(TypedDict):
     train_time_s: float
     eval_time_s: float
     final_time_s: NotRequired[float]
+    peak_rss_mb: NotRequired[float]
     started_at: str
     finished_at: str | None
     host: str

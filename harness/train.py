@@ -355,6 +355,14 @@ def train_run(
     if num_threads is not None:
         torch.set_num_threads(num_threads)
     from harness import checkpoint as ckpt
+    from harness import memory
+
+    memory.reset_peak()
+
+    def note_peak() -> None:  # this run's peak resident set (reset above; a reused worker's is not)
+        peak = memory.peak_rss_bytes()
+        if peak is not None:
+            record["peak_rss_mb"] = round(peak / 2**20, 1)
 
     resume_path = ckpt.checkpoint_path(store.root, config.run_id()) if store is not None else None
     try:
@@ -374,12 +382,14 @@ def train_run(
         record["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         record["error"] = f"{type(exc).__name__}: {exc}"
         record["finished_at"] = now_iso()
+        note_peak()
         save()
         raise
     finally:
         if num_threads is not None:
             torch.set_num_threads(old_threads)
     record["finished_at"] = now_iso()
+    note_peak()
     save()
     if resume_path is not None:
         ckpt.remove_checkpoint(resume_path)

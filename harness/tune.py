@@ -17,6 +17,14 @@ space, kept under ``<runs dir>/ray``.
   records its own failures; a trial that dies before or outside it (an import error, a worker
   killed for memory) gets a ``failed`` record written by the trial wrapper or, failing that, by the
   driver, with the reason.
+* Memory: a CPU trial also asks Ray for the host memory it needs at its peak
+  (:func:`harness.memory.estimate_bytes`, at most Ray's whole ``memory`` resource), so Ray starts
+  no more trials at once than the node holds (two K = 10 noise probes at ~5 GB each fit in 24 GB,
+  three do not); after every trial the worker gives its freed memory back to the system (a reused
+  worker runs the next trial in a new thread, whose allocator would not reuse it).
+* Ray Tune itself failing (on 2026-11-23 Tune 2.5x raised on the ``OutOfMemoryError`` of a worker
+  Ray's memory monitor had killed) ends the grid with :class:`GridStopped`: runs left ``running``
+  are marked ``interrupted`` with Tune's reason, finished ones stay, the next grid resumes.
 * Progress: one line per trial start and end (done / running / failed / remaining, with an ETA).
 * Resuming is the grid's job: killed and started again, it skips runs with a finished record
   (:mod:`harness.grid`), so only the remaining ones run.
@@ -46,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.cleanup import TEMP_PREFIX, remove_stale_temp_dirs
+from harness.errors import HarnessError
 
 _QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",  # no usage-stats reporting
@@ -166,6 +175,7 @@ def _trial_body(
 ) -> None:
     """One Tune trial: rebuild the config, train, report; record any failure."""
     from harness.config import RunConfig
+    from harness.memory import release_freed
     from harness.store import RunStore
 
     config = RunConfig.from_dict(tune_config["run_entry"]["run"])
@@ -178,6 +188,8 @@ def _trial_body(
     except BaseException as exc:
         ensure_failed_record(store, config, f"{type(exc).__name__}: {exc}")
         raise
+    finally:
+        release_freed()
     tune.report(
         {
             "run_id": config.run_id(),
@@ -408,8 +420,43 @@ def run_trials(
         report.interrupted = mark_interrupted(store, configs, why)
         report.wall_s = time.perf_counter() - wall0
         raise GridInterrupted(report) from None
+    except Exception as exc:  # the grid's own checks, or Ray Tune giving up (see the module notes)
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+        report.interrupted = mark_interrupted(store, configs, f"the grid stopped: {reason[:300]}")
+        report.wall_s = time.perf_counter() - wall0
+        if isinstance(exc, HarnessError):
+            raise
+        trace = _save_traceback(Path(storage_dir) if storage_dir is not None else Path(store.root) / "ray")
+        raise GridStopped(report, reason[:300], trace) from exc
     report.wall_s = time.perf_counter() - wall0
     return report
+
+
+class GridStopped(HarnessError):
+    """Ray Tune stopped the grid with an error of its own; ``report.interrupted`` lists the runs it
+    left ``running`` (now marked ``interrupted``: the next grid runs them again)."""
+
+    def __init__(self, report: GridReport, reason: str, trace: Path | None = None) -> None:
+        where = f" (traceback: {trace})" if trace is not None else ""
+        super().__init__(
+            f"Ray Tune stopped the grid: {reason}{where}. Finished runs are kept; "
+            f"{len(report.interrupted)} run(s) it left running are marked interrupted; "
+            "the same command resumes the grid"
+        )
+        self.report = report
+
+
+def _save_traceback(folder: Path) -> Path | None:
+    """Write the exception being handled to ``folder/grid-stopped-<time>.txt``; its path, or None."""
+    import traceback
+
+    path = folder / f"grid-stopped-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}.txt"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(traceback.format_exc(), encoding="utf-8")
+    except OSError:
+        return None
+    return path
 
 
 class GridInterrupted(KeyboardInterrupt):
@@ -593,6 +640,48 @@ def _quiet_tune_logs() -> Iterator[None]:
             lg.setLevel(level)
 
 
+def trial_memory(configs: Sequence[RunConfig], gpus_per_trial: float, budget: float | None) -> dict[str, int]:
+    """Host memory each run asks Ray for, by run id (CPU trials only; at most ``budget``, Ray's whole
+    ``memory`` resource, so that a run larger than the node still starts, alone)."""
+    from harness.memory import estimate_bytes
+
+    if gpus_per_trial > 0:
+        return {}
+    need = {c.run_id(): estimate_bytes(c, "cpu") for c in configs}
+    if budget:
+        need = {k: min(v, int(budget)) for k, v in need.items()}
+    return need
+
+
+def _resources_fn(
+    configs: Sequence[RunConfig], cpus_per_trial: int, gpus: float, log: Log
+) -> Callable[[dict[str, Any]], Any]:
+    """Tune's per-trial resource request: CPUs, GPUs and (CPU trials) the run's host memory."""
+    from ray.tune.execution.placement_groups import resource_dict_to_pg_factory
+
+    budget = float(ray.cluster_resources().get("memory", 0.0)) or None
+    need = trial_memory(configs, gpus, budget)
+    if need and budget:
+        most = max(need.values())
+        together = int(budget // most) if most else len(configs)
+        slots = _slots(cpus_per_trial, gpus)
+        if together < slots:
+            log(
+                f"memory: the largest run needs about {most / 2**30:.1f} GB of Ray's "
+                f"{budget / 2**30:.1f} GB, so at most {max(1, together)} such run(s) at once "
+                "(Ray schedules by memory too)"
+            )
+
+    def resources(tune_config: dict[str, Any]) -> Any:
+        run_id = str((tune_config.get("run_entry") or {}).get("run_id"))
+        spec: dict[str, float] = {"cpu": cpus_per_trial, "gpu": gpus}
+        if run_id in need:
+            spec["memory"] = float(need[run_id])
+        return resource_dict_to_pg_factory(spec)
+
+    return resources
+
+
 def _fit(
     configs: Sequence[RunConfig],
     data_root: Path,
@@ -626,7 +715,7 @@ def _fit(
             use_gpu=gpus > 0,
             save_model=save_model,
         ),
-        {"cpu": cpus_per_trial, "gpu": gpus},
+        _resources_fn(configs, cpus_per_trial, gpus, log),
     )
     entries = [{"run": c.to_dict(), "run_id": c.run_id()} for c in configs]
     progress = _Progress(len(configs), store, log)

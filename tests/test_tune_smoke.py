@@ -186,3 +186,95 @@ def test_a_local_grid_ignores_ray_address(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
+def _smoke_data(tmp_path: Path) -> Path:
+    data_root = tmp_path / "data"
+    (data_root / "corpus").mkdir(parents=True, exist_ok=True)
+    (data_root / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT)
+    return data_root
+
+
+def timed_train(
+    config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int
+) -> dict[str, Any]:
+    """Finishes after 3 s and notes when it ran (``span-<run id>.json`` in the store)."""
+    import time
+
+    start = time.time()
+    time.sleep(3.0)
+    (Path(store.root) / f"span-{config.run_id()}.json").write_text(json.dumps([start, time.time()]))
+    record = dict(new_record(config))
+    record.update(status="finished", final={"sts": {"avg": 42.0}}, best_stsb_dev=40.0)
+    store.save(record)
+    return record
+
+
+def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
+    ray_up: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ray
+
+    import harness.memory as memory
+
+    resources = ray.cluster_resources()
+    if resources.get("CPU", 0) < 2 or not resources.get("memory"):
+        pytest.skip("needs two CPUs in Ray and its memory resource")
+    budget = float(resources["memory"])
+    data_root = _smoke_data(tmp_path)
+    plan = expand([load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke", data_root=data_root)
+    configs = [r.config for r in plan.runs]
+    assert len(configs) == 2
+
+    def run(fraction: float) -> tuple[bool, list[str]]:
+        monkeypatch.setattr(memory, "estimate_bytes", lambda config, device="cpu": int(fraction * budget))
+        store = RunStore(tmp_path / f"runs-{fraction}")
+        lines: list[str] = []
+        report = tune.run_trials(
+            configs, data_root, store, smoke=True, train_fn=timed_train, log=lines.append
+        )
+        assert report.finished == 2, report.failed
+        spans = [json.loads(p.read_text()) for p in store.root.glob("span-*.json")]
+        overlap = min(end for _, end in spans) > max(start for start, _ in spans)
+        return overlap, lines
+
+    together, lines = run(0.3)
+    assert together and not any(ln.startswith("memory:") for ln in lines)
+    alone, lines = run(0.6)  # two of them would need 1.2 x what Ray has
+    assert not alone
+    assert any(ln.startswith("memory: the largest run needs") and "at most 1 such run" in ln for ln in lines)
+    # a run that needs more than the whole budget asks for all of it, and still runs (alone)
+    monkeypatch.setattr(memory, "estimate_bytes", lambda config, device="cpu": int(3 * budget))
+    assert tune.trial_memory(configs, 0.0, budget) == {c.run_id(): int(budget) for c in configs}
+    assert tune.trial_memory(configs, 0.5, budget) == {}  # GPU trials: activations are not host memory
+
+
+def test_tune_failing_marks_the_running_runs_interrupted_and_the_grid_says_how_to_resume(
+    ray_up: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What Ray Tune 2.5x did when its memory monitor killed a worker: fit() raised RuntimeError."""
+    from harness.cli import main
+
+    data_root = _smoke_data(tmp_path)
+    spec = FIXTURES / "specs" / "smoke_grid.toml"
+    plan = expand([load_table_spec(spec)], "smoke", data_root=data_root)
+    store = RunStore(tmp_path / "runs")
+    oom = "Caught unexpected exception: 1 worker(s) were killed due to the node running low on memory."
+
+    def broken_fit(configs: Any, data_root: Path, store: RunStore, *args: Any, **kwargs: Any) -> None:
+        store.save(new_record(configs[0]))  # one trial had started ("running")
+        raise RuntimeError(oom)
+
+    monkeypatch.setattr(tune, "_fit", broken_fit)
+    args = ["grid", str(spec), "--smoke", "--runs-dir", str(store.root), "--data-dir", str(data_root)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "Ray Tune stopped the grid: RuntimeError: " + oom in err
+    assert "1 run(s) it left running are marked interrupted; the same command resumes the grid" in err
+    assert "0 of 2 pending run(s) finished before it stopped" in err
+    traces = list((store.root / "ray").glob("grid-stopped-*.txt"))
+    assert len(traces) == 1 and "RuntimeError" in traces[0].read_text()
+    records = store.records()
+    assert len(records) == 1 and records[0]["status"] == "interrupted"
+    assert records[0]["error"] == "the grid stopped: RuntimeError: " + oom
+    assert [r.run_id for r in attach_status(plan, store).pending()] == [r.run_id for r in plan.runs]

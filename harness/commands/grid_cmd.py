@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
             f"estimated: {sum(seconds) / 3600:.2f} trial-hours, about {hours(makespan(seconds, slots))} on "
             f"{slots} slot(s); runs start longest first ({model.source(ordered[0])})"
         )
-        from harness.tune import GridInterrupted, run_trials
+        from harness.tune import GridInterrupted, GridStopped, run_trials
 
         previous = _sigterm_as_interrupt()
         try:
@@ -215,6 +215,11 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 130
+        except GridStopped as exc:
+            finished = sum(1 for r in pending if (store.load(r.run_id) or {}).get("status") == "finished")
+            print(f"harness grid: error: {exc}", file=sys.stderr)
+            print(f"{finished} of {len(pending)} pending run(s) finished before it stopped", file=sys.stderr)
+            return 1
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)

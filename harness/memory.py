@@ -1,0 +1,113 @@
+"""A run's host memory: measured (the peak resident set of each run, in its record) and estimated
+(what a grid trial asks Ray for, so that Ray never starts more trials than the node's memory holds).
+
+Why the grid needs both: the ``-noise`` probes of SimCSE++ Table 1 encode every sentence ``2K = 20``
+times with gradients, which at batch 64 and length 32 keeps ~5 GB of activations on the packaged
+MiniLM; and a Ray worker that is reused for the next trial runs it in a new thread, whose allocator
+arena does not reuse the memory the last trial freed in its own. On 2026-11-23 two reused workers
+held 11.5 and 9.6 GB when their third K = 10 trial started and Ray's memory monitor killed one
+(the node has 23.5 GB). :func:`release_freed` after every trial returns that memory to the system;
+:func:`estimate_bytes` lets Ray's scheduler keep the sum of the running trials' needs within its
+``memory`` resource.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import gc
+import resource
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.config import RunConfig
+
+GB = 1024**3
+
+# Measured on the packaged MiniLM (d = 384, 6 layers) on 2026-11-23, one process, `harness train
+# --profile night` with 3 and 30 steps: SimCSE (2 encoder rows per sentence) peaked at 1.35 GB, the
+# K = 10 noise probe (20 rows) at 4.31 GB (3 steps) and 4.82 GB (30 steps) in bf16, 5.52 GB (3 steps)
+# in fp32. That is (4.82 - 1.35) / (18 rows x 2,048 tokens) = 94 KB per row-token in bf16 and
+# 113 KB in fp32; the estimate rounds both up to 120 KB and adds a quarter for the allocator.
+# The larger encoders scale per token by layers x width (bert-base 12 x 768, bert-large 24 x 1024) and
+# carry their weights and AdamW's two moments in the base; ``random:tiny`` (2 x 64) is the tests'.
+_BASE_BYTES = {"tiny": 0.5 * GB, "minilm": 1.5 * GB, "bert-base": 3.0 * GB, "bert-large": 7.0 * GB}
+_ROW_TOKEN_BYTES = {
+    "tiny": 10 * 1024,
+    "minilm": 120 * 1024,
+    "bert-base": 4 * 120 * 1024,
+    "bert-large": 11 * 120 * 1024,
+}
+_MARGIN = 1.25
+
+
+def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
+    """Host memory one run needs at its peak, in bytes (an upper estimate, for scheduling).
+
+    On a CPU the activations of ``encoder_rows x batch x max_length`` tokens dominate; on a GPU they
+    live in GPU memory and the host keeps the model, the data and the evaluation (the base).
+    """
+    from harness.cost import encoder_class
+
+    kind = "tiny" if config.model.lower() == "random:tiny" else encoder_class(config.model)
+    base = _BASE_BYTES.get(kind, _BASE_BYTES["bert-base"])
+    if device != "cpu":
+        return int(base)
+    tokens = float(config.params.encoder_rows()) * config.batch_size * config.max_length
+    per_token = _ROW_TOKEN_BYTES.get(kind, _ROW_TOKEN_BYTES["bert-base"])
+    return int(_MARGIN * (base + tokens * per_token))
+
+
+def _proc_status_kb(field: str) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def reset_peak() -> bool:
+    """Start measuring this process's peak resident set afresh (Linux: ``/proc/self/clear_refs``).
+
+    Returns False where that is not possible; :func:`peak_rss_bytes` then reports the process's
+    peak since it started.
+    """
+    try:
+        Path("/proc/self/clear_refs").write_text("5", encoding="ascii")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_bytes() -> int | None:
+    """The peak resident set of this process since it started or since :func:`reset_peak`."""
+    kb = _proc_status_kb("VmHWM")
+    if kb is not None:
+        return kb * 1024
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024) if peak else None
+
+
+def rss_bytes() -> int | None:
+    """The resident set of this process now (Linux), else None."""
+    kb = _proc_status_kb("VmRSS")
+    return None if kb is None else kb * 1024
+
+
+def release_freed() -> None:
+    """Return memory that Python and the C allocator hold but no longer use to the system.
+
+    glibc keeps freed memory in per-thread arenas; ``malloc_trim(0)`` gives back the free pages of
+    all of them. Elsewhere only the garbage collector runs.
+    """
+    gc.collect()
+    if not sys.platform.startswith("linux"):
+        return
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(name).malloc_trim(0)
