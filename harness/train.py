@@ -283,11 +283,14 @@ def cpu_bf16_slowdown(n: int = 512) -> float:
     timings = {}
     for dtype in (torch.float32, torch.bfloat16):
         a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+        a @ b  # the first calls pick and build the kernel
         a @ b
-        t0 = time.perf_counter()
-        for _ in range(3):
+        best = math.inf
+        for _ in range(5):  # the fastest of five: a busy machine slows single calls, not the best one
+            t0 = time.perf_counter()
             a @ b
-        timings[dtype] = time.perf_counter() - t0
+            best = min(best, time.perf_counter() - t0)
+        timings[dtype] = best
     return timings[torch.bfloat16] / max(timings[torch.float32], 1e-9)
 
 
