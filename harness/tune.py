@@ -18,7 +18,7 @@ space, kept under ``<runs dir>/ray``.
   killed for memory) gets a ``failed`` record written by the trial wrapper or, failing that, by the
   driver, with the reason.
 * Memory: a CPU trial also asks Ray for the host memory it needs at its peak
-  (:func:`harness.memory.estimate_bytes`, at most Ray's whole ``memory`` resource), so Ray starts
+  (:func:`harness.memory.estimate_bytes`, at most the largest node's ``memory`` resource), so Ray starts
   no more trials at once than the node holds (two K = 10 noise probes at ~5 GB each fit in 24 GB,
   three do not); after every trial the worker gives its freed memory back to the system (a reused
   worker runs the next trial in a new thread, whose allocator would not reuse it).
@@ -641,8 +641,8 @@ def _quiet_tune_logs() -> Iterator[None]:
 
 
 def trial_memory(configs: Sequence[RunConfig], gpus_per_trial: float, budget: float | None) -> dict[str, int]:
-    """Host memory each run asks Ray for, by run id (CPU trials only; at most ``budget``, Ray's whole
-    ``memory`` resource, so that a run larger than the node still starts, alone)."""
+    """Host memory each run asks Ray for, by run id (CPU trials only; at most ``budget``, the largest
+    node's ``memory`` resource, so that a run larger than any node still starts, alone)."""
     from harness.memory import estimate_bytes
 
     if gpus_per_trial > 0:
@@ -653,13 +653,22 @@ def trial_memory(configs: Sequence[RunConfig], gpus_per_trial: float, budget: fl
     return need
 
 
+def _node_memory() -> float | None:
+    """Ray's ``memory`` resource of its largest live node (a trial runs on one node), else None."""
+    with contextlib.suppress(Exception):
+        sizes = [float(n.get("Resources", {}).get("memory", 0.0)) for n in ray.nodes() if n.get("Alive")]
+        if sizes:
+            return max(sizes) or None
+    return float(ray.cluster_resources().get("memory", 0.0)) or None
+
+
 def _resources_fn(
     configs: Sequence[RunConfig], cpus_per_trial: int, gpus: float, log: Log
 ) -> Callable[[dict[str, Any]], Any]:
     """Tune's per-trial resource request: CPUs, GPUs and (CPU trials) the run's host memory."""
     from ray.tune.execution.placement_groups import resource_dict_to_pg_factory
 
-    budget = float(ray.cluster_resources().get("memory", 0.0)) or None
+    budget = _node_memory()
     need = trial_memory(configs, gpus, budget)
     if need and budget:
         most = max(need.values())
@@ -667,7 +676,7 @@ def _resources_fn(
         slots = _slots(cpus_per_trial, gpus)
         if together < slots:
             log(
-                f"memory: the largest run needs about {most / 2**30:.1f} GB of Ray's "
+                f"memory: the largest run needs about {most / 2**30:.1f} GB of a node's "
                 f"{budget / 2**30:.1f} GB, so at most {max(1, together)} such run(s) at once "
                 "(Ray schedules by memory too)"
             )
