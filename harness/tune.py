@@ -663,7 +663,7 @@ def _node_memory() -> float | None:
 
 
 def _resources_fn(
-    configs: Sequence[RunConfig], cpus_per_trial: int, gpus: float, log: Log
+    configs: Sequence[RunConfig], cpus_per_trial: int, gpus: float, slots: int, log: Log
 ) -> Callable[[dict[str, Any]], Any]:
     """Tune's per-trial resource request: CPUs, GPUs and (CPU trials) the run's host memory."""
     from ray.tune.execution.placement_groups import resource_dict_to_pg_factory
@@ -673,7 +673,6 @@ def _resources_fn(
     if need and budget:
         most = max(need.values())
         together = int(budget // most) if most else len(configs)
-        slots = _slots(cpus_per_trial, gpus)
         if together < slots:
             log(
                 f"memory: the largest run needs about {most / 2**30:.1f} GB of a node's "
@@ -724,7 +723,7 @@ def _fit(
             use_gpu=gpus > 0,
             save_model=save_model,
         ),
-        _resources_fn(configs, cpus_per_trial, gpus, log),
+        _resources_fn(configs, cpus_per_trial, gpus, report.slots, log),
     )
     entries = [{"run": c.to_dict(), "run_id": c.run_id()} for c in configs]
     progress = _Progress(len(configs), store, log)
