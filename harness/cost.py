@@ -5,12 +5,15 @@ A run's estimate is the sum of its parts::
     steps x step_s x encoder_rows / 2     training (a SimCSE step scaled by the method's encoder rows)
   + probes x probe_s                      STS-B dev probes (one at step 0, one every eval_every)
   + sts_s [eval_precision]                final STS, when the run scores STS
-  + transfer_s [transfer_mode]            final transfer, when a transfer table uses the run
+  + transfer [transfer_mode, precision]   final transfer, when a transfer table uses the run:
+                                          embedding its sentences (TRANSFER_PER_STS final STS
+                                          passes) plus the classifier fits (TRANSFER_FIT_S)
   + whitening fit                         post-whitening: its sentences at the STS pass's speed
 
 The unit costs come, in this order of preference, from finished records in the run store with the
 same machine-relevant settings (device kind, encoder, precision, threads, batch and length: the
-median of what those runs measured), else from the built-in table below (measured on the machines
+median of what those runs measured; the final STS and transfer passes from each record's
+``final_seconds``), else from the built-in table below (measured on the machines
 named there), else from a SimCSE step measured for the encoder and the ratios of the built-in table.
 Every estimate says where its numbers came from. ``harness grid --dry-run`` prints the estimate and
 a grid starts its runs longest first (:func:`longest_first`), which shortens the makespan when runs
@@ -33,6 +36,15 @@ STS_SENTENCES = 26_083
 PROBE_SHARE = 0.14
 """A dev probe's time as a share of a final STS pass in the same precision (measured on the CPU:
 fp32 15 s / 100 s, bf16 5 s / 35 s, packaged MiniLM, one thread, 2026-11-23)."""
+TRANSFER_PER_STS = 415.0 / 49.8
+"""Embedding the seven transfer tasks (SentEval's sorted batches, every split) / the final STS pass,
+same encoder, precision and threads: 415 s / 49.8 s, packaged MiniLM, fp32, 2 threads, idle, 2026-11-23
+(``bench_transfer_eval.py``, ``bench_sts_eval.py``): 8.3 STS passes."""
+TRANSFER_FIT_S = {"fasttest": 12.3 * 454.8 / 230.0, "test": 454.8}
+"""The transfer classifier fits of one run, one worker (a trial with one thread fits in-process), on
+the host CPU whatever device embeds: test mode 454.8 s measured with one worker; fasttest 12.3 s
+measured with two workers, times the test mode's one-worker/two-worker ratio (1.98)
+(``bench_transfer_eval.py``, 2026-11-23, idle)."""
 STS_PER_STEP = 35.0
 """Final STS pass / SimCSE step, same device and precision (CPU measurements above: 38 fp32, 32 bf16);
 used only for an encoder with a measured step but no measured evaluation."""
@@ -47,40 +59,46 @@ class UnitCosts:
     sts_s: Mapping[str, float]
     """The final STS pass (seven tasks), by evaluation precision."""
     transfer_s: Mapping[str, float]
-    """The final transfer tasks (seven), by transfer mode; missing = not measured."""
+    """The final transfer tasks (seven) measured by finished runs, keyed ``"<mode>/<precision>"``;
+    a key not there is derived (:meth:`transfer`)."""
     source: str
 
     def probe_s(self, precision: str) -> float:
         return PROBE_SHARE * self.sts_s.get(precision, self.sts_s.get("fp32", 0.0))
+
+    def transfer(self, mode: str, precision: str) -> float:
+        """Seconds of the final transfer tasks: measured, else embedding (TRANSFER_PER_STS final STS
+        passes in the same precision) plus the classifier fits of ``mode``."""
+        measured = self.transfer_s.get(f"{mode}/{precision}")
+        if measured is not None:
+            return measured
+        sts = self.sts_s.get(precision, self.sts_s.get("fp32", 0.0))
+        return TRANSFER_PER_STS * sts + TRANSFER_FIT_S.get(mode, TRANSFER_FIT_S["test"])
 
 
 # (device kind, encoder, precision) -> measured unit costs. CPU: this project's 2-core machine,
 # one thread per trial (two trials in parallel), 2026-11-23, other trial running beside it. GPU: an
 # H100, bert-base-sized encoder with random weights, 2026-11-22 (README, Speed); its evaluation
 # times are derived (STS_PER_STEP), not measured.
-_BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], dict[str, float], str]] = {
+_BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], str]] = {
     ("cpu", "minilm", "bf16"): (
         1.12,
         {"fp32": 100.0, "bf16": 35.0},
-        {"fasttest": 1252.0},
         "measured: MiniLM on this 2-core CPU, 1 thread, bf16 (2026-11-23)",
     ),
     ("cpu", "minilm", "fp32"): (
         2.6,
         {"fp32": 100.0, "bf16": 35.0},
-        {"fasttest": 1252.0},
         "measured: MiniLM on this 2-core CPU, 1 thread, fp32 (2026-11-23)",
     ),
     ("cuda", "bert-base", "bf16"): (
         0.0499,
         {"fp32": STS_PER_STEP * 0.0697, "bf16": STS_PER_STEP * 0.0499},
-        {"test": 660.0, "fasttest": 165.0},
         "H100 step measured (bert-base-sized, bf16, 2026-11-22); evaluation derived from the step",
     ),
     ("cuda", "bert-base", "fp32"): (
         0.0697,
         {"fp32": STS_PER_STEP * 0.0697, "bf16": STS_PER_STEP * 0.0499},
-        {"test": 660.0, "fasttest": 165.0},
         "H100 step measured (bert-base-sized, fp32, 2026-11-22); evaluation derived from the step",
     ),
 }
@@ -184,8 +202,14 @@ class CostModel:
             bucket.setdefault("step_s", []).append(float(record["train_time_s"]) / steps / rows)
         final_s = record.get("final_time_s")
         if final_s is not None and config.post_whiten == "none":
-            if config.final_tasks == "sts":
-                bucket.setdefault(f"sts_{config.eval_precision}", []).append(float(final_s))
+            parts = record.get("final_seconds")
+            if not isinstance(parts, Mapping):  # older records: only an STS-only run's total says
+                parts = {"sts": final_s} if config.final_tasks == "sts" else {}
+            if isinstance(parts.get("sts"), int | float):
+                bucket.setdefault(f"sts_{config.eval_precision}", []).append(float(parts["sts"]))
+            if isinstance(parts.get("transfer"), int | float):
+                key = f"transfer_{config.transfer_mode}/{config.eval_precision}"
+                bucket.setdefault(key, []).append(float(parts["transfer"]))
             probes = probes_of(steps, config.eval_every)
             eval_s = float(record.get("eval_time_s") or 0.0) - float(final_s)
             if eval_s > 0:
@@ -199,7 +223,7 @@ class CostModel:
         )
         scale = 1.0
         if base is not None:
-            source = base[3]
+            source = base[2]
         else:  # another encoder measured on this device: scale its compute by encoder size
             known = [k for k in _BUILTIN if k[0] == self.device and k[2] == config.precision]
             ref = known[0] if known else ("cpu", "minilm", "fp32")
@@ -210,7 +234,7 @@ class CostModel:
             )
         step_s = base[0] * scale
         sts = {k: v * scale for k, v in base[1].items()}
-        transfer = dict(base[2])  # classifier fits: independent of the encoder's size
+        transfer: dict[str, float] = {}
         measured = self._measured.get(_machine_key(config, self.device), {})
         probe = None
         if measured:
@@ -223,6 +247,9 @@ class CostModel:
                     sts[precision] = statistics.median(measured[f"sts_{precision}"])
             if f"probe_{config.precision}" in measured:
                 probe = statistics.median(measured[f"probe_{config.precision}"])
+            for key, values in measured.items():
+                if key.startswith("transfer_"):
+                    transfer[key.removeprefix("transfer_")] = statistics.median(values)
         return UnitCosts(step_s, sts, transfer, source), probe
 
     def steps(self, config: RunConfig) -> int:
@@ -243,8 +270,7 @@ class CostModel:
         if config.final_tasks in ("sts", "all"):
             total += sts
         if config.final_tasks in ("transfer", "all"):
-            transfer = units.transfer_s.get(config.transfer_mode)
-            total += transfer if transfer is not None else 4 * units.transfer_s.get("fasttest", 0.0)
+            total += units.transfer(config.transfer_mode, config.eval_precision)  # fits: host CPU
         if config.post_whiten != "none":
             total += sts * config.post_whiten_sentences / STS_SENTENCES
         return total

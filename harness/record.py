@@ -73,6 +73,7 @@ class RunRecord(TypedDict):
     train_time_s: float
     eval_time_s: float
     final_time_s: NotRequired[float]
+    final_seconds: NotRequired[dict[str, float]]  # the final pass per task group: {"sts": s, "transfer": s}
     peak_rss_mb: NotRequired[float]
     started_at: str
     finished_at: str | None

@@ -88,6 +88,36 @@ def test_finished_records_calibrate_the_units_of_matching_runs(data_root: Path) 
     assert "calibrated" not in model.source(cpu(data_root, precision="fp32"))
 
 
+def test_transfer_is_embedding_plus_fits_until_runs_measure_it(data_root: Path) -> None:
+    from harness.cost import TRANSFER_FIT_S, TRANSFER_PER_STS
+
+    model = CostModel()
+    sts_only = cpu(data_root, eval_precision="bf16")
+    both = cpu(data_root, eval_precision="bf16", final_tasks="all", transfer_mode="fasttest")
+    units, _ = model.units(both)
+    derived = TRANSFER_PER_STS * units.sts_s["bf16"] + TRANSFER_FIT_S["fasttest"]
+    assert model.run_seconds(both) - model.run_seconds(sts_only) == pytest.approx(derived)
+    # fp32 embedding costs what fp32 STS passes cost; test mode's fits are the measured 454.8 s
+    test_fp32 = cpu(data_root, final_tasks="transfer", transfer_mode="test")
+    assert model.units(test_fp32)[0].transfer("test", "fp32") == pytest.approx(
+        TRANSFER_PER_STS * units.sts_s["fp32"] + 454.8
+    )
+    # records that time their final pass per task group calibrate STS and transfer separately,
+    # also for runs that score both ("all"); the total alone says nothing about either part
+    records = [
+        {**_record(both.replace(seed=s), 50.0, 400.0, 340.0), "final_seconds": {"sts": 30.0, "transfer": t}}
+        for s, t in ((42, 300.0), (43, 310.0), (44, 320.0))
+    ]
+    calibrated = CostModel(records)
+    units, _ = calibrated.units(both)
+    assert units.sts_s["bf16"] == pytest.approx(30.0)
+    assert units.transfer("fasttest", "bf16") == pytest.approx(310.0)
+    assert units.transfer("test", "bf16") == pytest.approx(TRANSFER_PER_STS * 30.0 + 454.8)  # not measured
+    older = [{k: v for k, v in r.items() if k != "final_seconds"} for r in records]
+    units, _ = CostModel(older).units(both)
+    assert dict(units.transfer_s) == {} and units.sts_s["bf16"] == pytest.approx(35.0)  # built-in
+
+
 def test_longest_runs_start_first_and_the_estimate_names_tables(data_root: Path) -> None:
     model = CostModel()
     short = cpu(data_root, max_steps=0)

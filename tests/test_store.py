@@ -100,7 +100,14 @@ def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
     from harness.record import RunRecord
 
     # every key the typed record declares (the NotRequired ones are written only when they apply)
-    written_later = {"checkpoint", "resumed_from_step", "attempt", "final_time_s", "peak_rss_mb"}
+    written_later = {
+        "checkpoint",
+        "resumed_from_step",
+        "attempt",
+        "final_time_s",
+        "final_seconds",
+        "peak_rss_mb",
+    }
     assert set(rec) == set(RunRecord.__annotations__) - written_later
     assert rec["schema_version"] == 2 and rec["provenance"] is None and rec["method_notes"] == {}
     assert rec["run_id"] == config.run_id() and rec["status"] == "running"

@@ -129,6 +129,9 @@ def test_real_smoke_grid_tables_and_plots(
         assert record["status"] == "finished"
         assert record["trajectory"] and record["trajectory"][-1].get("align") is not None
         assert record["final"]["sts"]["avg"] is not None
+        # the final pass is timed per task group (what the cost model calibrates), not in "final"
+        assert set(record["final_seconds"]) == {"sts"} and "seconds" not in record["final"]
+        assert 0 < record["final_seconds"]["sts"] <= record["final_time_s"]
     # a second grid finds nothing to do
     assert main(["grid", spec, "--smoke", *common]) == 0
     assert "2 already finished, 0 to run" in capsys.readouterr().out
