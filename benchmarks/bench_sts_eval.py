@@ -5,8 +5,9 @@
 sentence-1 chunk then sentence-2 chunk, file or sorted order as SentEval has it), on the train, dev
 and test splits of STS-B and SICK-R as SentEval encodes them. "Harness" = the default path: the
 distinct sentences of what is reported, embedded once each in token-length-sorted batches, the
-last layer computed at [CLS] only for the CLS poolers; the SentEval pipeline runs the plain model
-forward (all positions of every layer), as SentEval's batcher would. "harness bf16" = the default
+last layer computed at [CLS] only for the CLS poolers, fp32 linear layers through oneDNN
+(:func:`harness.encoder.onednn_linears`); the SentEval pipeline runs the plain model forward (all
+positions of every layer, PyTorch's default BLAS), as SentEval's batcher would. "harness bf16" = the default
 path under bf16 autocast (``eval_precision = "bf16"``); its deviation from fp32 is printed per task.
 
 SentEval itself is not on PyPI and GitHub is out of reach from this machine, so its engine cannot be
@@ -98,6 +99,11 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=list(STS_TASKS), help="STS tasks (default: all 7)")
     parser.add_argument("--work-only", action="store_true", help="count tokens only, encode nothing")
     parser.add_argument("--skip-bf16", action="store_true", help="do not time the bf16 evaluation")
+    parser.add_argument(
+        "--also-blas",
+        action="store_true",
+        help="also time the harness path with fp32 linear layers on PyTorch's default BLAS, not oneDNN",
+    )
     args = parser.parse_args()
 
     senteval = senteval_dir(resolve_data_root(args.data_dir))
@@ -113,22 +119,29 @@ def main() -> None:
 
     bf16_embed, _ = encoder_functions(encoder, args.pooler, "bf16")
 
-    def full_layers(fn: Callable[[], StsReport]) -> StsReport:
-        encoder.cls_shortcut = False  # what SentEval's batcher would run: the plain model forward
+    def plain_forward(fn: Callable[[], StsReport], cls_shortcut: bool = False) -> StsReport:
+        """The model's own forward, as SentEval's batcher would run it: every position of every
+        layer (unless ``cls_shortcut``), fp32 linear layers on PyTorch's default BLAS."""
+        encoder.cls_shortcut, encoder.onednn_fp32 = cls_shortcut, False
         try:
             return fn()
         finally:
-            encoder.cls_shortcut = True
+            encoder.cls_shortcut, encoder.onednn_fp32 = True, True
 
     fast, fast_wall, fast_cpu = timed(lambda: run_sts(embed, senteval, tasks, token_lengths=token_lengths))
     rows = []
+    if args.also_blas:
+        blas, blas_wall, blas_cpu = timed(
+            lambda: plain_forward(lambda: run_sts(embed, senteval, tasks, token_lengths=token_lengths), True)
+        )
+        rows.append(("harness fp32 BLAS", blas, blas_wall, blas_cpu))
     if not args.skip_bf16:
         half, half_wall, half_cpu = timed(
             lambda: run_sts(bf16_embed, senteval, tasks, token_lengths=token_lengths)
         )
         rows.append(("harness bf16", half, half_wall, half_cpu))
     slow, slow_wall, slow_cpu = timed(
-        lambda: full_layers(lambda: run_sts(embed, senteval, tasks, exact_batches=True, all_splits=True))
+        lambda: plain_forward(lambda: run_sts(embed, senteval, tasks, exact_batches=True, all_splits=True))
     )
     print(f"load average after timing: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'':>18}  {'wall s':>8} {'cpu s':>8} {'sentences':>9} {'sent/s':>8} {'vs SentEval':>11}")

@@ -128,6 +128,9 @@ class SentenceEncoder(nn.Module):
         self.cls_shortcut = True
         """CLS poolers compute the last layer at [CLS] only (:func:`cls_only_last_layer`); False =
         the full last layer (benchmarks compare the two)."""
+        self.onednn_fp32 = True
+        """fp32 embedding on the CPU runs the linear layers through oneDNN (:func:`onednn_linears`);
+        False = PyTorch's default BLAS path (benchmarks compare the two)."""
 
     @property
     def device(self) -> torch.device:
@@ -192,8 +195,13 @@ class SentenceEncoder(nn.Module):
             if precision == "bf16"
             else contextlib.nullcontext()
         )
+        linears: contextlib.AbstractContextManager[Any] = (
+            onednn_linears(self.model)
+            if self.onednn_fp32 and precision == "fp32" and self.device.type == "cpu"
+            else contextlib.nullcontext()
+        )
         try:
-            with torch.inference_mode(), cast:
+            with torch.inference_mode(), cast, linears:
                 out = self.features(self.tokenize(sentences), pooler)
         finally:
             self.train(was_training)
@@ -272,6 +280,85 @@ def cls_only_last_layer(model: nn.Module, attention_mask: torch.Tensor) -> Itera
         yield
     finally:
         del layer.forward  # back to the class's forward
+
+
+@functools.cache
+def onednn_available() -> bool:
+    """Whether this PyTorch has oneDNN's fused linear operator (``torch.ops.mkldnn._linear_pointwise``)."""
+    try:
+        return bool(torch.backends.mkldnn.is_available()) and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    except Exception:  # an operator namespace that cannot load counts as absent
+        return False
+
+
+def _onednn_applies(x: torch.Tensor) -> bool:
+    """fp32 CPU inference: no gradient wanted (the operator has no backward) and no autocast."""
+    return (
+        x.dtype == torch.float32
+        and x.device.type == "cpu"
+        and not torch.is_grad_enabled()
+        and not torch.is_autocast_enabled("cpu")
+    )
+
+
+@contextlib.contextmanager
+def onednn_linears(model: nn.Module) -> Iterator[None]:
+    """Within the block, the model's linear layers compute fp32 CPU inference with oneDNN.
+
+    PyTorch's CPU wheel sends an fp32 ``nn.Linear`` to MKL's sgemm, which on this project's AMD EPYC
+    reaches ~95 GFLOPS per thread where oneDNN's matmul reaches ~215 (``bench_sts_eval.py``). The
+    same product in fp32 either way (outputs differ by float rounding, ~3e-6 on unit-scale values);
+    a BERT feed-forward's exact (erf) GELU is fused into its first linear layer. Anything that is not
+    fp32 CPU inference (gradients, autocast, other devices) takes the usual path, as does every layer
+    when this PyTorch lacks the operator.
+    """
+    if not onednn_available():
+        yield
+        return
+    op = torch.ops.mkldnn._linear_pointwise
+    patched: list[nn.Module] = []
+
+    def linear_forward(layer: nn.Linear) -> Any:
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            if _onednn_applies(x):
+                out: torch.Tensor = op(x, layer.weight, layer.bias, "none", [], "")
+                return out
+            return nn.functional.linear(x, layer.weight, layer.bias)
+
+        return forward
+
+    def gelu_forward(block: nn.Module, dense: nn.Linear) -> Any:
+        act: Any = getattr(block, "intermediate_act_fn")  # noqa: B009
+
+        def forward(hidden_states: torch.Tensor) -> torch.Tensor:
+            if _onednn_applies(hidden_states):
+                out: torch.Tensor = op(hidden_states, dense.weight, dense.bias, "gelu", [], "none")
+                return out
+            result: torch.Tensor = act(dense(hidden_states))
+            return result
+
+        return forward
+
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            module.forward = linear_forward(module)  # type: ignore[method-assign]
+            patched.append(module)
+        dense = getattr(module, "dense", None)
+        if _exact_gelu(getattr(module, "intermediate_act_fn", None)) and isinstance(dense, nn.Linear):
+            module.forward = gelu_forward(module, dense)
+            patched.append(module)
+    try:
+        yield
+    finally:
+        for module in patched:
+            del module.forward  # back to the class's forward
+
+
+def _exact_gelu(fn: Any) -> bool:
+    """Whether ``fn`` is the exact (erf) GELU: Hugging Face's ``GELUActivation`` or ``F.gelu``."""
+    if fn is nn.functional.gelu or (isinstance(fn, nn.GELU) and fn.approximate == "none"):
+        return True
+    return type(fn).__name__ == "GELUActivation" and getattr(fn, "act", None) is nn.functional.gelu
 
 
 def _first_line(exc: BaseException) -> str:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from harness.encoder import (
     POOLERS,
@@ -210,3 +212,43 @@ def test_cls_shortcut_leaves_models_without_a_bert_layer_alone():
     plain = torch.nn.Linear(3, 3)
     with cls_only_last_layer(plain, torch.ones(2, 4)):
         assert "forward" not in vars(plain)
+
+
+@pytest.mark.parametrize("pooler", ["cls_before_pooler", "avg"])
+def test_onednn_linears_give_the_fp32_embeddings_up_to_rounding(pooler):
+    from harness.encoder import onednn_available
+
+    if not onednn_available():
+        pytest.skip("this PyTorch has no oneDNN linear operator (the default path is used)")
+    encoder = load_encoder("random:tiny", seed=3)
+    calls: list[str] = []
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def counting(*args: Any) -> torch.Tensor:
+        calls.append(args[3])  # the fused post-op: "none" or "gelu"
+        return real(*args)
+
+    encoder.onednn_fp32 = False
+    plain = encoder.embed(SENTS * 3, pooler)
+    encoder.onednn_fp32 = True
+    with mock.patch.object(torch.ops.mkldnn, "_linear_pointwise", counting):
+        fast = encoder.embed(SENTS * 3, pooler)
+        assert calls and "gelu" in calls  # oneDNN ran, GELU fused into the feed-forward's first layer
+        calls.clear()
+        encoder.embed(SENTS, pooler, "bf16")
+        assert not calls  # autocast keeps its own (bf16) path
+        encoder.train()
+        out = encoder.features(encoder.tokenize(SENTS), pooler)
+        assert not calls and out.requires_grad  # training never takes it (the operator has no backward)
+    np.testing.assert_allclose(fast, plain, rtol=1e-4, atol=1e-5)
+    assert not any("forward" in vars(m) for m in encoder.model.modules())  # class forwards are back
+
+
+def test_exact_gelu_is_recognised_and_approximations_are_not():
+    from transformers.activations import ACT2FN
+
+    from harness.encoder import _exact_gelu
+
+    assert _exact_gelu(ACT2FN["gelu"]) and _exact_gelu(torch.nn.GELU()) and _exact_gelu(F.gelu)
+    assert not _exact_gelu(ACT2FN["gelu_new"]) and not _exact_gelu(torch.nn.GELU(approximate="tanh"))
+    assert not _exact_gelu(ACT2FN["relu"]) and not _exact_gelu(None)
