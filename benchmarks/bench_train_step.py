@@ -46,7 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--variants",
         default="",
         help="comma-separated harness variants timed side by side, each 'fp32' or 'bf16' with an optional "
-        "'+bN' (N length buckets) and '+fullcls' (full last layer), e.g. fp32,bf16+b4,bf16+b4+fullcls "
+        "'+bN' (N length buckets), '+fullcls' (full last layer) and '+blas' (fp32 linear layers on "
+        "PyTorch's default BLAS, not oneDNN), e.g. fp32+b4,fp32+b4+blas,bf16+b4 "
         "(default: one, from --bf16); "
         "sentence-transformers runs in fp32 unless --bf16",
     )
@@ -84,12 +85,14 @@ def build_ours(
 ) -> tuple[Callable[[list[str], int], float], Any]:
     """The harness's step; returns ``(step(sentences, i) -> loss, encoder)``.
 
-    ``variant``: ``fp32`` or ``bf16``, optionally ``+bN`` for N length buckets and ``+fullcls`` for
-    the full last layer instead of the [CLS]-only one ("" = from --bf16).
+    ``variant``: ``fp32`` or ``bf16``, optionally ``+bN`` for N length buckets, ``+fullcls`` for
+    the full last layer instead of the [CLS]-only one and ``+blas`` for fp32 linear layers on
+    PyTorch's default BLAS instead of oneDNN ("" = from --bf16).
     """
     spec = variant or ("bf16" if args.bf16 else "fp32")
     full_last_layer = "+fullcls" in spec
-    precision, _, buckets = spec.replace("+fullcls", "").partition("+b")
+    blas = "+blas" in spec
+    precision, _, buckets = spec.replace("+fullcls", "").replace("+blas", "").partition("+b")
     from harness.config import resolve_config
     from harness.encoder import load_encoder
     from harness.train import TrainStep, seed_everything
@@ -114,6 +117,7 @@ def build_ours(
     seed_everything(args.seed)
     encoder = load_encoder(args.model, args.device, seed=args.seed)
     encoder.cls_shortcut = not full_last_layer
+    encoder.onednn_fp32 = not blas
     method = get_method("simcse")(config.params, encoder.hidden_size).to(args.device)
     step = TrainStep(encoder, method, config, total)
 

@@ -129,8 +129,8 @@ class SentenceEncoder(nn.Module):
         """CLS poolers compute the last layer at [CLS] only (:func:`cls_only_last_layer`); False =
         the full last layer (benchmarks compare the two)."""
         self.onednn_fp32 = True
-        """fp32 embedding on the CPU runs the linear layers through oneDNN (:func:`onednn_linears`);
-        False = PyTorch's default BLAS path (benchmarks compare the two)."""
+        """fp32 on the CPU (training and embedding) runs the linear layers through oneDNN
+        (:func:`onednn_linears`); False = PyTorch's default BLAS path (benchmarks compare the two)."""
 
     @property
     def device(self) -> torch.device:
@@ -160,7 +160,12 @@ class SentenceEncoder(nn.Module):
             if self.cls_shortcut and pooler in ("cls_before_pooler", "cls")
             else contextlib.nullcontext()
         )
-        with shortcut:
+        linears = (
+            onednn_linears(self.model)
+            if self.onednn_fp32 and self.device.type == "cpu"
+            else contextlib.nullcontext()
+        )
+        with shortcut, linears:
             outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
         mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)
         if pooler == "cls_before_pooler":
@@ -195,13 +200,8 @@ class SentenceEncoder(nn.Module):
             if precision == "bf16"
             else contextlib.nullcontext()
         )
-        linears: contextlib.AbstractContextManager[Any] = (
-            onednn_linears(self.model)
-            if self.onednn_fp32 and precision == "fp32" and self.device.type == "cpu"
-            else contextlib.nullcontext()
-        )
         try:
-            with torch.inference_mode(), cast, linears:
+            with torch.inference_mode(), cast:
                 out = self.features(self.tokenize(sentences), pooler)
         finally:
             self.train(was_training)
@@ -291,26 +291,54 @@ def onednn_available() -> bool:
         return False
 
 
-def _onednn_applies(x: torch.Tensor) -> bool:
-    """fp32 CPU inference: no gradient wanted (the operator has no backward) and no autocast."""
+def _onednn_applies(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """fp32 on the CPU, outside autocast (which has its own bf16 path)."""
     return (
         x.dtype == torch.float32
+        and weight.dtype == torch.float32
         and x.device.type == "cpu"
-        and not torch.is_grad_enabled()
         and not torch.is_autocast_enabled("cpu")
     )
 
 
+class _OneDNNLinear(torch.autograd.Function):
+    """``x @ W^T + b`` with oneDNN, forward and backward (the operator itself has no backward):
+    ``dx = g W`` and ``dW = g^T x``, both as oneDNN products; ``db`` sums ``g`` over rows."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        out: torch.Tensor = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, weight = ctx.saved_tensors
+        op = torch.ops.mkldnn._linear_pointwise
+        rows = grad.reshape(-1, grad.shape[-1])
+        dx = dw = db = None
+        if ctx.needs_input_grad[0]:
+            dx = op(rows, weight.t().contiguous(), None, "none", [], "").reshape(x.shape)
+        if ctx.needs_input_grad[1]:
+            inputs = x.reshape(-1, x.shape[-1])
+            dw = op(rows.t().contiguous(), inputs.t().contiguous(), None, "none", [], "")
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            db = rows.sum(0)
+        return dx, dw, db
+
+
 @contextlib.contextmanager
 def onednn_linears(model: nn.Module) -> Iterator[None]:
-    """Within the block, the model's linear layers compute fp32 CPU inference with oneDNN.
+    """Within the block, the model's fp32 linear layers on the CPU compute with oneDNN.
 
     PyTorch's CPU wheel sends an fp32 ``nn.Linear`` to MKL's sgemm, which on this project's AMD EPYC
-    reaches ~95 GFLOPS per thread where oneDNN's matmul reaches ~215 (``bench_sts_eval.py``). The
-    same product in fp32 either way (outputs differ by float rounding, ~3e-6 on unit-scale values);
-    a BERT feed-forward's exact (erf) GELU is fused into its first linear layer. Anything that is not
-    fp32 CPU inference (gradients, autocast, other devices) takes the usual path, as does every layer
-    when this PyTorch lacks the operator.
+    reaches ~95 GFLOPS per thread where oneDNN's matmul reaches ~215 (``bench_sts_eval.py``,
+    ``bench_train_step.py``). The same product in fp32 either way (outputs differ by float rounding,
+    ~3e-6 on unit-scale values); with gradients the backward products run in oneDNN too
+    (:class:`_OneDNNLinear`), and without, a BERT feed-forward's exact (erf) GELU is fused into its
+    first linear layer. Autocast, other dtypes and other devices take the usual path, as does every
+    layer when this PyTorch lacks the operator.
     """
     if not onednn_available():
         yield
@@ -320,10 +348,13 @@ def onednn_linears(model: nn.Module) -> Iterator[None]:
 
     def linear_forward(layer: nn.Linear) -> Any:
         def forward(x: torch.Tensor) -> torch.Tensor:
-            if _onednn_applies(x):
-                out: torch.Tensor = op(x, layer.weight, layer.bias, "none", [], "")
-                return out
-            return nn.functional.linear(x, layer.weight, layer.bias)
+            if not _onednn_applies(x, layer.weight):
+                return nn.functional.linear(x, layer.weight, layer.bias)
+            if torch.is_grad_enabled():
+                trained: torch.Tensor = _OneDNNLinear.apply(x, layer.weight, layer.bias)
+                return trained
+            out: torch.Tensor = op(x, layer.weight, layer.bias, "none", [], "")
+            return out
 
         return forward
 
@@ -331,7 +362,7 @@ def onednn_linears(model: nn.Module) -> Iterator[None]:
         act: Any = getattr(block, "intermediate_act_fn")  # noqa: B009
 
         def forward(hidden_states: torch.Tensor) -> torch.Tensor:
-            if _onednn_applies(hidden_states):
+            if _onednn_applies(hidden_states, dense.weight) and not torch.is_grad_enabled():
                 out: torch.Tensor = op(hidden_states, dense.weight, dense.bias, "gelu", [], "none")
                 return out
             result: torch.Tensor = act(dense(hidden_states))

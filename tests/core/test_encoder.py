@@ -237,11 +237,43 @@ def test_onednn_linears_give_the_fp32_embeddings_up_to_rounding(pooler):
         calls.clear()
         encoder.embed(SENTS, pooler, "bf16")
         assert not calls  # autocast keeps its own (bf16) path
-        encoder.train()
-        out = encoder.features(encoder.tokenize(SENTS), pooler)
-        assert not calls and out.requires_grad  # training never takes it (the operator has no backward)
     np.testing.assert_allclose(fast, plain, rtol=1e-4, atol=1e-5)
     assert not any("forward" in vars(m) for m in encoder.model.modules())  # class forwards are back
+
+
+def test_onednn_linears_give_the_fp32_gradients_up_to_rounding():
+    from harness.encoder import onednn_available
+
+    if not onednn_available():
+        pytest.skip("this PyTorch has no oneDNN linear operator (the default path is used)")
+    encoder = load_encoder("random:tiny", seed=4)
+    batch = encoder.tokenize(SENTS * 2)
+    calls: list[str] = []
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def counting(*args: Any) -> torch.Tensor:
+        calls.append(args[3])
+        return real(*args)
+
+    grads, losses = [], []
+    for fast in (False, True):
+        encoder.zero_grad()
+        encoder.onednn_fp32 = fast
+        encoder.train()
+        with mock.patch.object(torch.ops.mkldnn, "_linear_pointwise", counting), dropout_off(encoder):
+            loss = encoder.features(batch, "avg").pow(2).sum()
+            forward_calls = len(calls)
+            loss.backward()
+        losses.append(loss.item())
+        grads.append(torch.cat([p.grad.flatten() for p in encoder.parameters() if p.grad is not None]))
+        if fast:  # forward products, then dx and dW per layer; GELU unfused where its gradient is needed
+            assert forward_calls > 0 and len(calls) > 2 * forward_calls and set(calls) == {"none"}
+        else:
+            assert not calls
+        calls.clear()
+    assert losses[0] == pytest.approx(losses[1], rel=1e-5)
+    assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4)
+    assert grads[1].abs().sum() > 0
 
 
 def test_exact_gelu_is_recognised_and_approximations_are_not():
