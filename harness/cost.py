@@ -77,19 +77,22 @@ class UnitCosts:
 
 
 # (device kind, encoder, precision) -> measured unit costs. CPU: this project's 2-core machine,
-# one thread per trial (two trials in parallel), 2026-11-23, other trial running beside it. GPU: an
-# H100, bert-base-sized encoder with random weights, 2026-11-22 (README, Speed); its evaluation
-# times are derived (STS_PER_STEP), not measured.
+# one thread per trial, another trial running beside it, 2026-11-23: the bf16 step and bf16 STS
+# pass are the medians of the night grid's records (SimCSE 0.71 s/step over 4 runs; 33.5 s over 180
+# runs), the fp32 STS pass one cpu-profile run with oneDNN linear layers (45.0 s); the fp32 step is
+# an earlier 2.6 s times bench_train_step's oneDNN/BLAS ratio (729 / 968 ms). GPU: an H100,
+# bert-base-sized encoder with random weights, 2026-11-22 (README, Speed); its evaluation times are
+# derived (STS_PER_STEP), not measured.
 _BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], str]] = {
     ("cpu", "minilm", "bf16"): (
-        1.12,
-        {"fp32": 100.0, "bf16": 35.0},
+        0.71,
+        {"fp32": 45.0, "bf16": 33.5},
         "measured: MiniLM on this 2-core CPU, 1 thread, bf16 (2026-11-23)",
     ),
     ("cpu", "minilm", "fp32"): (
-        2.6,
-        {"fp32": 100.0, "bf16": 35.0},
-        "measured: MiniLM on this 2-core CPU, 1 thread, fp32 (2026-11-23)",
+        2.6 * 729.0 / 968.0,
+        {"fp32": 45.0, "bf16": 33.5},
+        "measured: MiniLM on this 2-core CPU, 1 thread, fp32 (2026-11-23; step scaled to oneDNN)",
     ),
     ("cuda", "bert-base", "bf16"): (
         0.0499,
