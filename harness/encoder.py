@@ -284,10 +284,19 @@ def cls_only_last_layer(model: nn.Module, attention_mask: torch.Tensor) -> Itera
 
 @functools.cache
 def onednn_available() -> bool:
-    """Whether this PyTorch has oneDNN's fused linear operator (``torch.ops.mkldnn._linear_pointwise``)."""
+    """Whether this PyTorch has oneDNN's fused linear operator (``torch.ops.mkldnn._linear_pointwise``)
+    and it computes a small fp32 product (with and without the fused GELU) as ``F.linear`` does."""
     try:
-        return bool(torch.backends.mkldnn.is_available()) and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-    except Exception:  # an operator namespace that cannot load counts as absent
+        if not (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")):
+            return False
+        gen = torch.Generator().manual_seed(0)
+        x, w, b = (torch.randn(*shape, generator=gen) for shape in ((5, 3, 16), (8, 16), (8,)))
+        with torch.no_grad():
+            plain = nn.functional.linear(x, w, b)
+            fused = torch.ops.mkldnn._linear_pointwise(x, w, b, "gelu", [], "none")
+            ok = torch.allclose(torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], ""), plain, atol=1e-4)
+            return bool(ok and torch.allclose(fused, nn.functional.gelu(plain), atol=1e-4))
+    except Exception:  # an operator that cannot load or run on this CPU counts as absent
         return False
 
 

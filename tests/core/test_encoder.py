@@ -284,3 +284,20 @@ def test_exact_gelu_is_recognised_and_approximations_are_not():
     assert _exact_gelu(ACT2FN["gelu"]) and _exact_gelu(torch.nn.GELU()) and _exact_gelu(F.gelu)
     assert not _exact_gelu(ACT2FN["gelu_new"]) and not _exact_gelu(torch.nn.GELU(approximate="tanh"))
     assert not _exact_gelu(ACT2FN["relu"]) and not _exact_gelu(None)
+
+
+def test_a_onednn_operator_that_fails_on_this_cpu_leaves_the_default_path():
+    from harness.encoder import onednn_available
+
+    def broken(*args: Any) -> torch.Tensor:
+        raise RuntimeError("could not create a primitive")
+
+    encoder = load_encoder("random:tiny", seed=5)
+    expected = encoder.embed(SENTS)
+    onednn_available.cache_clear()
+    try:
+        with mock.patch.object(torch.ops.mkldnn, "_linear_pointwise", broken):
+            assert not onednn_available()
+            np.testing.assert_allclose(encoder.embed(SENTS), expected, rtol=1e-4, atol=1e-5)
+    finally:
+        onednn_available.cache_clear()
