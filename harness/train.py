@@ -9,8 +9,9 @@ The shared recipe of METHODS.md section 1, method-agnostic:
 * each step tokenises B sentences (truncated to ``max_length``) and calls
   ``method.compute_loss(encode, batch, step)``; the method makes its own views (one encoder call on
   the repeated batch);
-* AdamW over the encoder's and the method's parameters, linear decay to 0 over the run (optional
-  linear warm-up, 0 by default), gradient-norm clipping at ``grad_clip``;
+* AdamW (fused where PyTorch has the kernel) over the encoder's and the method's parameters,
+  linear decay to 0 over the run (optional linear warm-up, 0 by default), gradient-norm clipping
+  at ``grad_clip``;
 * every ``eval_every`` steps (and at the last step) the STS-B dev probe (Spearman x100, alignment,
   uniformity) with the evaluation pooler, in eval mode; the best state by STS-B dev is kept on the
   CPU. Step 0 is probed too, for the trajectory plots, but it is not a model-selection candidate
@@ -161,9 +162,7 @@ class TrainStep:
             if p.requires_grad and id(p) not in seen:
                 seen.add(id(p))
                 self.parameters.append(p)
-        self.optimizer = torch.optim.AdamW(
-            self.parameters, lr=config.lr, weight_decay=config.weight_decay, betas=(0.9, 0.999), eps=1e-8
-        )
+        self.optimizer = make_adamw(self.parameters, config.lr, config.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, linear_schedule(max(total, 1), config.warmup_steps)
         )
@@ -207,6 +206,21 @@ class TrainStep:
         metrics = {k: float(v) for k, v in out.metrics.items()}
         metrics.update({k: float(v) for k, v in self.method.after_step(step).items()})
         return value, metrics
+
+
+def make_adamw(parameters: list[nn.Parameter], lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW (betas 0.9/0.999, eps 1e-8), fused where PyTorch has a fused kernel for the parameters'
+    device and dtype: one kernel over all tensors instead of a loop of element-wise operations per
+    tensor (MiniLM on one CPU thread: ~23 ms against ~190 ms per step); the same update up to float
+    rounding. Elsewhere the default implementation."""
+    kwargs: dict[str, Any] = {"lr": lr, "weight_decay": weight_decay, "betas": (0.9, 0.999), "eps": 1e-8}
+    devices = {p.device.type for p in parameters}
+    if parameters and devices <= {"cpu", "cuda"} and all(p.dtype == torch.float32 for p in parameters):
+        try:
+            return torch.optim.AdamW(parameters, fused=True, **kwargs)
+        except (RuntimeError, ValueError):  # no fused kernel in this build: the default below
+            pass
+    return torch.optim.AdamW(parameters, **kwargs)
 
 
 # -- evaluation hooks (looked up at call time so tests can replace them) --------------------------

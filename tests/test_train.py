@@ -120,6 +120,30 @@ def test_batches_are_seeded_full_and_reshuffled() -> None:
     assert [next(other) for _ in range(4)] != first
 
 
+def test_adamw_is_fused_where_it_can_be_and_updates_as_the_default_does() -> None:
+    from harness.train import make_adamw
+
+    torch.manual_seed(0)
+    start = [torch.randn(30, 20), torch.randn(20)]
+    fused = [torch.nn.Parameter(t.clone()) for t in start]
+    plain = [torch.nn.Parameter(t.clone()) for t in start]
+    opt = make_adamw(fused, 1e-2, 0.01)
+    ref = torch.optim.AdamW(plain, lr=1e-2, weight_decay=0.01, betas=(0.9, 0.999), eps=1e-8)
+    assert opt.defaults["fused"] and not ref.defaults["fused"]
+    for _ in range(5):
+        grads = [torch.randn_like(t) for t in start]
+        for a, b, g in zip(fused, plain, grads):
+            a.grad, b.grad = g.clone(), g.clone()
+        opt.step()
+        ref.step()
+    for a, b, t in zip(fused, plain, start):
+        assert (a - t).abs().max() > 1e-3  # it moved
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # a dtype without a fused kernel here: the default implementation
+    doubles = [torch.nn.Parameter(torch.randn(3, dtype=torch.float64))]
+    assert not make_adamw(doubles, 1e-2, 0.0).defaults["fused"]
+
+
 def test_linear_schedule() -> None:
     f = linear_schedule(10)
     assert [f(s) for s in (0, 5, 10, 12)] == [1.0, 0.5, 0.0, 0.0]
