@@ -251,15 +251,22 @@ def attach_status(plan: GridPlan, store: RunStore) -> GridPlan:
         record = records.get(run.run_id)
         status = record.get("status") if record is not None else None
         run.state = status if status in ("finished", "running", "failed") else "missing"
-        if record is not None and run.state == "finished" and missing_scores(record) is None:
-            # complete for what it was asked; run again only if this plan asks for more
-            wanted = {
-                **record,
-                "config": {**(record.get("config") or {}), "final_tasks": run.config.final_tasks},
-            }
-            if missing_scores(wanted):
-                run.state = "missing"
+        # complete for what it was asked; run again only if this plan asks for more
+        asked = record is not None and run.state == "finished" and missing_scores(record) is None
+        if asked and not complete_for(record, run.config.final_tasks):
+            run.state = "missing"
     return plan
+
+
+def complete_for(record: Mapping[str, Any] | None, final_tasks: str) -> bool:
+    """Whether ``record`` is finished with every final score ``final_tasks`` needs (a run scored on
+    STS only is not complete for a plan whose transfer table uses the same run id)."""
+    from harness.store import missing_scores
+
+    if record is None or record.get("status") != "finished":
+        return False
+    wanted = {**record, "config": {**(record.get("config") or {}), "final_tasks": final_tasks}}
+    return missing_scores(dict(wanted)) is None
 
 
 def describe(plan: GridPlan, *, retry_failed: bool = True) -> list[str]:

@@ -124,22 +124,27 @@ def ensure_failed_record(store: RunStore, config: RunConfig, error: str) -> bool
 
 
 def mark_interrupted(store: RunStore, configs: Sequence[RunConfig], reason: str) -> list[str]:
-    """Mark the runs of ``configs`` whose record still says ``running`` as ``interrupted``.
+    """Mark the runs of ``configs`` whose record, or whose attempt beside a finished record (a run
+    asked again for more final tasks), still says ``running`` as ``interrupted``.
 
-    Returns the ids marked. Finished and failed records are left alone.
+    Returns the ids marked. Finished and failed records and attempts are left alone.
     """
     from harness.store import now_iso
 
     marked = []
     for config in configs:
-        record = store.load(config.run_id())
-        if record is None or record.get("status") != "running":
+        run_id = config.run_id()
+        record = store.load(run_id)
+        if record is None:
             continue
-        record["status"] = "interrupted"
-        record["error"] = reason
-        record["finished_at"] = now_iso()
-        store.save(record)
-        marked.append(config.run_id())
+        candidates = [record] if record.get("status") == "running" else []
+        if record.get("status") == "finished":
+            candidates = [a for a in store.attempts(run_id) if a.get("status") == "running"]
+        for running in candidates:
+            running.update(status="interrupted", error=reason, finished_at=now_iso())
+            store.save(running)
+        if candidates:
+            marked.append(run_id)
     return marked
 
 

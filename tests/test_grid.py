@@ -11,7 +11,7 @@ import pytest
 from harness.cli import main
 from harness.config import RunConfig
 from harness.errors import ConfigError
-from harness.grid import attach_status, describe, expand
+from harness.grid import attach_status, complete_for, describe, expand
 from harness.specs import load_table_spec, load_table_specs
 from harness.store import RunStore, new_record
 from methods.whitenedcse import WhitenedCSEParams
@@ -251,6 +251,21 @@ def test_transfer_is_scored_only_for_runs_a_transfer_table_uses(data_root: Path)
     assert record["run_id"] == shared.run_id
     attach_status(plan, store)
     assert shared.state == "missing"
+    assert complete_for(record, "sts") and not complete_for(record, "all") and not complete_for(None, "sts")
+    from harness.tune import mark_interrupted
+
+    # the re-run with transfer is stopped: its attempt beside the finished record is marked
+    # interrupted (the finished STS record stays), and it does not count as done for this plan
+    rerun = dict(new_record(shared.config))
+    rerun["started_at"] = "2026-11-23T19:30:40+00:00"
+    store.save(rerun)
+    assert [a["status"] for a in store.attempts(shared.run_id)] == ["running"]
+    assert mark_interrupted(store, [shared.config], "interrupted (test)") == [shared.run_id]
+    assert [(a["status"], a["error"]) for a in store.attempts(shared.run_id)] == [
+        ("interrupted", "interrupted (test)")
+    ]
+    assert (store.load(shared.run_id) or {}).get("final") == {"sts": {"avg": 70.0}}
+    assert mark_interrupted(store, [shared.config], "again") == []  # nothing left running
     record["final"] = {"sts": {"avg": 70.0}, "transfer": {"avg": 80.0}}
     store.save(record)
     assert attach_status(plan, store) and shared.state == "finished"

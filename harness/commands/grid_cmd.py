@@ -122,7 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.commands.common import check_writable_dir
     from harness.cost import estimate_lines, hours, longest_first, makespan, scratch_line
-    from harness.grid import attach_status, describe, expand
+    from harness.grid import attach_status, complete_for, describe, expand
     from harness.paths import resolve_data_root
     from harness.specs import load_plot_specs, load_table_specs
     from harness.store import RunStore
@@ -208,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
             )
         except GridInterrupted as exc:
             done = exc.report
-            finished = sum(1 for r in pending if (store.load(r.run_id) or {}).get("status") == "finished")
+            finished = sum(1 for r in pending if complete_for(store.load(r.run_id), r.config.final_tasks))
             print(
                 f"grid interrupted: {finished} of {len(pending)} pending run(s) finished, "
                 f"{len(done.interrupted)} interrupted (marked so; the next grid runs them again)",
@@ -216,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
             )
             return 130
         except GridStopped as exc:
-            finished = sum(1 for r in pending if (store.load(r.run_id) or {}).get("status") == "finished")
+            finished = sum(1 for r in pending if complete_for(store.load(r.run_id), r.config.final_tasks))
             print(f"harness grid: error: {exc}", file=sys.stderr)
             print(f"{finished} of {len(pending)} pending run(s) finished before it stopped", file=sys.stderr)
             return 1
