@@ -222,15 +222,20 @@ def expand(
 
 
 def _final_tasks_for(config: RunConfig, needs: set[str]) -> RunConfig:
-    """Score transfer tasks only for runs a transfer table uses (they cost minutes of CPU per run).
+    """Score the final tasks only where a table reads them (transfer costs minutes of CPU per run,
+    the final STS pass half a minute).
 
     ``final_tasks`` is not part of the run id, so one run serves every table that uses it: ``all``
-    when a transfer table needs it, else ``sts`` where the profile said ``all``; a row's explicit
-    ``none`` or ``transfer`` is kept unless a table needs more.
+    when a transfer table needs it, else ``sts`` where the profile said ``all``; ``none`` for a run
+    only tables of the best checkpoint's STS-B dev score use (SimCSE++ Table 5: the dev score is
+    measured during training, a final pass would be thrown away); a row's explicit ``none`` or
+    ``transfer`` is kept unless a table needs more.
     """
     tasks = config.final_tasks
     if "transfer" in needs and tasks != "all":
         tasks = "all" if ("sts" in needs or tasks == "sts") else "transfer"
+    elif needs and needs <= {"stsb_dev"} and tasks in ("all", "sts"):
+        tasks = "none"
     elif "transfer" not in needs and needs and tasks == "all":
         tasks = "sts"
     return config if tasks == config.final_tasks else config.replace(final_tasks=tasks)
