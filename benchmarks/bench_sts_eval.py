@@ -48,6 +48,7 @@ from harness.evaluation.sts import (
     load_sts_task,
     run_sts,
 )
+from harness.hardware import cpu_description
 from harness.paths import resolve_data_root, senteval_dir
 
 REFERENCE = {k: v for k, v in SENTEVAL_STS_MINILM.items() if k != "avg"}
@@ -111,6 +112,7 @@ def main() -> None:
     encoder = load_encoder(args.model)
     embed, token_lengths = encoder_functions(encoder, args.pooler)
     print(f"encoder {encoder.name}, pooler {args.pooler}, torch threads {torch.get_num_threads()}")
+    print(f"cpu {cpu_description()}")
     print(f"tasks: {' '.join(tasks)}")
     work(senteval, tasks, token_lengths)
     if args.work_only:

@@ -183,6 +183,7 @@ def summarise(times: list[float]) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from harness.encoder import packaged_model_dir
+    from harness.hardware import cpu_description
     from harness.paths import resolve_corpus, resolve_data_root
     from harness.train import batches, read_corpus
 
@@ -191,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "cpu" and "bf16" in args.variants + (" bf16" if args.bf16 else ""):
         fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
         print(
-            f"cpu matmul at {torch.get_num_threads()} threads: fp32 {fp32:.0f} GFLOPS, bf16 {bf16:.0f} GFLOPS"
+            f"cpu {cpu_description()}, matmul at {torch.get_num_threads()} threads: "
+            f"fp32 {fp32:.0f} GFLOPS, bf16 {bf16:.0f} GFLOPS"
         )
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("error: --device cuda but no GPU is visible", file=sys.stderr)

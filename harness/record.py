@@ -44,6 +44,7 @@ class Provenance(TypedDict):
     device: str
     device_name: str
     cpu_model: str
+    cpu_id: NotRequired[str]
     cpu_native_bf16: NotRequired[bool]
     gpu_name: str | None
     cuda: str | None
@@ -151,7 +152,7 @@ def provenance(device: str, threads: int) -> Provenance:
     import torch
     import transformers
 
-    from harness.hardware import cpu_model, cpu_native_bf16
+    from harness.hardware import cpu_id, cpu_model, cpu_native_bf16
     from harness.store import code_version
 
     dev = torch.device(device)
@@ -165,6 +166,7 @@ def provenance(device: str, threads: int) -> Provenance:
         "device": str(dev),
         "device_name": gpu or cpu_model(),
         "cpu_model": cpu_model(),
+        "cpu_id": cpu_id(),
         "cpu_native_bf16": cpu_native_bf16(),
         "gpu_name": gpu,
         "cuda": torch.version.cuda,

@@ -328,7 +328,7 @@ def test_records_carry_provenance_schema_and_method_notes(
 ) -> None:
     import transformers
 
-    from harness.hardware import cpu_model
+    from harness.hardware import cpu_id, cpu_model
     from harness.record import SCHEMA_VERSION
 
     config = smoke(data_root, "whitenedcse", max_steps=2, eval_every=2)
@@ -341,6 +341,7 @@ def test_records_carry_provenance_schema_and_method_notes(
     assert prov["torch"] == torch.__version__ and prov["transformers"] == transformers.__version__
     assert prov["numpy"] == np.__version__ and prov["python"].count(".") == 2
     assert prov["device"] == "cpu" and prov["device_name"] == cpu_model() and prov["gpu_name"] is None
+    assert prov.get("cpu_id") == cpu_id()
     assert isinstance(prov["code_dirty"], bool | None)
     assert record["method_notes"] == {"groups": "32 groups of 2 channels at d=64"}
 

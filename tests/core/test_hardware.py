@@ -58,6 +58,25 @@ def test_flags_and_model_are_read_from_proc_cpuinfo() -> None:
     assert hw.cpu_model() and hw.cpu_model() != "unknown"
 
 
+def test_cpu_id_names_the_first_processors_family_model_and_stepping(monkeypatch: pytest.MonkeyPatch) -> None:
+    info = (
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+        "model name\t: AMD EPYC\nstepping\t: 1\n\nprocessor\t: 1\ncpu family\t: 26\nmodel\t\t: 2\n"
+    )
+    for fn in (hw.cpu_id, hw.cpu_model):
+        fn.cache_clear()
+    monkeypatch.setattr(hw, "_cpuinfo", lambda: info)
+    try:
+        assert hw.cpu_id() == "family 25 model 17 stepping 1"  # "model name" is not "model"
+        assert hw.cpu_description() == "AMD EPYC (family 25 model 17 stepping 1)"
+        hw.cpu_id.cache_clear()
+        monkeypatch.setattr(hw, "_cpuinfo", lambda: "")  # not Linux: nothing listed
+        assert hw.cpu_id() == "" and hw.cpu_description() == hw.cpu_model()
+    finally:
+        for fn in (hw.cpu_id, hw.cpu_model):
+            fn.cache_clear()
+
+
 def test_night_is_cpu_with_bf16_final_tasks_where_native(fake_cpu, data_root: Path) -> None:
     fake_cpu("avx512_bf16")
     cpu, night = (resolve_settings(p, data_root=data_root) for p in ("cpu", "night"))
