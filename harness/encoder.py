@@ -341,8 +341,10 @@ class _OneDNNLinear(torch.autograd.Function):
 def onednn_linears(model: nn.Module) -> Iterator[None]:
     """Within the block, the model's fp32 linear layers on the CPU compute with oneDNN.
 
-    PyTorch's CPU wheel sends an fp32 ``nn.Linear`` to MKL's sgemm, which on this project's AMD EPYC
-    reaches ~95 GFLOPS per thread where oneDNN's matmul reaches ~215 (``bench_sts_eval.py``,
+    PyTorch's CPU wheel sends an fp32 ``nn.Linear`` to MKL's sgemm, which on an AMD EPYC with
+    full-width AVX-512 (this project's machine on 2026-11-23) reached ~95 GFLOPS per thread where
+    oneDNN's matmul reached ~215; on a Zen 4 EPYC (256-bit units) the two are within ~10 %, oneDNN ahead
+    for embedding, behind for the training step (README, Speed; ``bench_sts_eval.py``,
     ``bench_train_step.py``). The same product in fp32 either way (outputs differ by float rounding,
     ~3e-6 on unit-scale values); with gradients the backward products run in oneDNN too
     (:class:`_OneDNNLinear`), and without, a BERT feed-forward's exact (erf) GELU is fused into its
