@@ -201,13 +201,17 @@ def expand(
     """
     resolver = _Resolver(profile, overrides, data_root, seeds, require_corpus)
     cells: list[Cell] = []
+    explicit: set[tuple[str, str]] = set()  # cells whose row sets final_tasks itself
     for spec in specs:
         for key, run in spec.run_cells():
             cells.append(resolver.resolve(spec.name, key, run))
+            if "final_tasks" in run.overrides_for(profile):
+                explicit.add((spec.name, key))
     for owner, key, run in extra:
         cells.append(resolver.resolve(owner, key, run))
     runs: dict[str, PlannedRun] = {}
     needs: dict[str, set[str]] = {}
+    keep: set[str] = set()  # runs whose final tasks someone chose: never lowered to "none"
     scores = {spec.name: spec.scores for spec in specs}
     for cell in cells:
         for cfg in cell.configs:
@@ -216,9 +220,39 @@ def expand(
             planned.used_by.append(f"{cell.spec}: {cell.key}")
             if cell.spec in scores:
                 needs.setdefault(run_id, set()).add(scores[cell.spec])
+            if (cell.spec, cell.key) in explicit or "final_tasks" in (overrides or {}):
+                keep.add(run_id)
+    dev_only = {r for r, n in needs.items() if n <= {"stsb_dev"} and r not in keep}
+    if dev_only:
+        _add_catalog_needs(needs, dev_only, {spec.name for spec in specs}, resolver)
     for run_id, planned in runs.items():
-        planned.config = _final_tasks_for(planned.config, needs.get(run_id, set()))
+        wanted = needs.get(run_id, set())
+        if run_id in keep and wanted <= {"stsb_dev"}:
+            continue
+        planned.config = _final_tasks_for(planned.config, wanted)
     return GridPlan(profile, resolver.seeds, resolver.base, cells, list(runs.values()))
+
+
+def _add_catalog_needs(
+    needs: dict[str, set[str]], run_ids: set[str], planned_specs: set[str], resolver: _Resolver
+) -> None:
+    """Add to ``needs`` what the catalog's other table specs (``tables/``) read from ``run_ids``.
+
+    A run that only the planned dev-scored tables use would skip its final evaluation; if a table
+    not named in this plan scores the same run on STS (SimCSE++ Table 5's centre run is Table 3's
+    SimCSE++ row), it keeps it, or running that table later would train the run again.
+    """
+    from harness.specs import load_table_specs
+
+    for spec in load_table_specs():
+        if spec.name in planned_specs:
+            continue
+        for key, run in spec.run_cells():
+            cell = resolver.resolve(spec.name, key, run)
+            for cfg in cell.configs:
+                run_id = cfg.run_id()
+                if run_id in run_ids:
+                    needs[run_id].add(spec.scores)
 
 
 def _final_tasks_for(config: RunConfig, needs: set[str]) -> RunConfig:

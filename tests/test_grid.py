@@ -251,11 +251,16 @@ def test_transfer_is_scored_only_for_runs_a_transfer_table_uses(data_root: Path)
     assert record["run_id"] == shared.run_id
     # a run only a dev-scored table uses (SimCSE++ Table 5's sweeps) skips the final pass; the
     # centre run, shared with Table 3's STS table, keeps it
-    pp_specs = [load_table_spec(Path(f"tables/simcsepp_table{i}.toml")) for i in (5, 3)]
-    sweeps = expand(pp_specs, "paper", data_root=data_root)
-    finals = {u.split(": ", 1)[1]: r.config.final_tasks for r in sweeps.runs for u in r.used_by}
-    assert finals["STS-B dev [m=0.5]"] == "none" and finals["STS-B dev [tau_dcl=50]"] == "none"
-    assert finals["STS-B dev [m=0.9]"] == "sts"
+    # (also when Table 5 is planned alone: Table 3, not named, would otherwise train it again)
+    table5 = load_table_spec(Path("tables/simcsepp_table5.toml"))
+    for pp_specs in ([table5, load_table_spec(Path("tables/simcsepp_table3.toml"))], [table5]):
+        sweeps = expand(pp_specs, "paper", data_root=data_root)
+        finals = {u.split(": ", 1)[1]: r.config.final_tasks for r in sweeps.runs for u in r.used_by}
+        assert finals["STS-B dev [m=0.5]"] == "none" and finals["STS-B dev [tau_dcl=50]"] == "none"
+        assert finals["STS-B dev [m=0.9]"] == "sts"
+    # a final_tasks the user asked for is kept
+    asked = expand([table5], "paper", data_root=data_root, overrides={"final_tasks": "sts"})
+    assert {r.config.final_tasks for r in asked.runs} == {"sts"}
     attach_status(plan, store)
     assert shared.state == "missing"
     assert complete_for(record, "sts") and not complete_for(record, "all") and not complete_for(None, "sts")
