@@ -171,6 +171,10 @@ class CostModel:
         corpus_sizes: corpus path -> sentences, for runs of one epoch (``max_steps = None``).
         trials_per_gpu: trials sharing one GPU (``1 / --gpus-per-trial``); their training and
             evaluation slow down as measured (:func:`sharing_slowdown`), calibrated numbers included.
+        cpu_id: the processor the grid will run on (default: this machine's
+            :func:`~harness.hardware.cpu_id` for ``cpu``): records whose provenance names the same
+            one calibrate alone where there are any, since two EPYC generations sold under one name
+            ran this project's bf16 steps 1.8x apart. Otherwise every record of the device does.
     """
 
     def __init__(
@@ -179,11 +183,18 @@ class CostModel:
         device: str = "cpu",
         corpus_sizes: Mapping[str, int] | None = None,
         trials_per_gpu: int = 1,
+        cpu_id: str | None = None,
     ) -> None:
         self.device = device
         self.trials_per_gpu = trials_per_gpu if device == "cuda" else 1
         self.corpus_sizes = dict(corpus_sizes or {})
+        if cpu_id is None and device == "cpu":
+            from harness.hardware import cpu_id as this_cpu
+
+            cpu_id = this_cpu()
+        self.cpu_id = cpu_id or ""
         self._measured: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+        self._same_cpu: dict[tuple[Any, ...], dict[str, list[float]]] = {}
         for record in records:
             self._add(record)
 
@@ -199,7 +210,16 @@ class CostModel:
         device = str(prov.get("device", "cpu")).split(":")[0]
         if steps is None or device != self.device:
             return
-        bucket = self._measured.setdefault(_machine_key(config, device), {})
+        key = _machine_key(config, device)
+        buckets = [self._measured.setdefault(key, {})]
+        if self.cpu_id and device == "cpu" and prov.get("cpu_id") == self.cpu_id:
+            buckets.append(self._same_cpu.setdefault(key, {}))
+        for bucket in buckets:
+            self._add_to(bucket, record, config, steps)
+
+    def _add_to(
+        self, bucket: dict[str, list[float]], record: Mapping[str, Any], config: RunConfig, steps: int
+    ) -> None:
         if steps > 0 and record.get("train_time_s"):
             rows = config.params.encoder_rows() / 2.0
             bucket.setdefault("step_s", []).append(float(record["train_time_s"]) / steps / rows)
@@ -238,11 +258,14 @@ class CostModel:
         step_s = base[0] * scale
         sts = {k: v * scale for k, v in base[1].items()}
         transfer: dict[str, float] = {}
-        measured = self._measured.get(_machine_key(config, self.device), {})
+        machine = _machine_key(config, self.device)
+        same = self._same_cpu.get(machine, {})
+        measured = same or self._measured.get(machine, {})
         probe = None
         if measured:
             n = max(len(v) for v in measured.values())
-            source = f"calibrated from {n} finished run(s) in the store"
+            where = "on this CPU" if same else "in the store"
+            source = f"calibrated from {n} finished run(s) {where}"
             if "step_s" in measured:
                 step_s = statistics.median(measured["step_s"])
             for precision in ("fp32", "bf16"):

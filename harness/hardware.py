@@ -35,24 +35,37 @@ def cpu_model() -> str:
 
 @functools.cache
 def cpu_id() -> str:
-    """The CPU's family, model and stepping numbers (``/proc/cpuinfo``), e.g. ``family 25 model 17
-    stepping 1``; empty where they are not listed.
+    """The first processor's identity numbers from ``/proc/cpuinfo``: on x86 ``family 25 model 17
+    stepping 1``, on ARM ``implementer 0x41 part 0xd0c variant 0x3 revision 1``; empty where they are
+    not listed.
 
     Virtual machines here report the model name as plain "AMD EPYC" whatever the generation, yet two
     generations differ in what a benchmark measures (a CPU with full-width AVX-512 units ran bf16
     matmul at 867 GFLOPS on 2 threads, one that splits them at ~410): records and benchmarks print
-    this beside the name so that a timing can be traced to the processor that gave it.
+    this beside the name so that a timing can be traced to the processor that gave it, and the cost
+    model calibrates from the records of this processor where it has some.
     """
-    fields: dict[str, str] = {}
+    first: dict[str, str] = {}
     for line in _cpuinfo().splitlines():
+        if not line.strip():
+            if first:
+                break  # the first processor's block ends at its blank line
+            continue
         key, _, value = line.partition(":")
-        key = key.strip().lower()
-        if key in ("cpu family", "model", "stepping") and key not in fields:
-            fields[key] = value.strip()
-        elif not key and fields:
-            break  # the first processor's block ends at its blank line
-    names = (("cpu family", "family"), ("model", "model"), ("stepping", "stepping"))
-    return " ".join(f"{short} {fields[key]}" for key, short in names if key in fields)
+        first.setdefault(key.strip(), value.strip())  # exact keys: "model name" and "Model" differ
+    layouts = (
+        (("cpu family", "family"), ("model", "model"), ("stepping", "stepping")),
+        (
+            ("CPU implementer", "implementer"),
+            ("CPU part", "part"),
+            ("CPU variant", "variant"),
+            ("CPU revision", "revision"),
+        ),
+    )
+    for names in layouts:
+        if names[0][0] in first:
+            return " ".join(f"{short} {first[key]}" for key, short in names if key in first)
+    return ""
 
 
 def cpu_description() -> str:

@@ -174,3 +174,26 @@ def test_unmeasured_encoders_scale_a_measured_one_by_size(data_root: Path) -> No
     ratio = model.units(large)[0].step_s / model.units(base)[0].step_s
     assert ratio == pytest.approx(24 * 1024**2 / (12 * 768**2))
     assert "x 3.56 (encoder size)" in model.source(large)
+
+
+def test_records_of_this_cpu_calibrate_alone_where_there_are_some(data_root: Path) -> None:
+    simcse = cpu(data_root)
+
+    def on(cpu_id: str | None, train: float, seed: int) -> dict:
+        record = _record(simcse.replace(seed=seed), train=train, eval_s=70.0, final=50.0)
+        if cpu_id is not None:
+            record["provenance"] = {"device": "cpu", "cpu_id": cpu_id}
+        return record
+
+    zen4, other = "family 25 model 17 stepping 1", "family 26 model 2 stepping 0"
+    records = [on(other, 50.0, 42), on(None, 50.0, 43), on(zen4, 90.0, 44), on(zen4, 92.0, 45)]
+    here = CostModel(records, cpu_id=zen4)
+    assert here.units(simcse)[0].step_s == pytest.approx(0.91)  # this CPU's two runs only
+    assert "calibrated from 2 finished run(s) on this CPU" in here.source(simcse)
+    # a CPU no record names (or one that lists no id) calibrates from all of them, as before
+    for elsewhere in (
+        CostModel(records, cpu_id="family 23 model 49 stepping 0"),
+        CostModel(records, cpu_id=""),
+    ):
+        assert elsewhere.units(simcse)[0].step_s == pytest.approx(0.70)  # median of 0.5, 0.5, 0.9, 0.92
+        assert "calibrated from 4 finished run(s) in the store" in elsewhere.source(simcse)

@@ -70,6 +70,14 @@ def test_cpu_id_names_the_first_processors_family_model_and_stepping(monkeypatch
         assert hw.cpu_id() == "family 25 model 17 stepping 1"  # "model name" is not "model"
         assert hw.cpu_description() == "AMD EPYC (family 25 model 17 stepping 1)"
         hw.cpu_id.cache_clear()
+        arm = (
+            "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
+            "CPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n\nprocessor\t: 1\n\n"
+            "Hardware\t: BCM2835\nModel\t\t: Raspberry Pi 4 Model B Rev 1.4\n"
+        )
+        monkeypatch.setattr(hw, "_cpuinfo", lambda: arm)
+        assert hw.cpu_id() == "implementer 0x41 part 0xd0c variant 0x3 revision 1"  # not the board's "Model"
+        hw.cpu_id.cache_clear()
         monkeypatch.setattr(hw, "_cpuinfo", lambda: "")  # not Linux: nothing listed
         assert hw.cpu_id() == "" and hw.cpu_description() == hw.cpu_model()
     finally:
