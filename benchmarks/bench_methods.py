@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from harness.encoder import TrainingEncode, load_encoder
+from harness.hardware import cpu_description
 from harness.paths import resolve_corpus, resolve_data_root
 from methods import REGISTRY, build_params
 from methods.base import Method
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"# encoder={encoder.name} d={d} B={args.batch} len<={args.max_length} groups={args.num_groups} "
-        f"threads={torch.get_num_threads()} warmup={args.warmup} reps={args.reps}",
+        f"threads={torch.get_num_threads()} warmup={args.warmup} reps={args.reps} cpu={cpu_description()!r}",
         flush=True,
     )
     times: dict[str, list[float]] = {v.label: [] for v in chosen}

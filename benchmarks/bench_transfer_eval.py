@@ -40,6 +40,7 @@ from harness.evaluation.transfer import (
     embed_task,
     read_task,
 )
+from harness.hardware import cpu_description
 from harness.paths import resolve_data_root, senteval_dir
 
 DEFAULT_CACHE = Path("runs") / "bench_cache"
@@ -101,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         args.tasks, senteval, args.model, args.cache_dir, 500 if args.smoke_test else None
     )
     modes = ["fasttest", "test"] if args.mode == "both" else [args.mode]
-    print(f"cpus={os.cpu_count()} workers={args.workers} load={os.getloadavg()}", flush=True)
+    print(
+        f"cpus={os.cpu_count()} ({cpu_description()}) workers={args.workers} load={os.getloadavg()}",
+        flush=True,
+    )
     ok = True
     for mode in modes:
         runs: dict[str, tuple[dict[str, float], TransferTiming]] = {}
