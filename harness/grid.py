@@ -212,6 +212,7 @@ def expand(
     runs: dict[str, PlannedRun] = {}
     needs: dict[str, set[str]] = {}
     keep: set[str] = set()  # runs whose final tasks someone chose: never lowered to "none"
+    asked_everywhere = "final_tasks" in (overrides or {})
     scores = {spec.name: spec.scores for spec in specs}
     for cell in cells:
         for cfg in cell.configs:
@@ -220,16 +221,13 @@ def expand(
             planned.used_by.append(f"{cell.spec}: {cell.key}")
             if cell.spec in scores:
                 needs.setdefault(run_id, set()).add(scores[cell.spec])
-            if (cell.spec, cell.key) in explicit or "final_tasks" in (overrides or {}):
+            if asked_everywhere or (cell.spec, cell.key) in explicit:
                 keep.add(run_id)
     dev_only = {r for r, n in needs.items() if n <= {"stsb_dev"} and r not in keep}
     if dev_only:
         _add_catalog_needs(needs, dev_only, {spec.name for spec in specs}, resolver)
     for run_id, planned in runs.items():
-        wanted = needs.get(run_id, set())
-        if run_id in keep and wanted <= {"stsb_dev"}:
-            continue
-        planned.config = _final_tasks_for(planned.config, wanted)
+        planned.config = _final_tasks_for(planned.config, needs.get(run_id, set()), run_id in keep)
     return GridPlan(profile, resolver.seeds, resolver.base, cells, list(runs.values()))
 
 
@@ -255,20 +253,21 @@ def _add_catalog_needs(
                     needs[run_id].add(spec.scores)
 
 
-def _final_tasks_for(config: RunConfig, needs: set[str]) -> RunConfig:
+def _final_tasks_for(config: RunConfig, needs: set[str], chosen: bool = False) -> RunConfig:
     """Score the final tasks only where a table reads them (transfer costs minutes of CPU per run,
     the final STS pass half a minute).
 
     ``final_tasks`` is not part of the run id, so one run serves every table that uses it: ``all``
     when a transfer table needs it, else ``sts`` where the profile said ``all``; ``none`` for a run
     only tables of the best checkpoint's STS-B dev score use (SimCSE++ Table 5: the dev score is
-    measured during training, a final pass would be thrown away); a row's explicit ``none`` or
-    ``transfer`` is kept unless a table needs more.
+    measured during training, a final pass would be thrown away) unless ``chosen`` (the row or the
+    command line set ``final_tasks``); a row's explicit ``none`` or ``transfer`` is kept unless a
+    table needs more.
     """
     tasks = config.final_tasks
     if "transfer" in needs and tasks != "all":
         tasks = "all" if ("sts" in needs or tasks == "sts") else "transfer"
-    elif needs and needs <= {"stsb_dev"} and tasks in ("all", "sts"):
+    elif needs and needs <= {"stsb_dev"} and tasks in ("all", "sts") and not chosen:
         tasks = "none"
     elif "transfer" not in needs and needs and tasks == "all":
         tasks = "sts"
