@@ -253,7 +253,7 @@ def _add_catalog_needs(
                     needs[run_id].add(spec.scores)
 
 
-def _final_tasks_for(config: RunConfig, needs: set[str], chosen: bool = False) -> RunConfig:
+def _final_tasks_for(config: RunConfig, needs: set[str], chosen: bool) -> RunConfig:
     """Score the final tasks only where a table reads them (transfer costs minutes of CPU per run,
     the final STS pass half a minute).
 
