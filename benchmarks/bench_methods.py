@@ -16,11 +16,14 @@ Usage::
     .venv/bin/python benchmarks/bench_methods.py                 # packaged encoder, B=64, len 32
     .venv/bin/python benchmarks/bench_methods.py --reps 5 --threads 2
     .venv/bin/python benchmarks/bench_methods.py --smoke         # tiny random encoder, seconds
+    .venv/bin/python benchmarks/bench_methods.py --threads 1 --bf16 --length-buckets 4 \
+        --compare-lookups --only simcsepp,noise                  # the night's setting, two lookups
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import statistics
 import time
@@ -33,6 +36,7 @@ import torch
 from harness.encoder import TrainingEncode, load_encoder
 from harness.hardware import cpu_description
 from harness.paths import resolve_corpus, resolve_data_root
+from harness.train import make_adamw
 from methods import REGISTRY, build_params
 from methods.base import Method
 from methods.losses import cross_correlation, dcl_loss
@@ -46,6 +50,8 @@ class Variant:
     method: str
     overrides: dict[str, Any] = field(default_factory=dict)
     target: str = ""
+    per_bucket_lookups: bool = False
+    """Look the word embeddings up once per length bucket (the old path) instead of once per call."""
 
 
 def variants(num_groups: int, k_samples: int) -> list[Variant]:
@@ -114,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--smoke", action="store_true", help="tiny random encoder, B=8, 1 rep")
     ap.add_argument("--device", default="cpu", help="torch device (cuda on a GPU box)")
+    ap.add_argument("--bf16", action="store_true", help="autocast the steps to bfloat16 (the CPU profiles)")
+    ap.add_argument("--length-buckets", type=int, default=1, help="length buckets per encoder call")
+    ap.add_argument(
+        "--compare-lookups",
+        action="store_true",
+        help="time each variant also with a word-embedding lookup per bucket (label '+lookups')",
+    )
     args = ap.parse_args(argv)
     if args.smoke:
         args.model, args.batch, args.num_groups, args.k_samples = "random:tiny", 8, 16, 2
@@ -130,16 +143,27 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.synchronize()
 
     d = encoder.hidden_size
-    encode = TrainingEncode(encoder)
+    encode = TrainingEncode(encoder, length_buckets=args.length_buckets)
     chosen = variants(args.num_groups, args.k_samples)
     if args.only:
         keys = [k.strip() for k in args.only.split(",") if k.strip()]
         chosen = [v for v in chosen if v.label == "simcse" or any(k in v.label for k in keys)]
+    if args.compare_lookups:
+        chosen = [
+            w
+            for v in chosen
+            for w in (v, Variant(f"{v.label} +lookups", v.method, v.overrides, per_bucket_lookups=True))
+        ]
+    cast = (
+        (lambda: torch.autocast(device_type=encoder.device.type, dtype=torch.bfloat16))
+        if args.bf16
+        else contextlib.nullcontext
+    )
     methods: dict[str, Method] = {
         v.label: REGISTRY[v.method](build_params(v.method, v.overrides), d).to(encoder.device) for v in chosen
     }
     params = list(encoder.parameters()) + [p for m in methods.values() for p in m.parameters()]
-    opt = torch.optim.AdamW(params, lr=3e-5, weight_decay=0.0)
+    opt = make_adamw(params, lr=3e-5, weight_decay=0.0)  # the training loop's (fused where it can be)
     rounds = args.warmup + args.reps
     sentences = load_sentences(args.batch * rounds, args.seed)
     batches = [
@@ -147,11 +171,14 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(rounds)
     ]
 
-    def step(method: Method, batch: dict[str, torch.Tensor], k: int) -> float:
+    def step(v: Variant, batch: dict[str, torch.Tensor], k: int) -> float:
+        method = methods[v.label]
+        encoder.one_word_lookup = not v.per_bucket_lookups
         opt.zero_grad(set_to_none=True)
         sync()
         t0 = time.perf_counter()
-        out = method.compute_loss(encode, batch, k)
+        with cast():
+            out = method.compute_loss(encode, batch, k)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -160,14 +187,15 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"# encoder={encoder.name} d={d} B={args.batch} len<={args.max_length} groups={args.num_groups} "
-        f"threads={torch.get_num_threads()} warmup={args.warmup} reps={args.reps} cpu={cpu_description()!r}",
+        f"threads={torch.get_num_threads()} warmup={args.warmup} reps={args.reps} bf16={args.bf16} "
+        f"buckets={args.length_buckets} cpu={cpu_description()!r}",
         flush=True,
     )
     times: dict[str, list[float]] = {v.label: [] for v in chosen}
     for r in range(rounds):
         order = chosen[r % len(chosen) :] + chosen[: r % len(chosen)]
         for v in order:
-            t = step(methods[v.label], batches[r], r)
+            t = step(v, batches[r], r)
             if r >= args.warmup:
                 times[v.label].append(t)
             print(f"#   round {r + 1} {v.label}: {t:.3f} s", flush=True)

@@ -46,8 +46,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--variants",
         default="",
         help="comma-separated harness variants timed side by side, each 'fp32' or 'bf16' with an optional "
-        "'+bN' (N length buckets), '+fullcls' (full last layer) and '+blas' (fp32 linear layers on "
-        "PyTorch's default BLAS, not oneDNN), e.g. fp32+b4,fp32+b4+blas,bf16+b4 "
+        "'+bN' (N length buckets), '+fullcls' (full last layer), '+blas' (fp32 linear layers on "
+        "PyTorch's default BLAS, not oneDNN) and '+lookups' (one word-embedding lookup per bucket, not "
+        "one per call), e.g. fp32+b4,fp32+b4+blas,bf16+b4,bf16+b4+lookups "
         "(default: one, from --bf16); "
         "sentence-transformers runs in fp32 unless --bf16",
     )
@@ -86,13 +87,16 @@ def build_ours(
     """The harness's step; returns ``(step(sentences, i) -> loss, encoder)``.
 
     ``variant``: ``fp32`` or ``bf16``, optionally ``+bN`` for N length buckets, ``+fullcls`` for
-    the full last layer instead of the [CLS]-only one and ``+blas`` for fp32 linear layers on
-    PyTorch's default BLAS instead of oneDNN ("" = from --bf16).
+    the full last layer instead of the [CLS]-only one, ``+blas`` for fp32 linear layers on
+    PyTorch's default BLAS instead of oneDNN and ``+lookups`` for a word-embedding lookup per bucket
+    ("" = from --bf16).
     """
     spec = variant or ("bf16" if args.bf16 else "fp32")
     full_last_layer = "+fullcls" in spec
     blas = "+blas" in spec
-    precision, _, buckets = spec.replace("+fullcls", "").replace("+blas", "").partition("+b")
+    per_bucket = "+lookups" in spec
+    bare = spec.replace("+fullcls", "").replace("+blas", "").replace("+lookups", "")
+    precision, _, buckets = bare.partition("+b")
     from harness.config import resolve_config
     from harness.encoder import load_encoder
     from harness.train import TrainStep, seed_everything
@@ -118,6 +122,7 @@ def build_ours(
     encoder = load_encoder(args.model, args.device, seed=args.seed)
     encoder.cls_shortcut = not full_last_layer
     encoder.onednn_fp32 = not blas
+    encoder.one_word_lookup = not per_bucket
     method = get_method("simcse")(config.params, encoder.hidden_size).to(args.device)
     step = TrainStep(encoder, method, config, total)
 

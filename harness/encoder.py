@@ -131,6 +131,9 @@ class SentenceEncoder(nn.Module):
         self.onednn_fp32 = True
         """fp32 on the CPU (training and embedding) runs the linear layers through oneDNN
         (:func:`onednn_linears`); False = PyTorch's default BLAS path (benchmarks compare the two)."""
+        self.one_word_lookup = True
+        """Length-bucketed training calls look the word embeddings up once for all buckets
+        (:meth:`TrainingEncode._features`); False = one lookup per bucket (benchmarks compare)."""
 
     @property
     def device(self) -> torch.device:
@@ -206,6 +209,15 @@ class SentenceEncoder(nn.Module):
         finally:
             self.train(was_training)
         return out.float().cpu().numpy()
+
+    def word_embeddings(self) -> nn.Embedding | None:
+        """The word-embedding table of a BERT encoder, whose ``inputs_embeds`` input is exactly its
+        word-embedding lookup (position and token-type embeddings are added inside either way);
+        None for other architectures (RoBERTa, for one, derives position ids from ``input_ids``)."""
+        if getattr(getattr(self.model, "config", None), "model_type", None) != "bert":
+            return None
+        table = getattr(getattr(self.model, "embeddings", None), "word_embeddings", None)
+        return table if isinstance(table, nn.Embedding) else None
 
     def load_head_into_pooler(self, linear: nn.Linear) -> None:
         """Copy a trained ``Linear(d, d)`` (+ Tanh) head into the model's pooler, so ``cls`` uses it."""
@@ -469,6 +481,12 @@ class TrainingEncode:
     sees exactly its own tokens either way (attention is masked per row), so the loss sees the same
     function of the same rows; only the padding work (and the order in which dropout masks are
     drawn) changes.
+
+    The buckets share one word-embedding lookup (on BERT encoders, :meth:`SentenceEncoder.word_embeddings`):
+    each bucket's forward gets its slice of the looked-up rows as ``inputs_embeds``, so the
+    backward pass builds the table's dense gradient (vocabulary x d: 47 MB for MiniLM, a fresh
+    allocation the CPU must fault in) once per call instead of once per bucket. The forward values are
+    the same; the gradient is the same sum in another order.
     """
 
     def __init__(
@@ -494,10 +512,17 @@ class TrainingEncode:
             return self.encoder.features(batch, self.pooler)
         lengths = batch["attention_mask"].sum(dim=1)
         order = torch.argsort(lengths, stable=True)
+        table = self.encoder.word_embeddings() if self.encoder.one_word_lookup else None
+        words = table(batch["input_ids"]) if table is not None else None
         parts = []
         for rows in torch.tensor_split(order, buckets):
             width = int(lengths[rows].max())
-            parts.append(self.encoder.features({k: v[rows, :width] for k, v in batch.items()}, self.pooler))
+            part = {
+                k: v[rows, :width] for k, v in batch.items() if not (words is not None and k == "input_ids")
+            }
+            if words is not None:
+                part["inputs_embeds"] = words[rows, :width]
+            parts.append(self.encoder.features(part, self.pooler))
         out = torch.cat(parts)
         return out[torch.argsort(order)]
 

@@ -140,6 +140,44 @@ def test_length_buckets_give_the_same_features_and_gradients() -> None:
                 torch.testing.assert_close(a, b, rtol=1e-4, atol=5e-5)
 
 
+def test_length_buckets_share_one_word_embedding_lookup() -> None:
+    """The buckets' forwards get their rows' word embeddings from one lookup (inputs_embeds), so the
+    table's dense gradient is built once per call; features and gradients equal the lookup per bucket."""
+    torch.set_num_threads(1)
+    encoder = load_encoder("random:tiny", seed=0)
+    encoder.eval()
+    table = encoder.word_embeddings()
+    assert table is not None
+    lookups: list[tuple[int, ...]] = []
+    hook = table.register_forward_hook(lambda m, i, o: lookups.append(tuple(o.shape)))
+    sentences = ["a b", "a much longer sentence with many more tokens in it .", "c", "mid length one here"]
+    batch = encoder.tokenize(sentences * 3, max_length=32)
+    params = list(encoder.parameters())
+    results = {}
+    for shared in (True, False):
+        encoder.one_word_lookup = shared
+        lookups.clear()
+        out = TrainingEncode(encoder, length_buckets=3)(batch)
+        grads = torch.autograd.grad(out.square().sum(), params, allow_unused=True)
+        results[shared] = (out, grads, list(lookups))
+    hook.remove()
+    assert results[True][2] == [(12, batch["input_ids"].shape[1], 64)]  # one lookup, every row
+    assert len(results[False][2]) == 3  # one per bucket
+    torch.testing.assert_close(results[True][0], results[False][0], rtol=0, atol=0)
+    for a, b in zip(results[True][1], results[False][1], strict=True):
+        if a is None or b is None:
+            assert a is None and b is None
+        else:
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_word_embedding_lookup_is_shared_only_for_bert() -> None:
+    encoder = load_encoder("random:tiny", seed=0)
+    assert encoder.word_embeddings() is encoder.model.embeddings.word_embeddings  # type: ignore[union-attr]
+    setattr(getattr(encoder.model, "config"), "model_type", "roberta")  # noqa: B009, B010
+    assert encoder.word_embeddings() is None
+
+
 def test_length_buckets_trim_padding() -> None:
     from harness.encoder import TrainingEncode
 
@@ -148,7 +186,7 @@ def test_length_buckets_trim_padding() -> None:
     original = encoder.features
 
     def spy(batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler") -> torch.Tensor:
-        widths.append(int(batch["input_ids"].shape[1]))
+        widths.append(int(batch["attention_mask"].shape[1]))
         return original(batch, pooler)
 
     encoder.features = spy  # type: ignore[method-assign]
