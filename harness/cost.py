@@ -3,7 +3,8 @@
 A run's estimate is the sum of its parts::
 
     steps x step_s x encoder_rows / 2     training (a SimCSE step scaled by the method's encoder rows)
-  + probes x probe_s                      STS-B dev probes (one at step 0, one every eval_every)
+  + probes x probe_s                      STS-B dev probes (one every eval_every; the one at step 0
+                                          only for runs that cannot share it, see computed_probes)
   + sts_s [eval_precision]                final STS, when the run scores STS
   + transfer [transfer_mode, precision]   final transfer, when a transfer table uses the run:
                                           embedding its sentences (TRANSFER_PER_STS final STS
@@ -157,6 +158,20 @@ def probes_of(steps: int, eval_every: int) -> int:
     return 1 + steps // eval_every + (1 if steps % eval_every else 0)
 
 
+def shares_step0_probe(config: RunConfig) -> bool:
+    """Whether a grid run reads its step-0 probe from the store's cache (:mod:`harness.probe_cache`)
+    rather than computing it: every training run whose evaluation pooler is not ``cls`` (that one
+    holds the seed's freshly initialised head at step 0). The first run of each starting encoder
+    computes it; one probe per grid, left out of the estimate."""
+    steps = config.max_steps
+    return (steps is None or steps > 0) and config.eval_pooler != "cls"
+
+
+def computed_probes(config: RunConfig, steps: int) -> int:
+    """Dev probes a grid run computes: :func:`probes_of` less a shared step-0 probe."""
+    return probes_of(steps, config.eval_every) - (1 if steps > 0 and shares_step0_probe(config) else 0)
+
+
 def _record_steps(record: Mapping[str, Any]) -> int | None:
     trajectory = record.get("trajectory") or []
     return int(trajectory[-1]["step"]) if trajectory else None
@@ -233,7 +248,7 @@ class CostModel:
             if isinstance(parts.get("transfer"), int | float):
                 key = f"transfer_{config.transfer_mode}/{config.eval_precision}"
                 bucket.setdefault(key, []).append(float(parts["transfer"]))
-            probes = probes_of(steps, config.eval_every)
+            probes = probes_of(steps, config.eval_every) - (1 if record.get("step0_probe_cached") else 0)
             eval_s = float(record.get("eval_time_s") or 0.0) - float(final_s)
             if eval_s > 0:
                 bucket.setdefault(f"probe_{config.precision}", []).append(eval_s / probes)
@@ -290,7 +305,7 @@ class CostModel:
         steps = self.steps(config)
         shared = sharing_slowdown(config.model, self.trials_per_gpu)
         total = steps * units.step_s * config.params.encoder_rows() / 2.0
-        total += probes_of(steps, config.eval_every) * (probe or units.probe_s(config.precision))
+        total += computed_probes(config, steps) * (probe or units.probe_s(config.precision))
         total *= shared
         sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"]) * shared
         if config.final_tasks in ("sts", "all"):
@@ -398,11 +413,13 @@ def estimate_lines(
 __all__ = [
     "CostModel",
     "UnitCosts",
+    "computed_probes",
     "estimate_lines",
     "hours",
     "longest_first",
     "makespan",
     "probes_of",
     "scratch_line",
+    "shares_step0_probe",
     "sharing_slowdown",
 ]

@@ -81,6 +81,8 @@ class RunRecord(TypedDict):
     host: str
     checkpoint: NotRequired[str]
     resumed_from_step: NotRequired[int]  # continued from a resume checkpoint (harness.checkpoint)
+    # the step-0 probe came from the store's cache (harness.probe_cache)
+    step0_probe_cached: NotRequired[bool]
     attempt: NotRequired[int]  # only in records/<run_id>.attempts/<n>.json (harness.store)
 
 

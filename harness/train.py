@@ -40,6 +40,8 @@ from torch import nn
 
 from harness.config import RunConfig
 from harness.errors import ConfigError, DataError, TrainingError
+from harness.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
+from harness.probe_cache import ProbeCache, probe_key
 from harness.record import RunRecord, new_record
 from harness.store import RunStore, now_iso
 
@@ -386,6 +388,7 @@ def train_run(
             record["peak_rss_mb"] = round(peak / 2**20, 1)
 
     resume_path = ckpt.checkpoint_path(store.root, config.run_id()) if store is not None else None
+    probe_cache = ProbeCache(store.root / PROBE_CACHE_DIR) if store is not None else None
     try:
         _run(
             config,
@@ -397,6 +400,7 @@ def train_run(
             store if save_checkpoint else None,
             resume_path,
             resume,
+            probe_cache,
         )
         record["status"] = "finished"
     except BaseException as exc:
@@ -427,6 +431,7 @@ def _run(
     checkpoint_store: RunStore | None,
     resume_path: Path | None = None,
     resume: bool = True,
+    probe_cache: ProbeCache | None = None,
 ) -> None:
     from harness import checkpoint as ckpt
     from harness.encoder import load_encoder
@@ -490,7 +495,23 @@ def _run(
         t0 = time.perf_counter()
         if config.eval_pooler == "cls":
             head_into_pooler(required=True)
-        scores = probe(embed)
+        key = None
+        if step == 0 and probe_cache is not None:  # the starting encoder: shared by every run
+            key = probe_key(
+                encoder.model,
+                probe,
+                pooler=config.eval_pooler,
+                precision=config.precision,
+                device=encoder.device,
+            )
+        cached = probe_cache.get(key) if probe_cache is not None and key is not None else None
+        if cached is not None:
+            scores = cached
+            record["step0_probe_cached"] = True
+        else:
+            scores = probe(embed)
+            if probe_cache is not None and key is not None:
+                probe_cache.put(key, scores, run_id=run_id, model=config.model)
         step_fn.train()
         eval_time += time.perf_counter() - t0
         point: dict[str, Any] = {

@@ -12,7 +12,10 @@ momentum encoder, a negative queue) needs no change to the loop:
 1. ``Method(params, hidden_size)``: build heads and buffers.
 2. ``attach(encoder)`` -> ``bind(encoder)``: called once, before the optimiser is built, for
    methods that declare ``uses_encoder = True``; this is the only way a method reaches the encoder
-   module (``self.encoder`` afterwards, e.g. to copy it into a momentum encoder).
+   module (``self.encoder`` afterwards, e.g. to copy it into a momentum encoder). A method reads
+   the encoder and updates it through the optimiser; it registers no hooks on it and swaps none of
+   its modules, so evaluation (the encoder alone) is a function of the encoder's weights, which
+   is what lets runs share their step-0 probe (:mod:`harness.probe_cache`).
 3. each step: ``compute_loss(encode, batch, step)``; the optimiser steps over
    ``encoder.parameters()`` and :meth:`Method.trainable_parameters`; then ``after_step(step)``
    (momentum updates, queue bookkeeping) returns metrics to log.

@@ -47,14 +47,28 @@ def test_run_seconds_scale_with_encoder_rows_and_parts(data_root: Path) -> None:
     simcse = cpu(data_root)
     base = model.run_seconds(simcse)
     units, _ = model.units(simcse)
-    # training 100 steps + 5 probes + one fp32 STS pass
-    assert base == pytest.approx(100 * units.step_s + 5 * units.probe_s("bf16") + units.sts_s["fp32"])
+    # training 100 steps + 4 probes (the step-0 probe comes from the store's cache) + one fp32 STS pass
+    assert base == pytest.approx(100 * units.step_s + 4 * units.probe_s("bf16") + units.sts_s["fp32"])
     m3 = model.run_seconds(cpu(data_root, "whitenedcse", {"num_positives": 3}))
     assert m3 - base == pytest.approx(100 * units.step_s * 0.5, rel=1e-6)  # 3 rows instead of 2
     faster_final = model.run_seconds(cpu(data_root, eval_precision="bf16"))
     assert base - faster_final == pytest.approx(units.sts_s["fp32"] - units.sts_s["bf16"])
     untrained = model.run_seconds(cpu(data_root, max_steps=0))
     assert untrained == pytest.approx(units.probe_s("bf16") + units.sts_s["fp32"])
+
+
+def test_the_step0_probe_is_shared_except_with_the_cls_pooler(data_root: Path) -> None:
+    from harness.cost import computed_probes, shares_step0_probe
+
+    simcse = cpu(data_root)
+    assert shares_step0_probe(simcse) and computed_probes(simcse, 100) == 4
+    cls = simcse.replace(eval_pooler="cls")  # step 0 holds the seed's fresh head: not shared
+    assert not shares_step0_probe(cls) and computed_probes(cls, 100) == 5
+    untrained = simcse.replace(max_steps=0)
+    assert not shares_step0_probe(untrained) and computed_probes(untrained, 0) == 1
+    model = CostModel()
+    probe = model.units(simcse)[0].probe_s("bf16")
+    assert model.run_seconds(cls) - model.run_seconds(simcse) == pytest.approx(probe)
 
 
 def _record(config: RunConfig, train: float, eval_s: float, final: float, steps: int = 100) -> dict:
@@ -83,7 +97,10 @@ def test_finished_records_calibrate_the_units_of_matching_runs(data_root: Path) 
     assert "calibrated from 3 finished run(s)" in model.source(simcse)
     # a WhitenedCSE m=3 run on the same machine settings uses SimCSE's step, scaled by its rows
     m3 = cpu(data_root, "whitenedcse", {"num_positives": 3})
-    assert model.run_seconds(m3) == pytest.approx(100 * 0.51 * 1.5 + 5 * 4.0 + 50.0)
+    assert model.run_seconds(m3) == pytest.approx(100 * 0.51 * 1.5 + 4 * 4.0 + 50.0)
+    # a record whose step-0 probe came from the cache computed 4 probes in its evaluation time
+    cached = [{**r, "eval_time_s": 66.0, "step0_probe_cached": True} for r in records[:3]]
+    assert CostModel(cached).units(simcse)[1] == pytest.approx(16.0 / 4)
     # another precision is another machine setting: not calibrated by these records
     assert "calibrated" not in model.source(cpu(data_root, precision="fp32"))
 

@@ -17,6 +17,8 @@ sentence is also embedded only once, which is what keeps the probe fast.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +146,16 @@ class StsbDevProbe:
         index = {s: i for i, s in enumerate(self.sentences)}
         self._rows1 = np.array([index[s] for s in self.pairs.sent1], dtype=np.int64)
         self._rows2 = np.array([index[s] for s in self.pairs.sent2], dtype=np.int64)
+
+    def cache_token(self) -> str:
+        """sha256 of everything this probe computes from besides the encoder: the dev sentences in
+        embedding order, the pairs' rows and gold scores, the threshold and the batch size (the
+        step-0 probe cache keys on it, :mod:`harness.probe_cache`)."""
+        h = hashlib.sha256()
+        h.update(json.dumps([self.threshold, self.batch_size, list(self.sentences)]).encode())
+        for array in (self._rows1, self._rows2, np.asarray(self.pairs.gold, dtype=np.float64)):
+            h.update(np.ascontiguousarray(array).tobytes())
+        return h.hexdigest()
 
     def __call__(self, embed: EmbedFn) -> dict[str, float]:
         """Probe an encoder.
