@@ -24,6 +24,7 @@ grid) and, by default, ``failed`` (retried; pass ``retry_failed=False`` to skip 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,26 @@ def expand(
     for run_id, planned in runs.items():
         planned.config = _final_tasks_for(planned.config, needs.get(run_id, set()), run_id in keep)
     return GridPlan(profile, resolver.seeds, resolver.base, cells, list(runs.values()))
+
+
+def claims_only(plan: GridPlan, specs: Sequence[TableSpec]) -> tuple[GridPlan, list[PlannedRun]]:
+    """The plan cut to the runs some claim of ``specs`` reads (``harness grid --claims-only``).
+
+    A run stays when one of the cells that use it is the ``better`` or ``worse`` cell of a claim;
+    it keeps every use and the final tasks the whole plan gave it (its tables still read it). The
+    runs left out (rows no claim compares, such as baselines quoted for context or sweep values
+    between the claimed ones) render as missing in the tables until a full grid runs them.
+
+    Returns:
+        ``(plan, left_out)``: a plan with the claimed runs only, and the runs it dropped.
+    """
+    claimed = {(spec.name, key) for spec in specs for c in spec.claims for key in (c.better, c.worse)}
+    kept: list[PlannedRun] = []
+    left_out: list[PlannedRun] = []
+    for run in plan.runs:
+        uses = {tuple(u.split(": ", 1)) for u in run.used_by}
+        (kept if uses & claimed else left_out).append(run)
+    return dataclasses.replace(plan, runs=kept), left_out
 
 
 def _add_catalog_needs(

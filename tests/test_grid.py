@@ -11,7 +11,7 @@ import pytest
 from harness.cli import main
 from harness.config import RunConfig
 from harness.errors import ConfigError
-from harness.grid import attach_status, complete_for, describe, expand
+from harness.grid import attach_status, claims_only, complete_for, describe, expand
 from harness.specs import load_table_spec, load_table_specs
 from harness.store import RunStore, new_record
 from methods.whitenedcse import WhitenedCSEParams
@@ -205,6 +205,32 @@ def test_grid_command_dry_run(data_root: Path, tmp_path: Path, capsys: pytest.Ca
     assert main(["grid", "no_such_spec", "--dry-run", "--data-dir", str(data_root)]) == 2
     assert main([*args, "--dry-run", "--override", "bad"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def test_claims_only_keeps_the_runs_that_claims_compare(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    specs = load_table_specs(["whitenedcse_table5", "whitenedcse_table6"])
+    plan = expand(specs, "cpu", seeds=2, data_root=data_root)
+    kept, left_out = claims_only(plan, specs)
+    claimed = {(s.name, k) for s in specs for c in s.claims for k in (c.better, c.worse)}
+    assert kept.runs and left_out and len(kept.runs) + len(left_out) == len(plan.runs)
+    for run in kept.runs:
+        assert any(tuple(u.split(": ", 1)) in claimed for u in run.used_by)
+    for run in left_out:
+        assert not any(tuple(u.split(": ", 1)) in claimed for u in run.used_by)
+    # Table 5 claims only m = 3 over m = 2; m = 4 and 5 are rows no claim reads.
+    for m in (4, 5):
+        ids = {c.run_id() for c in plan.cell("whitenedcse_table5", f"STS-Avg. [num_positives={m}]").configs}
+        assert ids <= {r.run_id for r in left_out}
+    m3 = plan.cell("whitenedcse_table5", "STS-Avg. [num_positives=3]").configs[0].run_id()
+    shared = next(r for r in kept.runs if r.run_id == m3)
+    assert len(shared.used_by) > 1  # a kept run keeps every use (its tables still read it)
+    args = ["grid", "whitenedcse_table5", "--runs-dir", str(tmp_path / "runs"), "--data-dir", str(data_root)]
+    assert main([*args, "--dry-run", "--claims-only"]) == 0
+    out = capsys.readouterr().out
+    assert "claims only: 2 run(s) that the claims compare; 2 run(s) that no claim reads are left out" in out
+    assert "2 distinct runs" in out and "0 finished, 2 to run" in out
 
 
 def test_grid_and_tables_resolve_through_one_path(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -112,6 +112,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--skip-failed", action="store_true", help="do not retry runs whose record says failed"
     )
     parser.add_argument(
+        "--claims-only",
+        action="store_true",
+        help="run only what the specs' claims compare (the replication grid); rows no claim reads "
+        "are left out and show as -- in the tables",
+    )
+    parser.add_argument(
         "--smoke",
         action="store_true",
         help="small local Ray without GPUs; profile smoke unless --profile is given",
@@ -122,7 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.commands.common import check_writable_dir
     from harness.cost import estimate_lines, hours, longest_first, makespan, scratch_line
-    from harness.grid import attach_status, complete_for, describe, expand
+    from harness.grid import attach_status, claims_only, complete_for, describe, expand
     from harness.paths import resolve_data_root
     from harness.specs import load_plot_specs, load_table_specs
     from harness.store import RunStore
@@ -146,6 +152,12 @@ def run(args: argparse.Namespace) -> int:
         extra=extra,
         require_corpus=not args.dry_run,
     )
+    if args.claims_only:
+        plan, left_out = claims_only(plan, specs)
+        print(
+            f"claims only: {len(plan.runs)} run(s) that the claims compare; {len(left_out)} run(s) that no "
+            "claim reads are left out (their table cells show -- until a grid without --claims-only)"
+        )
     missing = sorted({r.config.corpus for r in plan.runs if r.config.corpus_id.endswith(":missing")})
     for corpus in missing:
         print(
