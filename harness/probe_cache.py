@@ -128,11 +128,14 @@ class ProbeCache:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".probe-", suffix=".tmp")
+        except OSError:
+            return
+        try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(payload, handle, indent=1, sort_keys=True)
             os.replace(tmp, self._path(key))
-        except OSError:
-            return
+        except (OSError, TypeError, ValueError):
+            Path(tmp).unlink(missing_ok=True)
 
 
 __all__ = ["CACHE_DIR", "CODE_FILES", "ProbeCache", "code_digest", "probe_key", "weights_digest"]

@@ -134,6 +134,8 @@ def test_unreadable_entries_are_ignored(tmp_path: Path) -> None:
         assert cache.get("k") is None
     (tmp_path / "cache" / "k.json").write_text(json.dumps({"scores": {"stsb_dev": float("nan")}}))
     assert cache.get("k") is None
+    cache.put("k2", {"stsb_dev": 1.0}, about=object())  # cannot be written: no entry, no temporary file
+    assert cache.get("k2") is None and not list((tmp_path / "cache").glob(".probe-*"))
 
 
 def test_the_real_probe_keys_on_its_dev_data(tmp_path: Path) -> None:
