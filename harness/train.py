@@ -42,8 +42,9 @@ from harness.config import RunConfig
 from harness.errors import ConfigError, DataError, TrainingError
 from harness.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
 from harness.probe_cache import ProbeCache, probe_key
+from harness.provenance import now_iso
 from harness.record import RunRecord, Status, new_record
-from harness.store import RunStore, now_iso
+from harness.store import RunStore
 
 if TYPE_CHECKING:
     from harness.encoder import SentenceEncoder
