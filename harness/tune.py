@@ -398,7 +398,7 @@ def run_trials(
     report = GridReport(total=len(configs))
     if not configs:
         return report
-    from harness.commands.common import check_resource_request
+    from harness.resources import check_resource_request
 
     check_resource_request(cpus_per_trial, gpus_per_trial)
     check_address(None if smoke else address)
