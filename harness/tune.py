@@ -237,6 +237,7 @@ def _register_by_value(fn: Callable[..., Any]) -> None:
 class GridRequest:
     """How :func:`run_trials` was asked to run its trials (see its arguments)."""
 
+    address: str | None
     gpus_per_trial: float | None
     cpus_per_trial: int
     smoke: bool
@@ -287,12 +288,11 @@ def run_trials(
         GridStopped: Ray Tune stopped with an error of its own (same marks; traceback saved).
         HarnessError: the grid's own checks (resources, address).
     """
-    from harness.resources import check_resource_request
-
     report = GridReport(total=len(configs))
     if not configs:
         return report
     request = GridRequest(
+        address=address,
         gpus_per_trial=gpus_per_trial,
         cpus_per_trial=cpus_per_trial,
         smoke=smoke,
@@ -301,11 +301,21 @@ def run_trials(
         log=log,
         save_model=save_model,
     )
-    check_resource_request(cpus_per_trial, gpus_per_trial)
-    check_address(None if smoke else address)
+    return _run_grid(configs, data_root, store, report, request)
+
+
+def _run_grid(
+    configs: Sequence[RunConfig], data_root: Path, store: RunStore, report: GridReport, request: GridRequest
+) -> GridReport:
+    """Check the request, open the Ray session, fit; whatever stops the grid marks what it left."""
+    from harness.resources import check_resource_request
+
+    check_resource_request(request.cpus_per_trial, request.gpus_per_trial)
+    check_address(None if request.smoke else request.address)
     wall0 = time.perf_counter()
     try:
-        with ray_session(address=address, smoke=smoke, min_cpus=cpus_per_trial) as start_s:
+        session = ray_session(address=request.address, smoke=request.smoke, min_cpus=request.cpus_per_trial)
+        with session as start_s:
             report.ray_start_s = start_s
             _fit(configs, data_root, store, report, request)
     except KeyboardInterrupt:
