@@ -22,6 +22,10 @@ The shared recipe of METHODS.md section 1, method-agnostic:
 A non-finite loss raises :class:`~harness.errors.TrainingError` naming the step. Whatever fails, the
 record is written with ``status: failed``, the error text and the trajectory so far, then the error
 propagates. The record is also written at the start and after every evaluation.
+
+:func:`train_run` is the entry point; the run itself is a :class:`TrainingRun`, whose state lives on
+the object and whose steps (setup, start, probe, select, checkpoint, train loop, final evaluation)
+are its methods.
 """
 
 from __future__ import annotations
