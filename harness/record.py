@@ -14,15 +14,14 @@ Schema history:
 
 from __future__ import annotations
 
-import functools
 import math
 import platform
 import socket
 import statistics
-import subprocess
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+
+from harness.provenance import code_dirty, code_version, now_iso
 
 if TYPE_CHECKING:
     from harness.config import RunConfig
@@ -88,8 +87,6 @@ class RunRecord(TypedDict):
 
 def new_record(config: RunConfig) -> RunRecord:
     """A fresh ``running`` record for ``config`` (every schema key present)."""
-    from harness.store import code_version, now_iso
-
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": config.run_id(),
@@ -155,7 +152,6 @@ def provenance(device: str, threads: int) -> Provenance:
     import transformers
 
     from harness.hardware import cpu_id, cpu_model, cpu_native_bf16
-    from harness.store import code_version
 
     dev = torch.device(device)
     gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else None
@@ -179,33 +175,11 @@ def provenance(device: str, threads: int) -> Provenance:
     }
 
 
-def git_output(*args: str) -> str | None:
-    """Stdout of ``git ARGS`` in the source tree, or None outside a checkout or on any failure."""
-    repo = Path(__file__).resolve().parent.parent
-    if not (repo / ".git").exists():
-        return None
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=repo, capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
-@functools.cache
-def code_dirty() -> bool | None:
-    """Whether the source tree has uncommitted changes (None outside a git checkout)."""
-    out = git_output("status", "--porcelain", "--untracked-files=no")
-    return None if out is None else bool(out.strip())
-
-
 __all__ = [
     "SCHEMA_VERSION",
     "STATUSES",
     "Provenance",
     "RunRecord",
-    "git_output",
     "new_record",
     "provenance",
     "record_metric",

@@ -31,11 +31,11 @@ import socket
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, GridLockedError
+from harness.provenance import code_version, now_iso
 from harness.record import SCHEMA_VERSION, STATUSES, new_record
 
 LOCK_NAME = "grid.lock"
@@ -316,38 +316,6 @@ class GridLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-
-def now_iso() -> str:
-    """The current UTC time, ISO 8601, seconds precision."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
-
-
-def code_version() -> str:
-    """``git describe`` of the source tree (``-dirty`` when modified), else the package version."""
-    global _CODE_VERSION
-    if _CODE_VERSION is None:
-        _CODE_VERSION = _git_describe() or _package_version()
-    return _CODE_VERSION
-
-
-_CODE_VERSION: str | None = None
-
-
-def _git_describe() -> str | None:
-    from harness.record import git_output
-
-    text = (git_output("describe", "--always", "--dirty", "--abbrev=12") or "").strip()
-    return f"git:{text}" if text else None
-
-
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"cse-harness {version('cse-harness')}"
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _read(path: Path) -> dict[str, Any] | None:

@@ -22,6 +22,10 @@ The shared recipe of METHODS.md section 1, method-agnostic:
 A non-finite loss raises :class:`~harness.errors.TrainingError` naming the step. Whatever fails, the
 record is written with ``status: failed``, the error text and the trajectory so far, then the error
 propagates. The record is also written at the start and after every evaluation.
+
+:func:`train_run` is the entry point; the run itself is a :class:`TrainingRun`, whose state lives on
+the object and whose steps (setup, start, probe, select, checkpoint, train loop, final evaluation)
+are its methods.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +46,9 @@ from harness.config import RunConfig
 from harness.errors import ConfigError, DataError, TrainingError
 from harness.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
 from harness.probe_cache import ProbeCache, probe_key
-from harness.record import RunRecord, new_record
-from harness.store import RunStore, now_iso
+from harness.provenance import now_iso
+from harness.record import RunRecord, Status, new_record
+from harness.store import RunStore
 
 if TYPE_CHECKING:
     from harness.encoder import SentenceEncoder
@@ -360,284 +365,403 @@ def train_run(
         HarnessError: configuration, data, model-loading or training errors (the record, when a
             store is given, says ``failed`` and keeps the trajectory so far).
     """
-    say: Log = log if log is not None else (lambda _line: None)
     if config.threads is not None:
         num_threads = config.threads  # part of the run id: the profile fixes it
-    if save_checkpoint and store is None:
-        raise ConfigError("save_checkpoint needs a run store (the checkpoint lives under it)")
-    record = new_record(config)
-    wall0 = time.perf_counter()
+    run = TrainingRun(
+        config, data_root, store, device=device, log=log, save_checkpoint=save_checkpoint, resume=resume
+    )
+    return run.execute(num_threads)
 
-    def save() -> None:
-        record["wall_time_s"] = round(time.perf_counter() - wall0, 3)
-        if store is not None:
-            store.save(record)
 
-    save()
+@contextlib.contextmanager
+def _torch_threads(num_threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to ``num_threads`` (None: left alone), restored after."""
     old_threads = torch.get_num_threads()
     if num_threads is not None:
         torch.set_num_threads(num_threads)
-    from harness import checkpoint as ckpt
-    from harness import memory
-
-    memory.reset_peak()
-
-    def note_peak() -> None:  # this run's peak resident set (reset above; a reused worker's is not)
-        peak = memory.peak_rss_bytes()
-        if peak is not None:
-            record["peak_rss_mb"] = round(peak / 2**20, 1)
-
-    resume_path = ckpt.checkpoint_path(store.root, config.run_id()) if store is not None else None
-    probe_cache = ProbeCache(store.root / PROBE_CACHE_DIR) if store is not None else None
     try:
-        _run(
-            config,
-            data_root,
-            record,
-            save,
-            say,
-            device,
-            store if save_checkpoint else None,
-            resume_path,
-            resume,
-            probe_cache,
-        )
-        record["status"] = "finished"
-    except BaseException as exc:
-        record["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        record["error"] = f"{type(exc).__name__}: {exc}"
-        record["finished_at"] = now_iso()
-        note_peak()
-        save()
-        raise
+        yield
     finally:
         if num_threads is not None:
             torch.set_num_threads(old_threads)
-    record["finished_at"] = now_iso()
-    note_peak()
-    save()
-    if resume_path is not None:
-        ckpt.remove_checkpoint(resume_path)
-    return record
 
 
-def _run(
-    config: RunConfig,
-    data_root: Path,
-    record: RunRecord,
-    save: Callable[[], None],
-    say: Log,
-    device: str | None,
-    checkpoint_store: RunStore | None,
-    resume_path: Path | None = None,
-    resume: bool = True,
-    probe_cache: ProbeCache | None = None,
-) -> None:
-    from harness import checkpoint as ckpt
-    from harness.encoder import load_encoder
-    from harness.evaluation.runner import encoder_functions
-    from harness.record import provenance
-    from methods import get_method
+class TrainingRun:
+    """One training run: its state, and the named steps :func:`train_run` takes in order.
 
-    run_id = record["run_id"]
-    _check_post_whitening_available(config.post_whiten)
-    seed_everything(config.seed)
-    sentences = read_corpus(Path(config.corpus), min_sentences=config.batch_size)
-    total = total_steps(config, len(sentences))
-    dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    say(
-        f"[{run_id}] {config.method} on {config.model}, {len(sentences)} sentences, {total} steps of "
-        f"{config.batch_size}, eval every {config.eval_every}, device {dev}"
-    )
-    if "bf16" in (config.precision, config.eval_precision) and torch.device(dev).type == "cpu":
+    * :meth:`execute`: the shell around the steps: the record is saved at the start, its status,
+      error, end time and peak memory are written whatever happens, the resume checkpoint is
+      deleted when the run finished;
+    * :meth:`setup`: corpus, encoder, method, step function and evaluators, in the order that fixes
+      the run's random draws;
+    * :meth:`start`: continue from the resume checkpoint, or probe the starting encoder (step 0);
+    * :meth:`train_loop`: the optimiser steps, with a :meth:`probe` at every evaluation point
+      (trajectory point, :meth:`select` of the best state by STS-B dev, log line, :meth:`checkpoint`);
+    * :meth:`final_evaluation`: the best state loaded, the head copied into the pooler, the optional
+      ``save_pretrained``, post-whitening and the final tasks.
+
+    The hooks :func:`make_probe`, :func:`make_final_evaluator` and :func:`cpu_bf16_slowdown` are
+    looked up in this module when they are called, so tests can replace them.
+    """
+
+    # built by setup()
+    sentences: list[str]
+    total: int
+    encoder: SentenceEncoder
+    method: Method
+    step_fn: TrainStep
+    probe_fn: Callable[[EmbedFn], dict[str, float]]
+    final_evaluate: FinalEvaluator | None
+
+    def __init__(
+        self,
+        config: RunConfig,
+        data_root: Path,
+        store: RunStore | None = None,
+        *,
+        device: str | None = None,
+        log: Log | None = print,
+        save_checkpoint: bool = False,
+        resume: bool = True,
+    ) -> None:
+        from harness import checkpoint as ckpt
+
+        if save_checkpoint and store is None:
+            raise ConfigError("save_checkpoint needs a run store (the checkpoint lives under it)")
+        self.config = config
+        self.data_root = data_root
+        self.store = store
+        self.device = device
+        self.say: Log = log if log is not None else (lambda _line: None)
+        self.model_store = store if save_checkpoint else None  # where save_pretrained writes
+        self.resume = resume
+        self.record = new_record(config)
+        self.run_id = self.record["run_id"]
+        self.wall0 = time.perf_counter()  # the record's wall time
+        self.resume_path = ckpt.checkpoint_path(store.root, config.run_id()) if store is not None else None
+        self.probe_cache = ProbeCache(store.root / PROBE_CACHE_DIR) if store is not None else None
+        self.best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
+        self.train_time = 0.0
+        self.eval_time = 0.0
+        self.elapsed0 = 0.0  # where a trajectory point's elapsed_s counts from (set by start())
+        self.clock = ckpt.CheckpointClock()
+        self.pending_loss: list[float] = []
+        self.pending_metrics: dict[str, list[float]] = {}
+
+    # -- the shell ------------------------------------------------------------------------------
+    def save(self) -> None:
+        """Write the record (with the wall time so far) to the store, if there is one."""
+        self.record["wall_time_s"] = round(time.perf_counter() - self.wall0, 3)
+        if self.store is not None:
+            self.store.save(self.record)
+
+    def execute(self, num_threads: int | None = None) -> RunRecord:
+        """Run every step with ``num_threads`` torch threads; return the record (see the class)."""
+        from harness import checkpoint as ckpt
+        from harness import memory
+
+        self.save()
+        with _torch_threads(num_threads):
+            memory.reset_peak()
+            try:
+                self.setup()
+                start = self.start()
+                self.train_loop(start)
+                self.final_evaluation()
+            except BaseException as exc:
+                status: Status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                self._end(status, f"{type(exc).__name__}: {exc}")
+                raise
+        self._end("finished")
+        if self.resume_path is not None:
+            ckpt.remove_checkpoint(self.resume_path)
+        return self.record
+
+    def _end(self, status: Status, error: str | None = None) -> None:
+        from harness import memory
+
+        self.record["status"] = status
+        if error is not None:
+            self.record["error"] = error
+        self.record["finished_at"] = now_iso()
+        peak = memory.peak_rss_bytes()  # this run's peak (reset in execute; a reused worker's is not)
+        if peak is not None:
+            self.record["peak_rss_mb"] = round(peak / 2**20, 1)
+        self.save()
+
+    # -- setup ----------------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Corpus, encoder, method, step function and evaluators (this order fixes the random draws)."""
+        from harness.encoder import load_encoder  # imported before the seed is set, as they always were
+        from harness.evaluation.runner import encoder_functions
+        from harness.record import provenance
+        from methods import get_method
+
+        config = self.config
+        _check_post_whitening_available(config.post_whiten)
+        seed_everything(config.seed)
+        self.sentences = read_corpus(Path(config.corpus), min_sentences=config.batch_size)
+        self.total = total_steps(config, len(self.sentences))
+        dev = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.say(
+            f"[{self.run_id}] {config.method} on {config.model}, {len(self.sentences)} sentences, "
+            f"{self.total} steps of {config.batch_size}, eval every {config.eval_every}, device {dev}"
+        )
+        self._warn_if_bf16_is_emulated(dev)
+        self.encoder = load_encoder(config.model, dev, seed=config.seed)
+        self.record["provenance"] = provenance(dev, torch.get_num_threads())
+        self.record["method_notes"] = config.params.describe(self.encoder.hidden_size)
+        method_cls = get_method(config.method)
+        self.method = method_cls(config.params, self.encoder.hidden_size).to(dev)
+        self.step_fn = TrainStep(self.encoder, self.method, config, self.total)
+        _, token_lengths = encoder_functions(self.encoder, config.eval_pooler)
+        self.probe_fn = make_probe(self.data_root, token_lengths)
+        final_tasks = config.final_tasks != "none"
+        self.final_evaluate = make_final_evaluator(token_lengths) if final_tasks else None
+
+    def _warn_if_bf16_is_emulated(self, dev: str) -> None:
+        if "bf16" not in (self.config.precision, self.config.eval_precision):
+            return
+        if torch.device(dev).type != "cpu":
+            return
         slowdown = cpu_bf16_slowdown()
         if slowdown > 2.0:
-            say(
-                f"[{run_id}] warning: bf16 matmuls are emulated on this CPU ({slowdown:.0f}x slower than "
-                "fp32 here): bf16 will make this run much slower, not faster"
+            self.say(
+                f"[{self.run_id}] warning: bf16 matmuls are emulated on this CPU ({slowdown:.0f}x slower "
+                "than fp32 here): bf16 will make this run much slower, not faster"
             )
-    encoder = load_encoder(config.model, dev, seed=config.seed)
-    record["provenance"] = provenance(dev, torch.get_num_threads())
-    record["method_notes"] = config.params.describe(encoder.hidden_size)
-    method_cls = get_method(config.method)
-    method = method_cls(config.params, encoder.hidden_size).to(dev)
-    step_fn = TrainStep(encoder, method, config, total)
-    _, token_lengths = encoder_functions(encoder, config.eval_pooler)
-    probe = make_probe(data_root, token_lengths)
-    final_evaluate = make_final_evaluator(token_lengths) if config.final_tasks != "none" else None
 
-    def embed(batch: list[str]) -> np.ndarray:  # dev probes: the training precision
-        return encoder.embed(batch, config.eval_pooler, config.precision)
+    def embed_probe(self, batch: list[str]) -> np.ndarray:
+        """Embeddings for the dev probes: the training precision."""
+        return self.encoder.embed(batch, self.config.eval_pooler, self.config.precision)
 
-    def embed_final(batch: list[str]) -> np.ndarray:  # final tasks: fp32 unless asked otherwise
-        return encoder.embed(batch, config.eval_pooler, config.eval_precision)
+    def embed_final(self, batch: list[str]) -> np.ndarray:
+        """Embeddings for the final tasks: fp32 unless the config asks otherwise."""
+        return self.encoder.embed(batch, self.config.eval_pooler, self.config.eval_precision)
 
-    def head_into_pooler(required: bool) -> None:
-        head = method.export_head()
+    def head_into_pooler(self, required: bool) -> None:
+        """Copy the method's head (if it has one) into the encoder's pooler."""
+        head = self.method.export_head()
         if head is None:
             return
         try:
-            encoder.load_head_into_pooler(head)
+            self.encoder.load_head_into_pooler(head)
         except ConfigError:
             if required:
                 raise
 
-    wall0 = time.perf_counter()
-    clock = ckpt.CheckpointClock()
-    best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
-    eval_time = 0.0
-    train_time = 0.0
-    pending_loss: list[float] = []
-    pending_metrics: dict[str, list[float]] = {}
+    # -- start: resume or probe step 0 -----------------------------------------------------------
+    def start(self) -> int:
+        """Continue from the resume checkpoint when there is one; else probe step 0. The first step."""
+        from harness import checkpoint as ckpt
 
-    def evaluate_now(step: int) -> None:
-        nonlocal eval_time
+        self.elapsed0 = time.perf_counter()
+        resumed, why_not = (
+            ckpt.load_checkpoint(self.resume_path, self.record["config"])
+            if self.resume_path
+            else (None, None)
+        )
+        if why_not:
+            self.say(f"[{self.run_id}] starting from step 0: {why_not}")
+        if resumed is not None and self.resume:
+            return self._restore(resumed)
+        self.probe(0)
+        return 0
+
+    def _restore(self, resumed: dict[str, Any]) -> int:
+        from harness import checkpoint as ckpt
+
+        start = ckpt.restore_training_state(
+            resumed,
+            encoder=self.encoder,
+            method=self.method,
+            optimizer=self.step_fn.optimizer,
+            scheduler=self.step_fn.scheduler,
+            best=self.best,
+            record=self.record,
+        )
+        self.train_time, self.eval_time = float(resumed["train_time"]), float(resumed["eval_time"])
+        last = self.record["trajectory"][-1] if self.record["trajectory"] else {}
+        self.elapsed0 -= float(last.get("elapsed_s") or 0.0)  # elapsed_s goes on from the checkpoint
+        self.record["resumed_from_step"] = start
+        self.step_fn.train()
+        ckpt.set_rng_state(resumed["rng"])
+        self.say(f"[{self.run_id}] resumed from the checkpoint at step {start}/{self.total}")
+        return start
+
+    # -- the loop and its evaluation points ------------------------------------------------------
+    def train_loop(self, start: int) -> None:
+        """Steps ``start + 1 .. total``; a :meth:`probe` every ``eval_every`` steps and at the last."""
+        config = self.config
+        stream = batches(self.sentences, config.batch_size, config.seed)
+        for _ in range(start):  # the stream is a function of the seed: skip the batches already used
+            next(stream)
+        for step in range(start + 1, self.total + 1):
+            t0 = time.perf_counter()
+            loss, metrics = self.step_fn(next(stream), step)
+            self.train_time += time.perf_counter() - t0
+            self.pending_loss.append(loss)
+            for key, value in metrics.items():
+                self.pending_metrics.setdefault(key, []).append(value)
+            if step % config.eval_every == 0 or step == self.total:
+                self.probe(step)
+
+    def probe(self, step: int) -> None:
+        """One evaluation point: STS-B dev probe, trajectory point, selection, log line, checkpoint."""
         t0 = time.perf_counter()
-        if config.eval_pooler == "cls":
-            head_into_pooler(required=True)
+        if self.config.eval_pooler == "cls":
+            self.head_into_pooler(required=True)
+        scores = self._probe_scores(step)
+        self.step_fn.train()
+        self.eval_time += time.perf_counter() - t0
+        point = self._trajectory_point(step, scores)
+        self.record["trajectory"].append(point)
+        self.select(step, point)
+        self.record["train_time_s"] = round(self.train_time, 3)
+        self.record["eval_time_s"] = round(self.eval_time, 3)
+        self.save()
+        self.say(
+            f"[{self.run_id}] step {step}/{self.total} loss {_fmt(point['loss'])} "
+            f"stsb_dev {point['stsb_dev']:.2f} align {point['align']:.4f} uniform {point['uniform']:.4f} "
+            f"({point['elapsed_s']:.0f} s){' *' if self.record['best_step'] == step else ''}"
+        )
+        if self.resume_path is not None and self.clock.due(step, self.total):  # last: no random draws after
+            self.checkpoint(step)
+
+    def _probe_scores(self, step: int) -> dict[str, float]:
+        """The STS-B dev scores; the starting encoder's (step 0, shared by every run) may be cached."""
+        cache = self.probe_cache
         key = None
-        if step == 0 and probe_cache is not None:  # the starting encoder: shared by every run
+        if step == 0 and cache is not None:
             key = probe_key(
-                encoder.model,
-                probe,
-                pooler=config.eval_pooler,
-                precision=config.precision,
-                device=encoder.device,
+                self.encoder.model,
+                self.probe_fn,
+                pooler=self.config.eval_pooler,
+                precision=self.config.precision,
+                device=self.encoder.device,
             )
-        cached = probe_cache.get(key) if probe_cache is not None and key is not None else None
+        cached = cache.get(key) if cache is not None and key is not None else None
         if cached is not None:
-            scores = cached
-            record["step0_probe_cached"] = True
-        else:
-            scores = probe(embed)
-            if probe_cache is not None and key is not None:
-                probe_cache.put(key, scores, run_id=run_id, model=config.model)
-        step_fn.train()
-        eval_time += time.perf_counter() - t0
+            self.record["step0_probe_cached"] = True
+            return cached
+        scores = self.probe_fn(self.embed_probe)
+        if cache is not None and key is not None:
+            cache.put(key, scores, run_id=self.run_id, model=self.config.model)
+        return scores
+
+    def _trajectory_point(self, step: int, scores: dict[str, float]) -> dict[str, Any]:
+        """The trajectory point of ``step``: the probe's scores and the steps' mean loss and metrics."""
         point: dict[str, Any] = {
             "step": step,
-            "loss": float(np.mean(pending_loss)) if pending_loss else None,
+            "loss": float(np.mean(self.pending_loss)) if self.pending_loss else None,
             "stsb_dev": float(scores["stsb_dev"]),
             "align": float(scores["align"]),
             "uniform": float(scores["uniform"]),
-            "lr": step_fn.lr,
-            "elapsed_s": round(time.perf_counter() - wall0, 3),
+            "lr": self.step_fn.lr,
+            "elapsed_s": round(time.perf_counter() - self.elapsed0, 3),
         }
         for key in sorted(scores):
             if key not in point:
                 point[key] = float(scores[key])
-        for key, values in sorted(pending_metrics.items()):
+        for key, values in sorted(self.pending_metrics.items()):
             point[key if key not in RESERVED_KEYS else f"method_{key}"] = float(np.mean(values))
-        pending_loss.clear()
-        pending_metrics.clear()
-        record["trajectory"].append(point)
-        candidate = step > 0 or total == 0
-        if candidate and point["stsb_dev"] > best["score"]:
-            best.update(
+        self.pending_loss.clear()
+        self.pending_metrics.clear()
+        return point
+
+    def select(self, step: int, point: Mapping[str, Any]) -> None:
+        """Keep the state of ``step`` (on the CPU) when its STS-B dev beats the best so far.
+
+        Step 0 is no candidate (SimCSE never selects the untrained encoder) unless the run has no
+        training steps.
+        """
+        candidate = step > 0 or self.total == 0
+        if candidate and point["stsb_dev"] > self.best["score"]:
+            self.best.update(
                 score=point["stsb_dev"],
                 step=step,
-                encoder=_cpu_state(encoder),
-                method=method.snapshot_state(),
+                encoder=_cpu_state(self.encoder),
+                method=self.method.snapshot_state(),
             )
-            record["best_step"] = step
-            record["best_stsb_dev"] = point["stsb_dev"]
-        record["train_time_s"] = round(train_time, 3)
-        record["eval_time_s"] = round(eval_time, 3)
-        save()
-        say(
-            f"[{run_id}] step {step}/{total} loss {_fmt(point['loss'])} stsb_dev {point['stsb_dev']:.2f} "
-            f"align {point['align']:.4f} uniform {point['uniform']:.4f} "
-            f"({point['elapsed_s']:.0f} s){' *' if record['best_step'] == step else ''}"
-        )
-        if resume_path is not None and clock.due(step, total):  # last: no random draws after it
-            state = ckpt.training_state(
-                config=record["config"],
-                step=step,
-                encoder=encoder,
-                method=method,
-                optimizer=step_fn.optimizer,
-                scheduler=step_fn.scheduler,
-                best=best,
-                record=record,
-                train_time=train_time,
-                eval_time=eval_time,
-            )
-            ckpt.save_checkpoint(resume_path, state)
+            self.record["best_step"] = step
+            self.record["best_stsb_dev"] = point["stsb_dev"]
 
-    start = 0
-    resumed, why_not = ckpt.load_checkpoint(resume_path, record["config"]) if resume_path else (None, None)
-    if why_not:
-        say(f"[{run_id}] starting from step 0: {why_not}")
-    if resumed is not None and resume:
-        start = ckpt.restore_training_state(
-            resumed,
-            encoder=encoder,
-            method=method,
-            optimizer=step_fn.optimizer,
-            scheduler=step_fn.scheduler,
-            best=best,
-            record=record,
+    def checkpoint(self, step: int) -> None:
+        """Write the resume checkpoint of the evaluation point ``step``."""
+        from harness import checkpoint as ckpt
+
+        assert self.resume_path is not None
+        state = ckpt.training_state(
+            config=self.record["config"],
+            step=step,
+            encoder=self.encoder,
+            method=self.method,
+            optimizer=self.step_fn.optimizer,
+            scheduler=self.step_fn.scheduler,
+            best=self.best,
+            record=self.record,
+            train_time=self.train_time,
+            eval_time=self.eval_time,
         )
-        train_time, eval_time = float(resumed["train_time"]), float(resumed["eval_time"])
-        last = record["trajectory"][-1] if record["trajectory"] else {}
-        wall0 -= float(last.get("elapsed_s") or 0.0)  # elapsed_s goes on from the checkpoint
-        record["resumed_from_step"] = start
-        step_fn.train()
-        ckpt.set_rng_state(resumed["rng"])
-        say(f"[{run_id}] resumed from the checkpoint at step {start}/{total}")
-    else:
-        evaluate_now(0)
-    stream = batches(sentences, config.batch_size, config.seed)
-    for _ in range(start):  # the stream is a function of the seed: skip the batches already used
-        next(stream)
-    for step in range(start + 1, total + 1):
+        ckpt.save_checkpoint(self.resume_path, state)
+
+    # -- final evaluation ------------------------------------------------------------------------
+    def final_evaluation(self) -> None:
+        """The best state, its head in the pooler, the optional saved model, then the final tasks."""
+        self._load_best()
+        if self.model_store is not None:
+            self._save_model(self.model_store)
         t0 = time.perf_counter()
-        loss, metrics = step_fn(next(stream), step)
-        train_time += time.perf_counter() - t0
-        pending_loss.append(loss)
-        for key, value in metrics.items():
-            pending_metrics.setdefault(key, []).append(value)
-        if step % config.eval_every == 0 or step == total:
-            evaluate_now(step)
+        embed = self._post_whitened(self.embed_final)
+        if self.final_evaluate is not None:
+            self._final_tasks(self.final_evaluate, embed)
+        self.record["final_time_s"] = round(time.perf_counter() - t0, 3)
+        self.eval_time += time.perf_counter() - t0
+        self.record["train_time_s"] = round(self.train_time, 3)
+        self.record["eval_time_s"] = round(self.eval_time, 3)
 
-    if best["encoder"] is not None:
-        encoder.load_state_dict(best["encoder"])
-        method.restore_state(best["method"])
-    encoder.eval()
-    head_into_pooler(required=config.eval_pooler == "cls")
-    if checkpoint_store is not None:
-        target = checkpoint_store.checkpoint_dir(run_id)
+    def _load_best(self) -> None:
+        if self.best["encoder"] is not None:
+            self.encoder.load_state_dict(self.best["encoder"])
+            self.method.restore_state(self.best["method"])
+        self.encoder.eval()
+        self.head_into_pooler(required=self.config.eval_pooler == "cls")
+
+    def _save_model(self, store: RunStore) -> None:
+        target = store.checkpoint_dir(self.run_id)
         target.mkdir(parents=True, exist_ok=True)
-        hf_model: Any = encoder.model
+        hf_model: Any = self.encoder.model
         hf_model.save_pretrained(str(target))
-        encoder.tokenizer.save_pretrained(str(target))
-        record["checkpoint"] = str(target)
-        say(f"[{run_id}] best encoder (step {record['best_step']}) saved to {target}")
+        self.encoder.tokenizer.save_pretrained(str(target))
+        self.record["checkpoint"] = str(target)
+        self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
 
-    t0 = time.perf_counter()
-    final_embed: EmbedFn = embed_final
-    if config.post_whiten != "none":
-        fit_on = sentences[: config.post_whiten_sentences]
-        say(f"[{run_id}] fitting {config.post_whiten} post-whitening on {len(fit_on)} corpus sentences")
-        final_embed = fit_whitening(embed_final, fit_on, config.post_whiten)
-    if final_evaluate is not None:
-        say(
-            f"[{run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode}, "
+    def _post_whitened(self, embed: EmbedFn) -> EmbedFn:
+        config = self.config
+        if config.post_whiten == "none":
+            return embed
+        fit_on = self.sentences[: config.post_whiten_sentences]
+        self.say(
+            f"[{self.run_id}] fitting {config.post_whiten} post-whitening on {len(fit_on)} corpus sentences"
+        )
+        return fit_whitening(embed, fit_on, config.post_whiten)
+
+    def _final_tasks(self, evaluate: FinalEvaluator, embed: EmbedFn) -> None:
+        config = self.config
+        self.say(
+            f"[{self.run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode}, "
             f"{config.eval_precision})"
         )
-        final = final_evaluate(final_embed, data_root, config.final_tasks, config.transfer_mode)
+        final = evaluate(embed, self.data_root, config.final_tasks, config.transfer_mode)
         seconds = final.pop(FINAL_SECONDS, None)
-        record["final"] = final
+        self.record["final"] = final
         if isinstance(seconds, dict):
-            record["final_seconds"] = seconds
-    record["final_time_s"] = round(time.perf_counter() - t0, 3)
-    eval_time += time.perf_counter() - t0
-    record["train_time_s"] = round(train_time, 3)
-    record["eval_time_s"] = round(eval_time, 3)
+            self.record["final_seconds"] = seconds
 
 
 __all__ = [
     "TrainStep",
+    "TrainingRun",
     "batches",
     "linear_schedule",
     "make_final_evaluator",

@@ -22,10 +22,16 @@ space, kept under ``<runs dir>/ray``.
   no more trials at once than the node holds (two K = 10 noise probes at ~5 GB each fit in 24 GB,
   three do not); after every trial the worker gives its freed memory back to the system (a reused
   worker runs the next trial in a new thread, whose allocator would not reuse it).
-* Ray Tune itself failing (on 2026-11-23 Tune 2.5x raised on the ``OutOfMemoryError`` of a worker
-  Ray's memory monitor had killed) ends the grid with :class:`GridStopped`: runs left ``running``
-  are marked ``interrupted`` with Tune's reason, finished ones stay, the next grid resumes.
-* Progress: one line per trial start and end (done / running / failed / remaining, with an ETA).
+* Ray Tune itself failing (Tune 2.5x raises on the ``OutOfMemoryError`` of a worker Ray's memory
+  monitor killed; tests/test_tune_smoke.py replays it) ends the grid with
+  :class:`~harness.progress.GridStopped`: runs left ``running`` are marked ``interrupted`` with
+  Tune's reason, finished ones stay, the next grid resumes.
+* Progress: one line per trial start and end (done / running / failed / remaining, with an ETA),
+  written by :class:`harness.progress.GridProgress`; ``_Progress`` only adapts it to Tune's callbacks.
+* Each trial gets one frozen :class:`TrialSpec` (data root, store root, device, threads, the train
+  function) and its :class:`~harness.config.RunConfig` itself, already validated by the grid.
+* Record bookkeeping (a ``failed`` record for a trial that died, ``interrupted`` marks) lives in
+  :mod:`harness.bookkeeping`; SIGTERM handling in :mod:`harness.signals`.
 * Resuming is the grid's job: killed and started again, it skips runs with a finished record
   (:mod:`harness.grid`), so only the remaining ones run.
 * Ctrl-C: the trials are stopped, Ray shuts down, runs left ``running`` are marked ``interrupted``
@@ -34,8 +40,8 @@ space, kept under ``<runs dir>/ray``.
   system temporary folder, removed at shutdown; folders left by killed grids (dead pid) are removed
   at the next start.
 
-The returned :class:`GridReport` says how much of the wall time was trial work and how much was Ray
-start-up and scheduling.
+The returned :class:`~harness.progress.GridReport` says how much of the wall time was trial work
+and how much was Ray start-up and scheduling.
 """
 
 from __future__ import annotations
@@ -48,13 +54,24 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.bookkeeping import ensure_failed_record, mark_interrupted, short_error
 from harness.cleanup import TEMP_PREFIX, remove_stale_temp_dirs
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
+from harness.progress import (
+    GridInterrupted,
+    GridProgress,
+    GridReport,
+    GridStopped,
+    Log,
+    print_line,
+    save_traceback,
+)
+from harness.signals import keep_sigterm_handler
 
 _QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",  # no usage-stats reporting
@@ -75,7 +92,6 @@ if TYPE_CHECKING:
     from harness.config import RunConfig
     from harness.store import RunStore
 
-Log = Callable[[str], None]
 TrainFn = Callable[..., Mapping[str, Any]]
 """``train_fn(config, data_root, store, *, device, num_threads) -> record`` (default: train_run)."""
 
@@ -103,93 +119,40 @@ def default_train_fn(
     )
 
 
-def ensure_failed_record(store: RunStore, config: RunConfig, error: str) -> bool:
-    """Make sure the run has a ``failed`` record with a reason; return True if this wrote one.
+@dataclass(frozen=True)
+class TrialSpec:
+    """What every trial of a grid gets besides its run (one frozen value, shipped by Ray).
 
-    A record that already says ``failed`` (written by ``train_run``, with its own reason) or
-    ``finished`` is left alone; a missing or ``running`` one becomes ``failed``.
+    Attributes:
+        train_fn: the trial body (:func:`default_train_fn`, or a test's fake).
+        data_root: the data root (absolute; every node must read it).
+        store_root: the run store's folder (absolute; every node must see the same one).
+        device: ``cuda`` or ``cpu``.
+        num_threads: torch threads of the trial (its CPUs).
+        save_model: keep the run's best encoder under the store (``harness export``).
     """
-    from harness.store import new_record, now_iso
 
-    record = store.load(config.run_id())
-    if record is not None and record.get("status") in ("failed", "finished"):
-        return False
-    if record is None:
-        record = dict(new_record(config))
-    record["status"] = "failed"
-    record["error"] = error
-    record["finished_at"] = now_iso()
-    store.save(record)
-    return True
+    train_fn: TrainFn
+    data_root: Path
+    store_root: Path
+    device: str
+    num_threads: int
+    save_model: bool = False
 
 
-def mark_interrupted(store: RunStore, configs: Sequence[RunConfig], reason: str) -> list[str]:
-    """Mark the runs of ``configs`` whose record, or whose attempt beside a finished record (a run
-    asked again for more final tasks), still says ``running`` as ``interrupted``.
-
-    Returns the ids marked. Finished and failed records and attempts are left alone.
-    """
-    from harness.store import now_iso
-
-    marked = []
-    for config in configs:
-        run_id = config.run_id()
-        record = store.load(run_id)
-        if record is None:
-            continue
-        candidates = [record] if record.get("status") == "running" else []
-        if record.get("status") == "finished":
-            candidates = [a for a in store.attempts(run_id) if a.get("status") == "running"]
-        for running in candidates:
-            running.update(status="interrupted", error=reason, finished_at=now_iso())
-            store.save(running)
-        if candidates:
-            marked.append(run_id)
-    return marked
-
-
-def _short_error(text: str | None) -> str:
-    """One line out of a trial's error: the exception line, or why Ray says the worker died."""
-    import re
-
-    body = (text or "").strip()
-    died = re.search(
-        r"Worker exit type: (\S+)\s+Worker exit detail: (.*?)(?:\s+Some common causes|$)", body, re.S
-    )
-    if died:
-        pid = re.search(r"\bpid: (\d+)", body)
-        who = f" (pid {pid.group(1)})" if pid else ""
-        detail = " ".join(died.group(2).split())
-        return (
-            f"the trial's Ray worker{who} died: {died.group(1)}: {detail} (Ray names as common causes "
-            "the OOM killer, `ray stop --force`, or a crash such as SIGSEGV)"
-        )
-    lines = [ln.strip() for ln in body.splitlines() if ln.strip()]
-    return lines[-1] if lines else "the trial errored in its Ray worker (Ray gave no reason)"
-
-
-def _trial_body(
-    tune_config: dict[str, Any],
-    *,
-    train_fn: TrainFn,
-    data_root: str,
-    store_root: str,
-    num_threads: int,
-    use_gpu: bool,
-    save_model: bool = False,
-) -> None:
-    """One Tune trial: rebuild the config, train, report; record any failure."""
-    from harness.config import RunConfig
+def _trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
+    """One Tune trial: train the run it was given, report; record any failure."""
     from harness.memory import release_freed
     from harness.store import RunStore
 
-    config = RunConfig.from_dict(tune_config["run_entry"]["run"])
-    store = RunStore(store_root)
+    config: RunConfig = tune_config["run_entry"]["run"]  # validated by the grid: trusted as it is
+    store = RunStore(spec.store_root)
     start = time.perf_counter()
     try:
-        extra: dict[str, Any] = {"save_checkpoint": True} if save_model else {}
-        device = "cuda" if use_gpu else "cpu"
-        record = train_fn(config, Path(data_root), store, device=device, num_threads=num_threads, **extra)
+        extra: dict[str, Any] = {"save_checkpoint": True} if spec.save_model else {}
+        record = spec.train_fn(
+            config, spec.data_root, store, device=spec.device, num_threads=spec.num_threads, **extra
+        )
     except BaseException as exc:
         ensure_failed_record(store, config, f"{type(exc).__name__}: {exc}")
         raise
@@ -205,133 +168,39 @@ def _trial_body(
     )
 
 
-def _fmt_duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, sec = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{sec:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
-
-
-@dataclass
-class GridReport:
-    """What a grid did and where its time went.
-
-    Attributes:
-        total: trials started.
-        finished: trials that ended with a finished record.
-        failed: ``(run_id, reason)`` per failed trial.
-        wall_s: wall time of :func:`run_trials` (Ray start-up included).
-        ray_start_s: time to start or connect to Ray.
-        fit_s: time inside ``Tuner.fit`` (scheduling and trials).
-        work_s: sum over trials of the time spent inside the trial body (training and evaluation).
-        slots: how many trials could run at once with the resources Ray saw.
-    """
-
-    total: int = 0
-    finished: int = 0
-    failed: list[tuple[str, str]] = field(default_factory=list)
-    wall_s: float = 0.0
-    ray_start_s: float = 0.0
-    fit_s: float = 0.0
-    work_s: float = 0.0
-    slots: int = 1
-    interrupted: list[str] = field(default_factory=list)
-
-    def overhead_s(self) -> float:
-        """Wall time not explained by trial work spread over the slots (start-up, scheduling)."""
-        return max(0.0, self.wall_s - self.work_s / max(1, min(self.slots, max(1, self.total))))
-
-    def summary(self) -> list[str]:
-        lines = [
-            f"grid: {self.finished} finished, {len(self.failed)} failed of {self.total} trials "
-            f"in {self.wall_s:.1f} s",
-            f"time: Ray start-up {self.ray_start_s:.1f} s; Tune fit {self.fit_s:.1f} s; trial work "
-            f"{self.work_s:.1f} s summed over trials ({self.slots} slot(s) in parallel); start-up and "
-            f"scheduling overhead about {self.overhead_s():.1f} s "
-            f"({100 * self.overhead_s() / max(self.wall_s, 1e-9):.0f}% of the wall time)",
-        ]
-        lines.extend(f"failed: {run_id}: {reason}" for run_id, reason in self.failed)
-        lines.extend(f"interrupted: {run_id} (the next grid runs it again)" for run_id in self.interrupted)
-        return lines
-
-
 def _trial_name(trial: Any) -> str:
     """Short trial names (Tune's default puts the whole config into the folder name)."""
     return f"{_entry(trial).get('run_id', 'trial')}_{trial.trial_id}"
 
 
 def _entry(trial: Any) -> dict[str, Any]:
-    """The ``{"run": config dict, "run_id": id}`` entry a trial was given."""
+    """The ``{"run": RunConfig, "run_id": id}`` entry a trial was given."""
     return dict((trial.config or {}).get("run_entry") or {})
 
 
-def print_line(line: str) -> None:
-    """The default progress sink (a module-level function, so Tune can pickle it by reference)."""
-    print(line, flush=True)
-
-
-class _Progress(tune.Callback):
-    """Prints one line per trial start and end; records driver-side failures.
+class _Progress(GridProgress, tune.Callback):
+    """Tune's callbacks feeding :class:`~harness.progress.GridProgress` (its lines and failed records).
 
     Tune pickles its callbacks with the experiment state. The log sink is a driver-side object (the
     ``print`` builtin may even have been replaced since it was captured), so it is left out of the
-    pickled state and falls back to :func:`print_line` if the callback is ever restored.
+    pickled state and falls back to :func:`~harness.progress.print_line` if the callback is ever
+    restored.
     """
-
-    def __init__(self, total: int, store: RunStore, log: Log) -> None:
-        self.total = total
-        self.store = store
-        self.log: Log = log
-        self.start = time.perf_counter()
-        self.running = 0
-        self.done = 0
-        self.failed: list[tuple[str, str]] = []
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["log"] = print_line
         return state
 
-    def _line(self, event: str) -> None:
-        ended = self.done + len(self.failed)
-        remaining = self.total - ended
-        elapsed = time.perf_counter() - self.start
-        eta = f", ETA {_fmt_duration(elapsed / ended * remaining)}" if ended and remaining else ""
-        self.log(
-            f"[{ended}/{self.total}] done {self.done}, running {self.running}, failed {len(self.failed)}, "
-            f"remaining {remaining}{eta} ({_fmt_duration(elapsed)} elapsed) | {event}"
-        )
-
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        self.running += 1
-        self._line(f"started {_entry(trial).get('run_id')}")
+        self.trial_started(_entry(trial).get("run_id"))
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        self.running = max(0, self.running - 1)
-        self.done += 1
-        result = trial.last_result or {}
-        dev = result.get("best_stsb_dev")
-        dev_text = f"STS-B dev {dev:.2f}, " if isinstance(dev, int | float) else ""
-        work = result.get("work_s")
-        work_text = f"{work:.1f} s" if isinstance(work, int | float) else "?"
-        self._line(f"finished {_entry(trial).get('run_id')} ({dev_text}{work_text})")
+        self.trial_finished(_entry(trial).get("run_id"), trial.last_result or {})
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        from harness.config import RunConfig
-
-        self.running = max(0, self.running - 1)
-        run_id = str(_entry(trial).get("run_id"))
-        reason = _short_error(_trial_error_text(trial))
-        where = f" (traceback: {trial.error_file})" if trial.error_file else ""
-        config = RunConfig.from_dict(_entry(trial)["run"])
-        ensure_failed_record(self.store, config, reason)
-        record = self.store.load(run_id) or {}
-        self.failed.append((run_id, str(record.get("error") or reason)))
-        self._line(f"FAILED {run_id}: {self.failed[-1][1]}{where}")
+        reason = short_error(_trial_error_text(trial))
+        self.trial_failed(_entry(trial)["run"], reason, trial.error_file)
 
 
 def _trial_error_text(trial: Any) -> str | None:
@@ -364,6 +233,24 @@ def _register_by_value(fn: Callable[..., Any]) -> None:
     ray.cloudpickle.register_pickle_by_value(module)
 
 
+@dataclass(frozen=True)
+class GridRequest:
+    """How :func:`run_trials` was asked to run its trials (see its arguments)."""
+
+    address: str | None
+    gpus_per_trial: float | None
+    cpus_per_trial: int
+    smoke: bool
+    train_fn: TrainFn | None
+    storage_dir: Path | None
+    log: Log
+    save_model: bool
+
+    def storage(self, store: RunStore) -> Path:
+        """Tune's scratch folder: ``storage_dir``, default ``<store root>/ray``."""
+        return Path(self.storage_dir) if self.storage_dir is not None else Path(store.root) / "ray"
+
+
 def run_trials(
     configs: Sequence[RunConfig],
     data_root: Path,
@@ -391,34 +278,46 @@ def run_trials(
         train_fn: the trial body (default :func:`default_train_fn`); tests pass a fast fake.
         storage_dir: Tune's scratch folder (default ``<store root>/ray``).
         log: where progress lines go.
+        save_model: keep each run's best encoder under the store.
 
     Returns:
-        A :class:`GridReport` (counts, failures, and where the time went).
+        A :class:`~harness.progress.GridReport` (counts, failures, and where the time went).
+
+    Raises:
+        GridInterrupted: Ctrl-C or SIGTERM (the runs left ``running`` are marked ``interrupted``).
+        GridStopped: Ray Tune stopped with an error of its own (same marks; traceback saved).
+        HarnessError: the grid's own checks (resources, address).
     """
     report = GridReport(total=len(configs))
     if not configs:
         return report
-    from harness.commands.common import check_resource_request
+    request = GridRequest(
+        address=address,
+        gpus_per_trial=gpus_per_trial,
+        cpus_per_trial=cpus_per_trial,
+        smoke=smoke,
+        train_fn=train_fn,
+        storage_dir=storage_dir,
+        log=log,
+        save_model=save_model,
+    )
+    return _run_grid(configs, data_root, store, report, request)
 
-    check_resource_request(cpus_per_trial, gpus_per_trial)
-    check_address(None if smoke else address)
+
+def _run_grid(
+    configs: Sequence[RunConfig], data_root: Path, store: RunStore, report: GridReport, request: GridRequest
+) -> GridReport:
+    """Check the request, open the Ray session, fit; whatever stops the grid marks what it left."""
+    from harness.resources import check_resource_request
+
+    check_resource_request(request.cpus_per_trial, request.gpus_per_trial)
+    check_address(None if request.smoke else request.address)
     wall0 = time.perf_counter()
     try:
-        with ray_session(address=address, smoke=smoke, min_cpus=cpus_per_trial) as start_s:
+        session = ray_session(address=request.address, smoke=request.smoke, min_cpus=request.cpus_per_trial)
+        with session as start_s:
             report.ray_start_s = start_s
-            _fit(
-                configs,
-                data_root,
-                store,
-                report,
-                gpus_per_trial,
-                cpus_per_trial,
-                smoke,
-                train_fn,
-                storage_dir,
-                log,
-                save_model,
-            )
+            _fit(configs, data_root, store, report, request)
     except KeyboardInterrupt:
         # Ray is shut down by now (its workers are gone): what they left "running" was interrupted
         why = "interrupted (Ctrl-C or SIGTERM on the grid driver)"
@@ -431,51 +330,13 @@ def run_trials(
         report.wall_s = time.perf_counter() - wall0
         if isinstance(exc, HarnessError):
             raise
-        trace = _save_traceback(Path(storage_dir) if storage_dir is not None else Path(store.root) / "ray")
-        raise GridStopped(report, reason[:300], trace) from exc
+        raise GridStopped(report, reason[:300], save_traceback(request.storage(store))) from exc
     report.wall_s = time.perf_counter() - wall0
     return report
 
 
-class GridStopped(HarnessError):
-    """Ray Tune stopped the grid with an error of its own; ``report.interrupted`` lists the runs it
-    left ``running`` (now marked ``interrupted``: the next grid runs them again)."""
-
-    def __init__(self, report: GridReport, reason: str, trace: Path | None = None) -> None:
-        where = f" (traceback: {trace})" if trace is not None else ""
-        super().__init__(
-            f"Ray Tune stopped the grid: {reason}{where}. Finished runs are kept; "
-            f"{len(report.interrupted)} run(s) it left running are marked interrupted; "
-            "the same command resumes the grid"
-        )
-        self.report = report
-
-
-def _save_traceback(folder: Path) -> Path | None:
-    """Write the exception being handled to ``folder/grid-stopped-<time>.txt``; its path, or None."""
-    import traceback
-
-    path = folder / f"grid-stopped-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}.txt"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(traceback.format_exc(), encoding="utf-8")
-    except OSError:
-        return None
-    return path
-
-
-class GridInterrupted(KeyboardInterrupt):
-    """Ctrl-C during :func:`run_trials`; ``report`` says what was finished and what was interrupted."""
-
-    def __init__(self, report: GridReport) -> None:
-        super().__init__("interrupted")
-        self.report = report
-
-
 def _check_fits_cluster(cpus_per_trial: int, gpus: float) -> None:
     """A trial that asks for more than the cluster has would wait for ever: refuse it at once."""
-    from harness.errors import ConfigError
-
     resources = ray.cluster_resources()
     have_cpu = float(resources.get("CPU", 0))
     have_gpu = float(resources.get("GPU", 0))
@@ -488,22 +349,6 @@ def _check_fits_cluster(cpus_per_trial: int, gpus: float) -> None:
             f"--cpus-per-trial {cpus_per_trial} is more than the {have_cpu:g} CPU(s) Ray sees; no trial "
             "could start"
         )
-
-
-def _sigterm_handler() -> Any:
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.getsignal(signal.SIGTERM)
-
-
-def _restore_sigterm(handler: Any) -> None:
-    import signal
-
-    if callable(handler):  # a Python handler the caller installed (the grid's: stop as Ctrl-C does)
-        signal.signal(signal.SIGTERM, handler)
 
 
 def _use_cluster_token() -> None:
@@ -559,8 +404,6 @@ def check_address(address: str | None, timeout_s: float = 5.0) -> None:
     import importlib.util
     import socket
 
-    from harness.errors import ConfigError
-
     if address is None or address in ("auto", "local"):
         return
     target = address
@@ -614,14 +457,11 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
         _use_cluster_token()
     try:
         try:
-            sigterm = _sigterm_handler()
-            ray.init(**kwargs)
-            _restore_sigterm(sigterm)  # ray.init replaces it with sys.exit; keep the caller's
+            with keep_sigterm_handler():  # ray.init replaces it with sys.exit; keep the caller's
+                ray.init(**kwargs)
         except (ConnectionError, RuntimeError, TimeoutError) as exc:
             if "address" not in kwargs:
                 raise
-            from harness.errors import ConfigError
-
             raise ConfigError(f"--address {address}: {_connect_error(exc)}") from None
         yield time.perf_counter() - start
     finally:
@@ -696,56 +536,59 @@ def _resources_fn(
 
 
 def _fit(
-    configs: Sequence[RunConfig],
-    data_root: Path,
-    store: RunStore,
-    report: GridReport,
-    gpus_per_trial: float | None,
-    cpus_per_trial: int,
-    smoke: bool,
-    train_fn: TrainFn | None,
-    storage_dir: Path | None,
-    log: Log,
-    save_model: bool = False,
+    configs: Sequence[RunConfig], data_root: Path, store: RunStore, report: GridReport, request: GridRequest
 ) -> None:
     """Build the Tuner, run it, read the results back into ``report``."""
     gpus = (
-        float(gpus_per_trial)
-        if gpus_per_trial is not None
-        else (1.0 if ray.cluster_resources().get("GPU", 0) >= 1 and not smoke else 0.0)
+        float(request.gpus_per_trial)
+        if request.gpus_per_trial is not None
+        else (1.0 if ray.cluster_resources().get("GPU", 0) >= 1 and not request.smoke else 0.0)
     )
-    _check_fits_cluster(cpus_per_trial, gpus)
-    report.slots = _slots(cpus_per_trial, gpus)
-    fn = train_fn or default_train_fn
-    _register_by_value(fn)
+    _check_fits_cluster(request.cpus_per_trial, gpus)
+    report.slots = _slots(request.cpus_per_trial, gpus)
+    spec = TrialSpec(
+        train_fn=request.train_fn or default_train_fn,
+        data_root=Path(data_root).resolve(),
+        store_root=Path(store.root).resolve(),
+        device="cuda" if gpus > 0 else "cpu",
+        num_threads=int(request.cpus_per_trial),
+        save_model=request.save_model,
+    )
+    _register_by_value(spec.train_fn)
     trainable = tune.with_resources(
-        tune.with_parameters(
-            _trial_body,
-            train_fn=fn,
-            data_root=str(Path(data_root).resolve()),
-            store_root=str(Path(store.root).resolve()),
-            num_threads=int(cpus_per_trial),
-            use_gpu=gpus > 0,
-            save_model=save_model,
-        ),
-        _resources_fn(configs, cpus_per_trial, gpus, report.slots, log),
+        tune.with_parameters(_trial_body, spec=spec),
+        _resources_fn(configs, request.cpus_per_trial, gpus, report.slots, request.log),
     )
-    entries = [{"run": c.to_dict(), "run_id": c.run_id()} for c in configs]
-    progress = _Progress(len(configs), store, log)
-    storage = Path(storage_dir) if storage_dir is not None else Path(store.root) / "ray"
+    progress = _Progress(len(configs), store, request.log)
+    storage = request.storage(store)
     storage.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    tuner = tune.Tuner(
+    name = f"grid-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    tuner = _tuner(trainable, configs, report.slots, progress, storage, name)
+    fit0 = time.perf_counter()
+    with _quiet_tune_logs():
+        results = tuner.fit()
+    report.fit_s = time.perf_counter() - fit0
+    _collect(results, store, progress, report)
+    if not report.failed:  # Tune's scratch of a clean grid holds nothing anyone reads; errors are kept
+        shutil.rmtree(storage / name, ignore_errors=True)
+
+
+def _tuner(
+    trainable: Any, configs: Sequence[RunConfig], slots: int, progress: _Progress, storage: Path, name: str
+) -> tune.Tuner:
+    """One trial per run (its RunConfig object itself is the trial's config), ``slots`` at a time."""
+    entries = [{"run": c, "run_id": c.run_id()} for c in configs]
+    return tune.Tuner(
         trainable,
         param_space={"run_entry": tune.grid_search(entries)},
         tune_config=tune.TuneConfig(
-            max_concurrent_trials=report.slots,
+            max_concurrent_trials=slots,
             reuse_actors=True,  # one worker process per slot: torch and the harness import once
             trial_name_creator=_trial_name,
             trial_dirname_creator=_trial_name,
         ),
         run_config=tune.RunConfig(
-            name=f"grid-{stamp}",
+            name=name,
             storage_path=str(storage.resolve()),
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
@@ -753,19 +596,10 @@ def _fit(
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         ),
     )
-    fit0 = time.perf_counter()
-    with _quiet_tune_logs():
-        results = tuner.fit()
-    report.fit_s = time.perf_counter() - fit0
-    _collect(results, store, progress, report)
-    if not report.failed:  # Tune's scratch of a clean grid holds nothing anyone reads; errors are kept
-        shutil.rmtree(storage / f"grid-{stamp}", ignore_errors=True)
 
 
 def _collect(results: Any, store: RunStore, progress: _Progress, report: GridReport) -> None:
     """Read the ResultGrid back: work time, finished count; a failed record for any errored trial."""
-    from harness.config import RunConfig
-
     failed = dict(progress.failed)
     for result in results:
         entry = (result.config or {}).get("run_entry") or {}
@@ -775,8 +609,8 @@ def _collect(results: Any, store: RunStore, progress: _Progress, report: GridRep
             report.work_s += float(metrics["work_s"])
         if result.error is not None:
             if run_id not in failed and entry.get("run"):
-                reason = _short_error(str(result.error))
-                ensure_failed_record(store, RunConfig.from_dict(entry["run"]), reason)
+                reason = short_error(str(result.error))
+                ensure_failed_record(store, entry["run"], reason)
                 failed[run_id] = str((store.load(run_id) or {}).get("error") or reason)
             continue
         record = store.load(run_id) or {}

@@ -290,7 +290,7 @@ def test_transfer_is_scored_only_for_runs_a_transfer_table_uses(data_root: Path)
     attach_status(plan, store)
     assert shared.state == "missing"
     assert complete_for(record, "sts") and not complete_for(record, "all") and not complete_for(None, "sts")
-    from harness.tune import mark_interrupted
+    from harness.bookkeeping import mark_interrupted
 
     # the re-run with transfer is stopped: its attempt beside the finished record is marked
     # interrupted (the finished STS record stays), and it does not count as done for this plan

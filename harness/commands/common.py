@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.resources import check_resource_request as check_resource_request  # check_cmd's import
 
 
 def add_data_dir(parser: argparse.ArgumentParser) -> None:
@@ -148,19 +149,3 @@ def check_finite_configs(configs: list[Any]) -> None:
         check_finite_overrides(settings, f"run {config.run_id()}:")
         where = f"run {config.run_id()}: {config.method}"
         check_finite_overrides(params if isinstance(params, dict) else {}, where)
-
-
-def check_resource_request(cpus_per_trial: int, gpus_per_trial: float | None) -> None:
-    """Reject impossible per-trial resources before Ray starts (one line, exit 2)."""
-    import math
-
-    from harness.errors import ConfigError
-
-    if cpus_per_trial < 1:
-        raise ConfigError(f"--cpus-per-trial must be >= 1, got {cpus_per_trial}")
-    if gpus_per_trial is not None and (not math.isfinite(gpus_per_trial) or gpus_per_trial < 0):
-        raise ConfigError(f"--gpus-per-trial must be finite and >= 0, got {gpus_per_trial}")
-    if gpus_per_trial is not None and gpus_per_trial > 1 and gpus_per_trial != int(gpus_per_trial):
-        raise ConfigError(
-            f"--gpus-per-trial must be a fraction <= 1 or a whole number of GPUs, got {gpus_per_trial}"
-        )

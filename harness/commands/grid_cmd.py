@@ -16,10 +16,10 @@ same.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.commands.common import (
     add_data_dir,
@@ -28,6 +28,12 @@ from harness.commands.common import (
     check_spec_paths,
 )
 from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.grid import GridPlan, PlannedRun
+    from harness.progress import GridReport
+    from harness.specs import TableSpec
+    from harness.store import RunStore
 
 HELP = "run the grid of runs that table specs need (Ray Tune; skips finished runs)"
 
@@ -125,10 +131,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_override_arguments(parser)
 
 
+@dataclass
+class PlannedGrid:
+    """What ``harness grid`` planned: the specs, the profile, the expanded runs, store and data."""
+
+    specs: list[TableSpec]
+    profile: str
+    plan: GridPlan
+    store: RunStore
+    data_root: Path
+    retry: bool  # failed runs are run again (no --skip-failed)
+
+
 def run(args: argparse.Namespace) -> int:
+    """Plan, then either describe the plan (``--dry-run``) or, holding the grid lock, run it."""
     from harness.commands.common import check_writable_dir
-    from harness.cost import estimate_lines, hours, longest_first, makespan, scratch_line
-    from harness.grid import attach_status, claims_only, complete_for, describe, expand
+
+    grid = plan_grid(args)
+    if args.dry_run:
+        return dry_run(args, grid)
+    check_writable_dir(grid.store.root, "runs folder")
+    with grid.store.lock(log=print):
+        pending = pending_runs(grid)
+        if not pending:
+            return 0
+        ordered = longest_first_with_estimate(args, grid, pending)
+        outcome = run_pending(args, grid, pending, ordered)
+    if isinstance(outcome, int):
+        return outcome
+    print("\n".join(outcome.summary()))
+    print(f"records: {grid.store.records_dir}; tables: harness tables --profile {grid.profile}")
+    return 0 if not outcome.failed else 1
+
+
+def plan_grid(args: argparse.Namespace) -> PlannedGrid:
+    """Load the specs and expand them under the profile (with ``--claims-only``, what claims read)."""
+    from harness.grid import claims_only, expand
     from harness.paths import resolve_data_root
     from harness.specs import load_plot_specs, load_table_specs
     from harness.store import RunStore
@@ -164,53 +202,86 @@ def run(args: argparse.Namespace) -> int:
             f"warning: corpus {corpus} not found: run ids below are provisional (its content enters the id)"
         )
     check_finite_configs([r.config for r in plan.runs])
-    retry = not args.skip_failed
-    if args.dry_run:
-        attach_status(plan, store)
-        for line in distrust_scoreless(plan, store):
-            print(line)
-        print("\n".join(describe(plan, retry_failed=retry)))
-        todo = plan.pending(retry)
-        model, slots = cost_model(args, store, [r.config for r in plan.runs])  # corpus sizes of all
-        print("\n".join(estimate_lines([(r.config, r.used_by) for r in todo], model, local_slots=slots)))
-        if plan.counts()["finished"]:
-            print(scratch_line([r.config for r in plan.runs], model, slots))
-        return 0
-    check_writable_dir(store.root, "runs folder")
-    with store.lock(log=print):
-        from harness.cleanup import remove_stale_temp_dirs
+    return PlannedGrid(specs, profile, plan, store, data_root, retry=not args.skip_failed)
 
-        for folder in remove_stale_temp_dirs():
-            print(f"note: removed {folder} (Ray session files of a grid that was killed)")
-        attach_status(plan, store)
-        for line in distrust_scoreless(plan, store):
-            print(line)
-        for cell in plan.cells:
-            if cell.state == "unresolved":
-                print(f"warning: {cell.spec}: {cell.key}: not run: {cell.reason}")
-        pending = plan.pending(retry)
-        counts = plan.counts()
-        print(
-            f"grid {', '.join(s.name for s in specs)} under profile {profile}: {len(plan.runs)} distinct "
-            f"runs, {counts['finished']} already finished, {len(pending)} to run"
-        )
-        if not pending:
-            return 0
-        check_corpora([r.config for r in pending])
-        model, slots = cost_model(args, store, [r.config for r in pending])
-        ordered = longest_first([r.config for r in pending], model)
-        seconds = [model.run_seconds(c) for c in ordered]
-        print(
-            f"estimated: {sum(seconds) / 3600:.2f} trial-hours, about {hours(makespan(seconds, slots))} on "
-            f"{slots} slot(s); runs start longest first ({model.source(ordered[0])})"
-        )
-        from harness.tune import GridInterrupted, GridStopped, run_trials
 
-        previous = _sigterm_as_interrupt()
+def dry_run(args: argparse.Namespace, grid: PlannedGrid) -> int:
+    """``--dry-run``: the runs, which are done, and what the rest would cost; nothing runs."""
+    from harness.cost import estimate_lines, scratch_line
+    from harness.grid import attach_status, describe
+
+    plan, store = grid.plan, grid.store
+    attach_status(plan, store)
+    for line in distrust_scoreless(plan, store):
+        print(line)
+    print("\n".join(describe(plan, retry_failed=grid.retry)))
+    todo = plan.pending(grid.retry)
+    model, slots = cost_model(args, store, [r.config for r in plan.runs])  # corpus sizes of all
+    print("\n".join(estimate_lines([(r.config, r.used_by) for r in todo], model, local_slots=slots)))
+    if plan.counts()["finished"]:
+        print(scratch_line([r.config for r in plan.runs], model, slots))
+    return 0
+
+
+def pending_runs(grid: PlannedGrid) -> list[PlannedRun]:
+    """Under the lock: the store's status of every planned run, warnings, and the runs to do."""
+    from harness.cleanup import remove_stale_temp_dirs
+    from harness.grid import attach_status
+
+    for folder in remove_stale_temp_dirs():
+        print(f"note: removed {folder} (Ray session files of a grid that was killed)")
+    plan, store = grid.plan, grid.store
+    attach_status(plan, store)
+    for line in distrust_scoreless(plan, store):
+        print(line)
+    for cell in plan.cells:
+        if cell.state == "unresolved":
+            print(f"warning: {cell.spec}: {cell.key}: not run: {cell.reason}")
+    pending = plan.pending(grid.retry)
+    counts = plan.counts()
+    print(
+        f"grid {', '.join(s.name for s in grid.specs)} under profile {grid.profile}: {len(plan.runs)} "
+        f"distinct runs, {counts['finished']} already finished, {len(pending)} to run"
+    )
+    return pending
+
+
+def longest_first_with_estimate(
+    args: argparse.Namespace, grid: PlannedGrid, pending: list[PlannedRun]
+) -> list[Any]:
+    """Check the pending runs' corpora, then order them longest first and print the estimate."""
+    from harness.cost import hours, longest_first, makespan
+
+    check_corpora([r.config for r in pending])
+    model, slots = cost_model(args, grid.store, [r.config for r in pending])
+    ordered: list[Any] = longest_first([r.config for r in pending], model)
+    seconds = [model.run_seconds(c) for c in ordered]
+    print(
+        f"estimated: {sum(seconds) / 3600:.2f} trial-hours, about {hours(makespan(seconds, slots))} on "
+        f"{slots} slot(s); runs start longest first ({model.source(ordered[0])})"
+    )
+    return ordered
+
+
+def run_pending(
+    args: argparse.Namespace, grid: PlannedGrid, pending: list[PlannedRun], ordered: list[Any]
+) -> GridReport | int:
+    """Run the ordered configs through Ray Tune (SIGTERM stops them as Ctrl-C does).
+
+    Returns the grid report, or the exit status when the grid was interrupted (130) or Ray Tune
+    stopped it (1).
+    """
+    from harness.grid import complete_for
+    from harness.progress import GridInterrupted, GridStopped
+    from harness.signals import sigterm_as_interrupt
+    from harness.tune import run_trials
+
+    store = grid.store
+    with sigterm_as_interrupt():
         try:
-            report = run_trials(
+            return run_trials(
                 ordered,
-                data_root,
+                grid.data_root,
                 store,
                 address=args.address,
                 gpus_per_trial=args.gpus_per_trial,
@@ -219,11 +290,10 @@ def run(args: argparse.Namespace) -> int:
                 save_model=args.save_model,
             )
         except GridInterrupted as exc:
-            done = exc.report
             finished = sum(1 for r in pending if complete_for(store.load(r.run_id), r.config.final_tasks))
             print(
                 f"grid interrupted: {finished} of {len(pending)} pending run(s) finished, "
-                f"{len(done.interrupted)} interrupted (marked so; the next grid runs them again)",
+                f"{len(exc.report.interrupted)} interrupted (marked so; the next grid runs them again)",
                 file=sys.stderr,
             )
             return 130
@@ -232,12 +302,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"harness grid: error: {exc}", file=sys.stderr)
             print(f"{finished} of {len(pending)} pending run(s) finished before it stopped", file=sys.stderr)
             return 1
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-    print("\n".join(report.summary()))
-    print(f"records: {store.records_dir}; tables: harness tables --profile {profile}")
-    return 0 if not report.failed else 1
 
 
 def cost_model(args: argparse.Namespace, store: Any, configs: list[Any]) -> tuple[Any, int]:
@@ -269,19 +333,6 @@ def cost_model(args: argparse.Namespace, store: Any, configs: list[Any]) -> tupl
                 pass  # not here (planning only): the estimate assumes 1M sentences
     sharing = max(1, round(1.0 / gpus_per_trial)) if on_gpu and gpus_per_trial else 1
     return CostModel(store.records(), "cuda" if on_gpu else "cpu", sizes, sharing), slots
-
-
-def _sigterm_as_interrupt() -> Any:
-    """``kill PID`` (SIGTERM) stops a grid as Ctrl-C does: runs marked interrupted, exit 130."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    return signal.signal(signal.SIGTERM, handler)
 
 
 def distrust_scoreless(plan: Any, store: Any) -> list[str]:
