@@ -460,8 +460,8 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
             with keep_sigterm_handler():  # ray.init replaces it with sys.exit; keep the caller's
                 ray.init(**kwargs)
         except (ConnectionError, RuntimeError, TimeoutError) as exc:
-            if "address" not in kwargs:
-                raise
+            if address is None or smoke:
+                raise HarnessError(f"cannot start a local Ray: {_connect_error(exc)}") from None
             raise ConfigError(f"--address {address}: {_connect_error(exc)}") from None
         yield time.perf_counter() - start
     finally:
