@@ -1,0 +1,28 @@
+"""The committed night records keep their run ids: each record's stored config resolves to its id.
+
+A change to how a config is hashed, typed or defaulted would orphan every record of a runs folder
+(the next grid would train them all again); the 264 records in ``docs/night`` pin it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.config import RunConfig
+
+RECORDS = Path(__file__).resolve().parents[1] / "docs" / "night" / "runs" / "records"
+
+
+def test_every_committed_night_record_resolves_to_its_run_id() -> None:
+    paths = sorted(RECORDS.glob("*.json"))
+    assert len(paths) >= 250
+    wrong = []
+    for path in paths:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        config = RunConfig.from_dict(record["config"])
+        if config.run_id() != record["run_id"] or path.stem != record["run_id"]:
+            wrong.append(path.name)
+        if config.group_id() != record["group_id"]:
+            wrong.append(f"{path.name} (group)")
+    assert not wrong, wrong
