@@ -38,17 +38,18 @@ from harness.errors import ConfigError, DataError, HarnessError
 if TYPE_CHECKING:
     from methods.base import MethodParams
 
-Pooler = Literal["cls_before_pooler", "cls", "avg", "avg_first_last", "avg_top2"]
-FinalTasks = Literal["sts", "transfer", "all", "none"]
-TransferMode = Literal["fasttest", "test"]
-PostWhiten = Literal["none", "zca", "pca"]
-Precision = Literal["fp32", "bf16"]
-
-POOLERS: tuple[str, ...] = typing.get_args(Pooler)
-FINAL_TASKS: tuple[str, ...] = typing.get_args(FinalTasks)
-TRANSFER_MODES: tuple[str, ...] = typing.get_args(TransferMode)
-POST_WHITEN: tuple[str, ...] = typing.get_args(PostWhiten)
-PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
+from harness.choices import (
+    FINAL_TASKS,
+    POOLERS,
+    POST_WHITEN,
+    PRECISIONS,
+    TRANSFER_MODES,
+    FinalTasks,
+    Pooler,
+    PostWhiten,
+    Precision,
+    TransferMode,
+)
 
 NOT_IN_ID: frozenset[str] = frozenset({"profile", "corpus", "final_tasks"})
 """Fields that do not affect training: a label, a machine-specific path (``corpus_id`` is in), and
@@ -459,7 +460,9 @@ __all__ = [
     "CONFIG_FIELDS",
     "FINAL_TASKS",
     "OVERRIDABLE",
+    "POOLERS",
     "POST_WHITEN",
+    "PRECISIONS",
     "PROFILES",
     "SETTING_FIELDS",
     "TRANSFER_MODES",

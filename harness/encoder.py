@@ -30,12 +30,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from harness.config import POOLERS as CONFIG_POOLERS
+from harness.choices import POOLERS as POOLERS  # re-exported: the poolers this module implements
 from harness.errors import ConfigError, ModelLoadError
-
-POOLERS = CONFIG_POOLERS
-"""Poolers, as SimCSE names them. ``cls`` uses the model's pooler layer (after training, the
-trained MLP head is copied into it, as SimCSE's checkpoint converter does)."""
 
 KNOWN_HIDDEN_SIZES: dict[str, int] = {
     "bert-base-uncased": 768,

@@ -11,10 +11,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Circles another part of issue 21 removes (typed parameters: config.py <-> encoder.py); empty it
-# once that lands. A new circle fails the test.
-KNOWN_CIRCLES: set[frozenset[str]] = {frozenset({"harness.config", "harness.encoder"})}
-
 
 def _modules() -> dict[str, Path]:
     out = {}
@@ -91,8 +87,7 @@ def test_only_harness_tune_imports_ray() -> None:
 
 def test_no_import_circles() -> None:
     circles = _circles(_graph())
-    assert set(circles) <= KNOWN_CIRCLES, sorted(sorted(c) for c in circles if c not in KNOWN_CIRCLES)
-    assert frozenset({"harness.record", "harness.store"}) not in circles
+    assert circles == [], sorted(sorted(c) for c in circles)
 
 
 def test_the_core_does_not_import_the_command_line_layer() -> None:
