@@ -23,7 +23,6 @@ floating-point reduction order and so the numbers, so a profile fixes it.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import os
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness.errors import ConfigError, DataError, HarnessError
+from harness.errors import ConfigError, DataError, HarnessError, did_you_mean
 
 if TYPE_CHECKING:
     from methods.base import MethodParams
@@ -292,15 +291,14 @@ def resolve_settings(
     from harness.paths import resolve_corpus, resolve_data_root
 
     if profile not in PROFILES:
-        raise ConfigError(
-            f"unknown profile {profile!r}{_hint(profile, PROFILES)}; choose one of {', '.join(PROFILES)}"
-        )
+        hint = did_you_mean(profile, PROFILES)
+        raise ConfigError(f"unknown profile {profile!r}{hint}; choose one of {', '.join(PROFILES)}")
     values: dict[str, Any] = dict(PROFILES[profile])
     for key, value in (overrides or {}).items():
         if key not in OVERRIDABLE:
             valid = ", ".join(sorted(OVERRIDABLE))
             raise ConfigError(
-                f"unknown run setting {key!r}{_hint(key, OVERRIDABLE)}; valid settings: {valid}"
+                f"unknown run setting {key!r}{did_you_mean(key, OVERRIDABLE)}; valid settings: {valid}"
             )
         values[key] = value
     for key in ("precision", "eval_precision"):
@@ -384,11 +382,6 @@ _CORPUS_IDS: dict[tuple[str, int, int], str] = {}
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def _hint(name: str, choices: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _digest(data: Mapping[str, Any]) -> str:
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]

@@ -7,6 +7,9 @@ status 2, without a traceback. Programming errors are left as ordinary exception
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class HarnessError(Exception):
     """Base class of every error caused by user input or the user's environment."""
@@ -30,3 +33,13 @@ class TrainingError(HarnessError):
 
 class GridLockedError(HarnessError):
     """The runs folder is in use by another grid (the message names the holder)."""
+
+
+def did_you_mean(name: object, choices: Iterable[object]) -> str:
+    """`` (did you mean 'x'?)`` naming the closest of ``choices`` to ``name``, or ``""`` if none is close.
+
+    The one spelling hint of every "unknown ..." message (methods, parameters, settings, spec keys,
+    run ids): append it right after the bad name.
+    """
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -53,7 +53,6 @@ checked later, per profile, by :mod:`harness.grid`: such cells render as ``n/a``
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import tomllib
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
     from harness.claims import Claim
@@ -264,11 +263,10 @@ class _Ctx:
     def check_keys(self, table: Mapping[str, Any], allowed: set[str], where: str) -> None:
         for key in table:
             if key not in allowed:
-                close = difflib.get_close_matches(key, sorted(allowed), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise self.error(
                     f"{where}.{key}" if where else key,
-                    f"unknown key {key!r}{hint}; valid keys: {', '.join(sorted(allowed))}",
+                    f"unknown key {key!r}{did_you_mean(key, sorted(allowed))}; "
+                    f"valid keys: {', '.join(sorted(allowed))}",
                 )
 
     def require(self, table: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -316,8 +314,7 @@ def _check_overrides(ctx: _Ctx, overrides: Mapping[str, Any], where: str) -> Non
     fields = _runconfig_fields() - RESERVED_OVERRIDES
     for key in overrides:
         if key not in fields:
-            close = difflib.get_close_matches(key, sorted(fields), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(key, sorted(fields))
             raise ctx.error(f"{where}.{key}", f"unknown RunConfig override {key!r}{hint}")
 
 
@@ -537,9 +534,7 @@ def _parse_claims(ctx: _Ctx, spec: TableSpec, raw: list[Any]) -> list[Claim]:
                     why = (
                         "is a quoted row (no run to measure)" if quoted else "is not a run cell of this table"
                     )
-                    close = difflib.get_close_matches(key, run_keys, n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise ctx.error(where, f"{key!r} {why}{hint}")
+                    raise ctx.error(where, f"{key!r} {why}{did_you_mean(key, run_keys)}")
             delta = paper_value(spec, better, column) - paper_value(spec, worse, column)
             out.append(
                 Claim(spec.name, better, worse, column, round(delta, 6), text or f"{better} > {worse}")
@@ -579,8 +574,7 @@ def _resolve(name: str, directory: Path, what: str) -> Path:
     if candidate.is_file():
         return candidate
     known = sorted(p.stem for p in directory.glob("*.toml"))
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(name, known)
     raise ConfigError(f"unknown {what} spec {name!r}{hint}; known: {', '.join(known)} (or a path, or 'all')")
 
 

@@ -6,9 +6,7 @@ Adding a method touches: its module here, this mapping, its docs entry in README
 
 from __future__ import annotations
 
-import difflib
-
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
 from methods.base import Method, MethodParams
 from methods.probes import BarlowProbe, NoiseProbe
 from methods.simcse import SimCSE
@@ -29,8 +27,7 @@ def get_method(name: str) -> type[Method]:
     try:
         return REGISTRY[name]
     except KeyError:
-        close = difflib.get_close_matches(name, list(REGISTRY), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(name, REGISTRY)
         raise ConfigError(f"unknown method {name!r}{hint}; registered: {', '.join(REGISTRY)}") from None
 
 

@@ -33,7 +33,6 @@ naming the field.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import typing
 from collections.abc import Mapping
@@ -44,7 +43,7 @@ import torch
 from torch import nn
 
 from harness.coerce import coerce_value
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
 
 P = TypeVar("P", bound="MethodParams")
 
@@ -76,8 +75,7 @@ class MethodParams:
             if typing.get_origin(hint) is typing.Literal:
                 choices = typing.get_args(hint)
                 if value not in choices:
-                    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
-                    did = f" (did you mean {close[0]!r}?)" if close else ""
+                    did = did_you_mean(value, choices)
                     raise ConfigError(
                         f"{f.name}: {value!r} is not one of {', '.join(map(repr, choices))}{did}"
                     )
@@ -117,8 +115,7 @@ class MethodParams:
         values: dict[str, Any] = {}
         for key, value in overrides.items():
             if key not in known:
-                close = difflib.get_close_matches(key, list(known), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                hint = did_you_mean(key, known)
                 valid = ", ".join(sorted(known)) or "none"
                 who = f"method {method!r}" if method else cls.__name__
                 raise ConfigError(f"unknown parameter {key!r} for {who}{hint}; valid keys: {valid}")

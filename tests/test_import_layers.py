@@ -85,6 +85,13 @@ def test_only_harness_tune_imports_ray() -> None:
     assert importers == ["harness.tune"]
 
 
+def test_one_spelling_hint_helper() -> None:
+    """Every "did you mean" goes through :func:`harness.errors.did_you_mean` (difflib in one module)."""
+    known = _modules()
+    importers = sorted(name for name, path in known.items() if "difflib" in _imports(path, known))
+    assert importers == ["harness.errors"]
+
+
 def test_no_import_circles() -> None:
     circles = _circles(_graph())
     assert circles == [], sorted(sorted(c) for c in circles)

@@ -11,11 +11,10 @@ layers, which sentence-transformers' pooling cannot: those runs are refused with
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 from pathlib import Path
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
 
 HELP = "export a run's best checkpoint for transformers' AutoModel and sentence-transformers"
 
@@ -33,8 +32,7 @@ def run(args: argparse.Namespace) -> int:
     record = store.load(args.run_id)
     if record is None:
         known = sorted(p.stem for p in store.records_dir.glob("*.json")) if store.records_dir.is_dir() else []
-        close = difflib.get_close_matches(args.run_id, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(args.run_id, known)
         raise ConfigError(f"no run {args.run_id!r} in {store.records_dir}{hint}")
     if record.get("status") != "finished":
         raise ConfigError(f"run {args.run_id} is {record.get('status')}, not finished: nothing to export")
