@@ -28,13 +28,14 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from harness.atomic import atomic_write
 
 FORMAT_VERSION = 1
 DEFAULT_EVERY_S = 300.0
@@ -95,19 +96,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> Path:
     """Write ``state`` (plus the format version and RNG states) atomically to ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT_VERSION, "rng": rng_state(), **state}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(payload, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_write(path, "wb") as handle:
+        torch.save(payload, handle)
     return path
 
 

@@ -30,14 +30,14 @@ import functools
 import hashlib
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+from harness.atomic import atomic_write
 
 CACHE_DIR = "probe_cache"
 """Folder of the cache inside a run store."""
@@ -126,16 +126,10 @@ class ProbeCache:
         """Store ``scores`` under ``key`` (atomically; a failure to write only loses the cache)."""
         payload = {"scores": {k: float(v) for k, v in scores.items()}, **about}
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".probe-", suffix=".tmp")
-        except OSError:
-            return
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            with atomic_write(self._path(key), prefix=".probe-") as handle:
                 json.dump(payload, handle, indent=1, sort_keys=True)
-            os.replace(tmp, self._path(key))
         except (OSError, TypeError, ValueError):
-            Path(tmp).unlink(missing_ok=True)
+            return
 
 
 __all__ = ["CACHE_DIR", "CODE_FILES", "ProbeCache", "code_digest", "probe_key", "weights_digest"]

@@ -28,12 +28,12 @@ import math
 import os
 import re
 import socket
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.atomic import atomic_write
 from harness.errors import ConfigError, GridLockedError
 from harness.provenance import code_version, now_iso
 from harness.record import SCHEMA_VERSION, STATUSES, new_record
@@ -139,20 +139,10 @@ class RunStore:
                 n += 1
 
     def _write(self, record: Mapping[str, Any], target: Path) -> Path:
-        target.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps(_finite(record), indent=2, sort_keys=False, allow_nan=False)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        with atomic_write(target) as handle:
+            handle.write(text)
+            handle.write("\n")
         return target
 
     def lock(self, log: Callable[[str], None] | None = None) -> GridLock:
