@@ -2,15 +2,39 @@
 
 Shared by method parameter records (``methods.base``) and run configs (``harness.config``), so a
 ``--set``, a ``--max-steps`` and a grid value are read by the same rules and fail with the same kind
-of message (a :class:`~harness.errors.ConfigError` naming the field).
+of message (a :class:`~harness.errors.ConfigError` naming the field). :func:`check_finite` is the one
+place a non-finite number (``inf``, ``nan``, as a number or as text) is refused: coercion calls it
+for every numeric field, and the command line calls it to name the flag a value came from.
 """
 
 from __future__ import annotations
 
+import math
 import typing
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
+
+
+def check_finite(name: str, value: Any) -> None:
+    """Raise ``ConfigError("<name> must be finite, got <value>")`` for inf/nan, as numbers or text.
+
+    JSON records cannot hold them and no setting or parameter means anything at infinity. Anything
+    that is not a number (or text of one) passes: its type is checked elsewhere.
+    """
+    if isinstance(value, bool):
+        return
+    if isinstance(value, float):
+        bad = not math.isfinite(value)
+    elif isinstance(value, str):
+        try:
+            bad = not math.isfinite(float(value))
+        except ValueError:
+            bad = False
+    else:
+        bad = False
+    if bad:
+        raise ConfigError(f"{name} must be finite, got {value!r}")
 
 
 def coerce_value(name: str, value: Any, annotation: Any) -> Any:
@@ -21,7 +45,8 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
         choices = typing.get_args(annotation)
         text = value if not isinstance(value, str) else value.strip()
         if text not in choices:
-            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(map(repr, choices))}")
+            hint = did_you_mean(value, choices)
+            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(map(repr, choices))}{hint}")
         return text
     if origin is tuple:
         if isinstance(value, str):
@@ -32,6 +57,8 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
             parts = [value]
         inner = typing.get_args(annotation)[0] if typing.get_args(annotation) else float
         return tuple(coerce_value(name, p, inner) for p in parts)
+    if target in (int, float):
+        check_finite(name, value)
     try:
         if target is bool:
             if isinstance(value, bool):
@@ -55,3 +82,6 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
     except (TypeError, ValueError):
         raise ConfigError(f"{name}: {value!r} is not a valid {getattr(target, '__name__', target)}") from None
     return value
+
+
+__all__ = ["check_finite", "coerce_value"]

@@ -23,6 +23,7 @@ floating-point reduction order and so the numbers, so a profile fixes it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -129,6 +130,19 @@ class RunSettings:
         """The run-level fields only, JSON-able."""
         return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(RunSettings)}
 
+    @functools.cached_property
+    def hidden_size(self) -> int:
+        """The encoder's hidden size, looked up once per settings object (not a field: it is not in
+        :meth:`settings_dict`, the run id or equality; :func:`harness.encoder.hidden_size_of` reads
+        it without loading weights).
+
+        Raises:
+            ModelLoadError: the encoder's config cannot be found.
+        """
+        from harness.encoder import hidden_size_of
+
+        return hidden_size_of(self.model)
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunConfig(RunSettings):
@@ -202,6 +216,8 @@ SETTING_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RunSe
 CONFIG_FIELDS: tuple[str, ...] = ("method", "params", *SETTING_FIELDS)
 OVERRIDABLE: tuple[str, ...] = tuple(name for name in SETTING_FIELDS if name not in ("corpus_id", "profile"))
 """Run-level override keys (every setting but the corpus hash and the label)."""
+AUTO_SETTINGS: tuple[str, ...] = ("precision", "eval_precision")
+"""Settings a profile or an override may give as ``auto`` (bf16 where the hardware has it natively)."""
 
 # -- profiles -------------------------------------------------------------------------------------
 _MINILM_NLI: dict[str, Any] = {
@@ -301,7 +317,7 @@ def resolve_settings(
                 f"unknown run setting {key!r}{did_you_mean(key, OVERRIDABLE)}; valid settings: {valid}"
             )
         values[key] = value
-    for key in ("precision", "eval_precision"):
+    for key in AUTO_SETTINGS:
         if str(values.get(key, "")).strip().lower() == "auto":
             from harness.hardware import auto_precision
 
@@ -332,6 +348,10 @@ def resolve_run(
 ) -> RunConfig:
     """Add a method and its parameters to resolved settings: the typed, validated :class:`RunConfig`.
 
+    A typed record (a table spec's, built when the spec was loaded) is used as it is: it is checked
+    against the encoder's width once (:meth:`~methods.base.MethodParams.validate_once`), and the
+    width is looked up once per ``settings`` (:attr:`RunSettings.hidden_size`).
+
     Args:
         method: registered method name.
         params: parameter overrides (strings are coerced to the field types) or a typed record.
@@ -344,11 +364,10 @@ def resolve_run(
         ModelLoadError: the encoder's hidden size cannot be found (see
             :func:`harness.encoder.hidden_size_of`).
     """
-    from harness.encoder import hidden_size_of
     from methods import MethodParams, build_params
 
     record = params if isinstance(params, MethodParams) else build_params(method, dict(params or {}))
-    record.validate(hidden_size_of(settings.model))
+    record.validate_once(settings.hidden_size)
     values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(RunSettings)}
     values.update(changes)
     return RunConfig(method=method, params=record, **values)
@@ -418,7 +437,7 @@ def _coerce_field(name: str, value: Any, hint: Any) -> Any:
 
 
 def _validate(settings: RunSettings) -> None:
-    """Range checks of the run-level fields (choices were checked by their ``Literal`` types)."""
+    """Range checks of the run-level fields (choices and finiteness were checked by coercion)."""
     if settings.batch_size < 2:
         raise ConfigError(f"batch_size must be >= 2 (in-batch negatives), got {settings.batch_size}")
     if settings.max_length < 2:
@@ -427,10 +446,6 @@ def _validate(settings: RunSettings) -> None:
         raise ConfigError(f"max_steps must be >= 0 (or none = one epoch), got {settings.max_steps}")
     if settings.eval_every < 1:
         raise ConfigError(f"eval_every must be >= 1, got {settings.eval_every}")
-    for name in ("lr", "weight_decay", "grad_clip"):
-        value = getattr(settings, name)
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ConfigError(f"{name} must be finite, got {value}")
     if not settings.lr > 0:
         raise ConfigError(f"lr must be finite and > 0, got {settings.lr}")
     if settings.weight_decay < 0:
@@ -450,6 +465,7 @@ def _validate(settings: RunSettings) -> None:
 
 
 __all__ = [
+    "AUTO_SETTINGS",
     "CONFIG_FIELDS",
     "FINAL_TASKS",
     "OVERRIDABLE",

@@ -108,7 +108,9 @@ class GridPlan:
 
 class _Resolver:
     """Resolves run specs under one profile through :func:`~harness.config.resolve_settings` and
-    :func:`~harness.config.resolve_run` (settings cached per set of overrides)."""
+    :func:`~harness.config.resolve_run`: settings cached per set of overrides, the encoder's width
+    looked up once per settings (a failed lookup too), and each cell's typed parameter record (built
+    when the spec was loaded) used as it is."""
 
     def __init__(
         self,
@@ -125,6 +127,7 @@ class _Resolver:
             raise ConfigError("set seeds with --seeds, not as an override")
         self.data_root = data_root
         self._settings: dict[str, RunSettings] = {}
+        self._unresolved: dict[str, str] = {}  # model -> why its hidden size cannot be found
         self.base = self.settings(self.overrides)
         self.seeds = seed_list(seeds, self.base.seed) if isinstance(seeds, int) else tuple(seeds)
         if not self.seeds:
@@ -140,25 +143,30 @@ class _Resolver:
             )
         return self._settings[key]
 
+    def hidden_size(self, settings: RunSettings) -> int | str:
+        """The width of the settings' encoder, or why it cannot be found (asked once per model)."""
+        if settings.model in self._unresolved:
+            return self._unresolved[settings.model]
+        try:
+            return settings.hidden_size
+        except ModelLoadError as exc:
+            self._unresolved[settings.model] = str(exc)
+            return str(exc)
+
     def resolve(self, spec: str, key: str, run: RunSpec) -> Cell:
         from harness.config import resolve_run
-        from harness.encoder import hidden_size_of
-        from methods import build_params
 
         if not run.runs_under(self.profile):
             only = ", ".join(run.only_profiles or ())
             return Cell(spec, key, "profile", reason=f"runs under profile {only} only")
         settings = self.settings({**self.overrides, **run.overrides_for(self.profile)})
+        hidden = self.hidden_size(settings)
+        if isinstance(hidden, str):
+            return Cell(spec, key, "unresolved", reason=hidden)
+        # Settings were checked by resolve_settings and the record when the spec was loaded, so a
+        # ConfigError here means these parameter values do not suit this encoder.
         try:
-            hidden = hidden_size_of(settings.model)
-        except ModelLoadError as exc:
-            return Cell(spec, key, "unresolved", reason=str(exc))
-        # Settings were checked by resolve_settings and the parameter keys when the spec was loaded,
-        # so a ConfigError here means these parameter values do not suit this encoder.
-        try:
-            first = resolve_run(
-                run.method, build_params(run.method, dict(run.params)), settings, seed=self.seeds[0]
-            )
+            first = resolve_run(run.method, run.record, settings, seed=self.seeds[0])
         except ConfigError as exc:
             return Cell(spec, key, "n/a", reason=str(exc), hidden_size=hidden)
         # A run that does not train is deterministic given the encoder: one seed is enough.

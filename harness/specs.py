@@ -55,7 +55,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +65,7 @@ from harness.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
     from harness.claims import Claim
+    from methods.base import MethodParams
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TABLES_DIR = REPO_ROOT / "tables"
@@ -132,6 +133,12 @@ class RunSpec:
         overrides: RunConfig overrides that apply under every profile.
         only_profiles: profiles under which the row runs at all (None = every profile).
         profile_overrides: extra overrides per profile name (e.g. a larger model under ``paper``).
+        record: the method's typed parameter record, built from ``params`` and validated for every
+            encoder (``validate(None)``) once, when the spec is made; the grid uses it as it is.
+            ``built`` passes one made already from the same ``params`` (the spec loader's).
+
+    Raises:
+        ConfigError: an unknown method or parameter, or a value wrong under every encoder.
     """
 
     method: str
@@ -139,6 +146,13 @@ class RunSpec:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     only_profiles: tuple[str, ...] | None = None
     profile_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    record: MethodParams = field(init=False, repr=False, compare=False)
+    built: InitVar[MethodParams | None] = None
+
+    def __post_init__(self, built: MethodParams | None) -> None:
+        object.__setattr__(
+            self, "record", built if built is not None else build_record(self.method, self.params)
+        )
 
     def runs_under(self, profile: str) -> bool:
         """Whether this row is run under ``profile`` (otherwise it is shown quoted-only)."""
@@ -150,9 +164,18 @@ class RunSpec:
         out.update(self.profile_overrides.get(profile, {}))
         return out
 
-    def with_param(self, key: str, value: Any) -> RunSpec:
-        """A copy with one method parameter set (how a sweep makes its cells)."""
-        return dataclasses.replace(self, params={**self.params, key: value})
+    def with_param(self, key: str, value: Any, built: MethodParams | None = None) -> RunSpec:
+        """A copy with one method parameter set (how a sweep makes its cells); its own record."""
+        return dataclasses.replace(self, params={**self.params, key: value}, built=built)
+
+
+def build_record(method: str, params: Mapping[str, Any]) -> MethodParams:
+    """The typed parameter record of ``params``, checked for what is wrong under every encoder."""
+    from methods import build_params
+
+    record = build_params(method, dict(params))
+    record.validate_once(None)
+    return record
 
 
 @dataclass(frozen=True)
@@ -185,10 +208,16 @@ class Sweep:
     section: str = ""
     ours: bool = False
     note: str = ""
+    runs: tuple[RunSpec, ...] = ()
+    """One run per value (with its record), made once; empty = made from ``run`` and ``values``."""
+
+    def __post_init__(self) -> None:
+        if not self.runs:
+            object.__setattr__(self, "runs", tuple(self.run.with_param(self.vary, v) for v in self.values))
 
     def cells(self) -> list[tuple[Any, RunSpec]]:
         """``(value, run)`` for every value of the sweep."""
-        return [(v, self.run.with_param(self.vary, v)) for v in self.values]
+        return list(zip(self.values, self.runs, strict=True))
 
 
 @dataclass(frozen=True)
@@ -300,12 +329,11 @@ def _profiles() -> set[str]:
     return set(PROFILES)
 
 
-def _check_method_params(ctx: _Ctx, method: str, params: Mapping[str, Any], where: str) -> None:
-    """Unknown methods, unknown parameter keys and values bad under every encoder raise here."""
-    from methods import build_params
-
+def _record(ctx: _Ctx, method: str, params: Mapping[str, Any], where: str) -> MethodParams:
+    """:func:`build_record`: unknown methods, unknown parameter keys and values bad under every
+    encoder raise here, located at ``where`` in the spec file."""
     try:
-        build_params(method, dict(params)).validate(None)
+        return build_record(method, params)
     except ConfigError as exc:
         raise ctx.error(where, str(exc)) from None
 
@@ -322,7 +350,7 @@ def _parse_run(ctx: _Ctx, raw: Mapping[str, Any], where: str) -> RunSpec:
     method = ctx.require(raw, "method", str, where)
     params = dict(ctx.typed(raw.get("params", {}), dict, f"{where}.params"))
     overrides = dict(ctx.typed(raw.get("overrides", {}), dict, f"{where}.overrides"))
-    _check_method_params(ctx, method, params, f"{where}.params")
+    record = _record(ctx, method, params, f"{where}.params")
     _check_overrides(ctx, overrides, f"{where}.overrides")
     profiles = _profiles()
     only: tuple[str, ...] | None = None
@@ -341,7 +369,7 @@ def _parse_run(ctx: _Ctx, raw: Mapping[str, Any], where: str) -> RunSpec:
             )
         profile_overrides[p] = dict(ctx.typed(ov, dict, f"{where}.profile_overrides.{p}"))
         _check_overrides(ctx, profile_overrides[p], f"{where}.profile_overrides.{p}")
-    return RunSpec(method, params, overrides, only, profile_overrides)
+    return RunSpec(method, params, overrides, only, profile_overrides, built=record)
 
 
 def _common(ctx: _Ctx, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -435,9 +463,13 @@ def load_table_spec(path: str | Path) -> TableSpec:
         run = _parse_run(ctx, s, where)
         if vary in run.params:
             raise ctx.error(f"{where}.vary", f"{vary!r} is both varied and fixed in params")
-        for j, v in enumerate(values):
-            _check_method_params(ctx, run.method, {**run.params, vary: v}, f"{where}.values[{j}]")
-        sweeps.append(Sweep(header=header, vary=vary, values=values, paper=paper, run=run, **common))
+        runs = tuple(
+            run.with_param(vary, v, _record(ctx, run.method, {**run.params, vary: v}, f"{where}.values[{j}]"))
+            for j, v in enumerate(values)
+        )
+        sweeps.append(
+            Sweep(header=header, vary=vary, values=values, paper=paper, run=run, runs=runs, **common)
+        )
 
     if not rows and not sweeps:
         raise ctx.error("rows", "a table needs [[rows]] or [[sweeps]]")

@@ -33,7 +33,6 @@ naming the field.
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,30 +61,36 @@ def switch(default: Any, description: str) -> Any:
 class MethodParams:
     """Base of every method's hyper-parameter record.
 
-    ``__post_init__`` checks what every record shares, once, whatever built it: ``Literal`` fields
-    hold one of their choices and float fields are finite. :meth:`validate` adds the method's own
-    range checks (and those that need the encoder's hidden size).
+    ``__post_init__`` coerces every field to its declared type, once, whatever built the record
+    (:func:`harness.coerce.coerce_value`: ``Literal`` fields hold one of their choices, numbers are
+    finite, command-line text becomes numbers). :meth:`validate` adds the method's own range checks
+    (and those that need the encoder's hidden size); :meth:`validate_once` runs it once per width.
     """
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            hint = hints[f.name]
-            if typing.get_origin(hint) is typing.Literal:
-                choices = typing.get_args(hint)
-                if value not in choices:
-                    did = did_you_mean(value, choices)
-                    raise ConfigError(
-                        f"{f.name}: {value!r} is not one of {', '.join(map(repr, choices))}{did}"
-                    )
-            values = value if isinstance(value, tuple) else (value,)
-            for v in values:
-                if isinstance(v, float) and not math.isfinite(v):
-                    raise ConfigError(f"{f.name} must be finite, got {v}")
+            object.__setattr__(self, f.name, coerce_value(f.name, getattr(self, f.name), hints[f.name]))
 
     def validate(self, hidden_size: int | None = None) -> None:
-        """Raise :class:`ConfigError` naming the field when a value is out of range."""
+        """Raise :class:`ConfigError` naming the field when a value is out of range.
+
+        ``hidden_size=None`` checks what is wrong under every encoder (a table spec, when loaded);
+        a width adds the checks that depend on it. Callers use :meth:`validate_once`.
+        """
+
+    def validate_once(self, hidden_size: int | None = None) -> None:
+        """:meth:`validate`, unless this record already passed it for ``hidden_size``.
+
+        The record remembers the widths it passed outside its fields (so not in :meth:`to_dict`,
+        equality or the run id), and the memory travels with it when it is pickled: the grid checks
+        a spec's record once for the profile's encoder, and the trial's :class:`Method` (built from
+        the same record, shipped by Ray) does not check it again.
+        """
+        passed: set[int | None] = self.__dict__.setdefault("_validated_for", set())
+        if hidden_size not in passed:
+            self.validate(hidden_size)
+            passed.add(hidden_size)
 
     def describe(self, hidden_size: int) -> dict[str, str]:
         """What the parameters resolve to on an encoder of this width (kept in the run record)."""
@@ -110,17 +115,14 @@ class MethodParams:
     def from_overrides(cls: type[P], overrides: Mapping[str, Any] | None = None, method: str = "") -> P:
         """Defaults updated by ``overrides``; unknown keys and badly typed values raise ConfigError."""
         overrides = dict(overrides or {})
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        hints = typing.get_type_hints(cls)
-        values: dict[str, Any] = {}
-        for key, value in overrides.items():
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key in overrides:
             if key not in known:
                 hint = did_you_mean(key, known)
                 valid = ", ".join(sorted(known)) or "none"
                 who = f"method {method!r}" if method else cls.__name__
                 raise ConfigError(f"unknown parameter {key!r} for {who}{hint}; valid keys: {valid}")
-            values[key] = coerce_value(key, value, hints[key])
-        return cls(**values)
+        return cls(**overrides)  # __post_init__ coerces the values
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able form (tuples become lists): only for the store and process boundaries."""
@@ -129,14 +131,15 @@ class MethodParams:
 
 
 def check_positive(value: float, name: str) -> None:
-    """Raise ConfigError naming ``name`` unless ``value`` is finite and ``> 0``."""
-    if not (math.isfinite(value) and value > 0):
+    """Raise ConfigError naming ``name`` unless ``value > 0`` (a record's numbers are finite already:
+    :meth:`MethodParams.__post_init__` coerced them)."""
+    if not value > 0:
         raise ConfigError(f"{name} must be finite and > 0, got {value}")
 
 
 def check_non_negative(value: float, name: str) -> None:
-    """Raise ConfigError naming ``name`` unless ``value`` is finite and ``>= 0``."""
-    if not (math.isfinite(value) and value >= 0):
+    """Raise ConfigError naming ``name`` unless ``value >= 0`` (finite: see :func:`check_positive`)."""
+    if not value >= 0:
         raise ConfigError(f"{name} must be finite and >= 0, got {value}")
 
 
@@ -223,7 +226,7 @@ class Method(nn.Module):
             raise ConfigError(
                 f"{self.name}: expected {self.params_cls.__name__}, got {type(params).__name__}"
             )
-        params.validate(hidden_size)
+        params.validate_once(hidden_size)
         self.params = params
         self.hidden_size = hidden_size
         self._frozen: list[str] = []
