@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.commands.grid_cmd import add_common_report_arguments, add_override_arguments
+from harness.commands.common import add_override_arguments
+from harness.commands.grid_cmd import add_common_report_arguments
 
 HELP = "pre-flight check of a grid: data, corpora, models, runs folder, disk, GPUs, Ray (seconds)"
 
@@ -186,12 +187,12 @@ def check_ray(address: str, cpus: int, gpus: float | None, report: Report) -> No
 
 def run(args: argparse.Namespace) -> int:
     from harness.commands.common import (
-        check_finite_configs,
         check_finite_overrides,
         check_resource_request,
         check_spec_paths,
+        overrides_from_args,
     )
-    from harness.commands.grid_cmd import distrust_scoreless, overrides_from_args
+    from harness.commands.grid_cmd import distrust_scoreless
     from harness.errors import HarnessError
     from harness.grid import attach_status, expand
     from harness.paths import resolve_data_root
@@ -232,7 +233,6 @@ def run(args: argparse.Namespace) -> int:
         _check_profile_inputs(profile, overrides, data_root, report, read_corpus)
     store = RunStore(args.runs_dir)
     if plan is not None:
-        check_finite_configs([r.config for r in plan.runs])
         attach_status(plan, store)
         for line in distrust_scoreless(plan, store):
             report.note(line.removeprefix("warning: "))

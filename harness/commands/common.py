@@ -1,14 +1,24 @@
-"""Arguments shared by several subcommands."""
+"""Arguments shared by several subcommands.
+
+The run-setting flags (``--max-steps``, ``--lr``, ...) are generated from the fields of
+:class:`harness.config.RunSettings`: the name gives the flag, the type its argparse type, a
+``Literal`` its choices, and the class docstring's ``Attributes:`` entry its help. A new setting is
+a new flag of ``harness train`` and of the grid-like commands with no change here.
+"""
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
+import re
 import tempfile
+import typing
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.coerce import check_finite
+from harness.config import AUTO_SETTINGS, OVERRIDABLE, RunSettings
 from harness.errors import ConfigError
 from harness.resources import check_resource_request as check_resource_request  # check_cmd's import
 
@@ -53,22 +63,102 @@ def check_writable_file(path: str | os.PathLike[str], what: str = "output file")
 
 
 def check_finite_overrides(values: dict[str, Any], where: str) -> None:
-    """Reject ``inf``/``nan`` (as numbers or as text) in run settings or method parameters.
-
-    JSON records cannot hold them and no setting means anything at infinity, so the value is refused
-    at the command line, naming the key: ``temperature must be finite, got 'nan'``.
-    """
+    """:func:`harness.coerce.check_finite` of each value, named ``<where> <key>`` (the flag it came
+    from): ``--set temperature must be finite, got 'nan'``, before anything is resolved."""
     for key, value in values.items():
-        bad = False
-        if isinstance(value, float):
-            bad = not math.isfinite(value)
-        elif isinstance(value, str):
-            try:
-                bad = not math.isfinite(float(value))
-            except ValueError:
-                bad = False
-        if bad:
-            raise ConfigError(f"{where} {key} must be finite, got {value!r}")
+        check_finite(f"{where} {key}".strip(), value)
+
+
+def parse_key_values(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{"k": "v"}`` (``--set``, ``--override``); a malformed item raises
+    :class:`ConfigError` naming ``flag``."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def setting_help() -> dict[str, str]:
+    """Each run setting's help text: its entry under ``Attributes:`` in the RunSettings docstring."""
+    out: dict[str, str] = {}
+    name = ""
+    in_attributes = False
+    for line in (RunSettings.__doc__ or "").splitlines():
+        text = line.strip()
+        if text == "Attributes:":
+            in_attributes = True
+            continue
+        entry = re.match(r"(\w+): (.*)", text)
+        if in_attributes and entry and len(line) - len(line.lstrip()) == 8:
+            name = entry.group(1)
+            out[name] = entry.group(2)
+        elif in_attributes and name and text:
+            out[name] += " " + text
+    return {k: _plain(v) for k, v in out.items()}
+
+
+def _plain(doc: str) -> str:
+    """Docstring markup as plain help text (argparse %-formats help, so ``%`` is escaped)."""
+    text = re.sub(r":\w+:`~?([^`]*)`", r"\1", doc).replace("``", "")
+    return text.replace("%", "%%")
+
+
+def add_setting_flags(parser: Any, names: Iterable[str] = OVERRIDABLE) -> None:
+    """One ``--<name>`` flag per run setting in ``names`` (dest ``setting_<name>``, default None)."""
+    hints = typing.get_type_hints(RunSettings)
+    docs = setting_help()
+    for name in names:
+        hint = hints[name]
+        args = typing.get_args(hint)
+        if typing.get_origin(hint) is typing.Literal:
+            choices = [*args, "auto"] if name in AUTO_SETTINGS else list(args)
+            kind, metavar = str, "{" + ",".join(choices) + "}"
+        elif type(None) in args:  # optional: the text "none" is accepted, the settings coerce it
+            kind, metavar = str, "N|none"
+        else:
+            kind, metavar = hint, {int: "N", float: "X"}.get(hint, "TEXT")
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=f"setting_{name}",
+            type=kind,
+            default=None,
+            metavar=metavar,
+            help=docs.get(name),
+        )
+
+
+def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The run settings the generated flags were given (only those given)."""
+    out: dict[str, Any] = {}
+    for name in OVERRIDABLE:
+        value = getattr(args, f"setting_{name}", None)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def add_override_arguments(parser: argparse.ArgumentParser) -> None:
+    """Run-setting overrides shared by grid, check, tables, claims, plots and report (they are part
+    of the run ids): every setting but the seed (the grid's ``--seeds``), plus ``--override``."""
+    group = parser.add_argument_group(
+        "run overrides", "applied to every run; a row's own settings win; give tables/plots the same ones"
+    )
+    add_setting_flags(group, [n for n in OVERRIDABLE if n != "seed"])
+    group.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any run setting as KEY=VALUE, e.g. --override warmup_steps=10 (repeatable)",
+    )
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The override dict the flags describe (``--override`` items last: they win)."""
+    return {**settings_from_args(args), **parse_key_values(getattr(args, "override", []) or [], "--override")}
 
 
 SEED_MAX = 2**32 - 1
@@ -138,14 +228,3 @@ def check_spec_paths(names: list[str]) -> None:
             raise ConfigError(f"table spec {path} cannot be read: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
             raise ConfigError(f"table spec {path} is not valid UTF-8 (byte {exc.start})") from None
-
-
-def check_finite_configs(configs: list[Any]) -> None:
-    """No resolved run setting or method parameter may be inf or nan (e.g. from a spec's TOML)."""
-    for config in configs:
-        data = config.to_dict()
-        params = data.get("params") or {}
-        settings = {k: v for k, v in data.items() if k != "params"}
-        check_finite_overrides(settings, f"run {config.run_id()}:")
-        where = f"run {config.run_id()}: {config.method}"
-        check_finite_overrides(params if isinstance(params, dict) else {}, where)

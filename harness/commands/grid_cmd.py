@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from harness.commands.common import (
     add_data_dir,
-    check_finite_configs,
+    add_override_arguments,
     check_finite_overrides,
     check_spec_paths,
+    overrides_from_args,
 )
-from harness.errors import ConfigError
 
 if TYPE_CHECKING:
     from harness.grid import GridPlan, PlannedRun
@@ -36,46 +36,6 @@ if TYPE_CHECKING:
     from harness.store import RunStore
 
 HELP = "run the grid of runs that table specs need (Ray Tune; skips finished runs)"
-
-_OVERRIDE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
-    ("--max-steps", "max_steps", str, "training steps per run ('none' = one epoch, 0 = untrained)"),
-    ("--eval-every", "eval_every", int, "STS-B dev evaluation every N steps"),
-    ("--batch-size", "batch_size", int, "sentences per step"),
-    ("--lr", "lr", float, "peak learning rate"),
-    ("--model", "model", str, "encoder (rows with their own model keep it)"),
-    ("--final-tasks", "final_tasks", str, "sts | transfer | all | none"),
-)
-
-
-def add_override_arguments(parser: argparse.ArgumentParser) -> None:
-    """Run-setting overrides shared by grid, tables and plots (they are part of the run ids)."""
-    group = parser.add_argument_group(
-        "run overrides", "applied to every run; a row's own settings win; give tables/plots the same ones"
-    )
-    for flag, dest, kind, text in _OVERRIDE_FLAGS:
-        group.add_argument(flag, dest=f"ov_{dest}", type=kind, default=None, help=text)
-    group.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other RunConfig field, e.g. --override warmup_steps=10 (repeatable)",
-    )
-
-
-def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The override dict the flags describe."""
-    out: dict[str, Any] = {}
-    for _flag, dest, _kind, _text in _OVERRIDE_FLAGS:
-        value = getattr(args, f"ov_{dest}", None)
-        if value is not None:
-            out[dest] = value
-    for item in getattr(args, "override", []) or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--override expects KEY=VALUE, got {item!r}")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def add_common_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -201,7 +161,6 @@ def plan_grid(args: argparse.Namespace) -> PlannedGrid:
         print(
             f"warning: corpus {corpus} not found: run ids below are provisional (its content enters the id)"
         )
-    check_finite_configs([r.config for r in plan.runs])
     return PlannedGrid(specs, profile, plan, store, data_root, retry=not args.skip_failed)
 
 

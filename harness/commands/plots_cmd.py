@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.grid_cmd import add_common_report_arguments, add_override_arguments, overrides_from_args
+from harness.commands.common import add_override_arguments, overrides_from_args
+from harness.commands.grid_cmd import add_common_report_arguments
 
 HELP = "draw alignment/uniformity plots (PNG and PDF) from run records"
 
