@@ -186,19 +186,15 @@ def check_ray(address: str, cpus: int, gpus: float | None, report: Report) -> No
 
 
 def run(args: argparse.Namespace) -> int:
+    """Plan the grid as ``harness grid`` would, check what its runs need, print one list."""
     from harness.commands.common import (
         check_finite_overrides,
         check_resource_request,
         check_spec_paths,
         overrides_from_args,
     )
-    from harness.commands.grid_cmd import distrust_scoreless
-    from harness.errors import HarnessError
-    from harness.grid import attach_status, expand
-    from harness.paths import resolve_data_root
-    from harness.specs import load_plot_specs, load_table_specs
+    from harness.specs import load_table_specs
     from harness.store import RunStore
-    from harness.train import read_corpus
 
     report = Report()
     profile = args.profile or "cpu"
@@ -207,18 +203,53 @@ def run(args: argparse.Namespace) -> int:
     check_resource_request(args.cpus_per_trial, args.gpus_per_trial)
     check_spec_paths(args.specs)
     specs = load_table_specs(args.specs)  # a bad spec is one error line (exit 2), as for grid
+    data_root = _data_root(args.data_dir, report)
+    print(f"harness check: {', '.join(s.name for s in specs)} under profile {profile}")
+    plan = _plan(args, specs, profile, overrides, data_root, report)
+    store = RunStore(args.runs_dir)
+    if plan is not None:
+        _check_plan(plan, store, data_root, report)
+    _check_runs_folder(store, report)
+    check_disk(Path(args.runs_dir), report)
+    check_gpus(args.gpus_per_trial, report)
+    if args.address:
+        check_ray(args.address, args.cpus_per_trial, args.gpus_per_trial, report)
+    return _print_report(report)
+
+
+def _data_root(data_dir: str | None, report: Report) -> Path | None:
+    from harness.errors import HarnessError
+    from harness.paths import resolve_data_root
+
+    try:
+        data_root = resolve_data_root(data_dir)
+    except HarnessError as exc:
+        report.problem(str(exc))
+        return None
+    report.ok(f"data root {data_root}")
+    return data_root
+
+
+def _plan(
+    args: argparse.Namespace,
+    specs: list[Any],
+    profile: str,
+    overrides: dict[str, Any],
+    data_root: Path | None,
+    report: Report,
+) -> Any:
+    """The grid's plan (corpus not required); when it cannot be made, a problem, the profile's own
+    inputs checked, and None."""
+    from harness.errors import HarnessError
+    from harness.grid import expand
+    from harness.specs import load_plot_specs
+    from harness.train import read_corpus
+
     extra = []
     if "all" in args.specs:
         extra = [(p.name, s.label, s.run) for p in load_plot_specs() for s in p.series]
     try:
-        data_root: Path | None = resolve_data_root(args.data_dir)
-        report.ok(f"data root {data_root}")
-    except HarnessError as exc:
-        report.problem(str(exc))
-        data_root = None
-    print(f"harness check: {', '.join(s.name for s in specs)} under profile {profile}")
-    try:
-        plan: Any = expand(
+        return expand(
             specs,
             profile,
             seeds=args.seeds,
@@ -229,37 +260,42 @@ def run(args: argparse.Namespace) -> int:
         )
     except HarnessError as exc:
         report.problem(f"planning the runs: {exc}")
-        plan = None
         _check_profile_inputs(profile, overrides, data_root, report, read_corpus)
-    store = RunStore(args.runs_dir)
-    if plan is not None:
-        attach_status(plan, store)
-        for line in distrust_scoreless(plan, store):
-            report.note(line.removeprefix("warning: "))
-        counts = plan.counts()
-        pending = plan.pending(True)
-        na = sum(1 for c in plan.cells if c.state == "n/a")
-        report.ok(
-            f"planned: {len(plan.runs)} distinct run(s): {counts['finished']} finished, {len(pending)} to "
-            f"run ({counts['missing']} new, {counts['running']} interrupted, {counts['failed']} failed); "
-            f"{na} n/a cell(s)"
-        )
-        for cell in plan.cells:
-            if cell.state == "unresolved":
-                report.problem(f"{cell.spec}: {cell.key}: {cell.reason}")
-        # no planned runs (e.g. every cell's encoder unresolved): still check the profile's inputs
-        configs = [r.config for r in pending] or [r.config for r in plan.runs] or [plan.settings]
-        if data_root is not None:
-            sizes = _check_data(data_root, configs, report, read_corpus)
-            if pending:
-                _estimate(pending, sizes, report)
-        for model in sorted({str(c.model) for c in configs}):
-            check_model(model, report)
-    _check_runs_folder(store, report)
-    check_disk(Path(args.runs_dir), report)
-    check_gpus(args.gpus_per_trial, report)
-    if args.address:
-        check_ray(args.address, args.cpus_per_trial, args.gpus_per_trial, report)
+        return None
+
+
+def _check_plan(plan: Any, store: Any, data_root: Path | None, report: Report) -> None:
+    """The plan's state in the store, its unresolved cells, and the data and models its runs use."""
+    from harness.commands.grid_cmd import distrust_scoreless
+    from harness.grid import attach_status
+    from harness.train import read_corpus
+
+    attach_status(plan, store)
+    for line in distrust_scoreless(plan, store):
+        report.note(line.removeprefix("warning: "))
+    counts = plan.counts()
+    pending = plan.pending(True)
+    na = sum(1 for c in plan.cells if c.state == "n/a")
+    report.ok(
+        f"planned: {len(plan.runs)} distinct run(s): {counts['finished']} finished, {len(pending)} to "
+        f"run ({counts['missing']} new, {counts['running']} interrupted, {counts['failed']} failed); "
+        f"{na} n/a cell(s)"
+    )
+    for cell in plan.cells:
+        if cell.state == "unresolved":
+            report.problem(f"{cell.spec}: {cell.key}: {cell.reason}")
+    # no planned runs (e.g. every cell's encoder unresolved): still check the profile's inputs
+    configs = [r.config for r in pending] or [r.config for r in plan.runs] or [plan.settings]
+    if data_root is not None:
+        sizes = _check_data(data_root, configs, report, read_corpus)
+        if pending:
+            _estimate(pending, sizes, report)
+    for model in sorted({str(c.model) for c in configs}):
+        check_model(model, report)
+
+
+def _print_report(report: Report) -> int:
+    """Print the report; 1 when it holds a problem, else 0."""
     print("\n".join(report.lines))
     if report.problems:
         print(f"{len(report.problems)} problem(s): fix them before starting the grid")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,21 +91,54 @@ def format_table(results: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """What ``harness eval`` was asked, checked before the encoder loads."""
+
+    pooler: str
+    mode: str
+    output: Path
+    data_root: Path
+    whiten_corpus: Path | None
+    device: str
+
+
 def run(args: argparse.Namespace) -> int:
     import time
 
+    from harness.evaluation.runner import run_evaluation
+
+    inputs = _check_inputs(args)
+    started = time.perf_counter()
+    encoder, embed, token_lengths = _embedder(args, inputs)
+    report = run_evaluation(
+        embed,
+        inputs.data_root,
+        args.tasks,
+        inputs.mode,
+        exact_batches=args.exact_batches,
+        token_lengths=token_lengths,
+    )
+    record: dict[str, Any] = dict(report.results)
+    seconds = {**report.seconds, "total": time.perf_counter() - started}
+    record["meta"] = _meta(args, inputs, encoder.name, seconds)
+    record["details"] = report.details
+    inputs.output.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+    print(f"{encoder.name} ({inputs.pooler}), percent")
+    print(format_table(report.results))
+    print(f"wrote {inputs.output}", file=sys.stderr)
+    return 0
+
+
+def _check_inputs(args: argparse.Namespace) -> _Inputs:
+    """Everything a user can get wrong, checked before the encoder loads (one error line each)."""
     import torch
 
-    # Everything a user can get wrong is checked before the encoder loads.
     from harness.commands.common import check_device
-    from harness.encoder import check_pooler, load_encoder
+    from harness.encoder import check_pooler
     from harness.errors import ConfigError, DataError
-    from harness.evaluation.runner import (
-        check_mode,
-        check_task_group,
-        encoder_functions,
-        run_evaluation,
-    )
+    from harness.evaluation.runner import check_mode, check_task_group
     from harness.evaluation.sts import sts_files
     from harness.paths import resolve_data_root, senteval_dir
 
@@ -128,42 +162,37 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--whiten-sentences must be at least 2, got {args.whiten_sentences}")
         whiten_corpus = resolve_corpus(args.whiten_corpus, data_root)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    return _Inputs(pooler, mode, output, data_root, whiten_corpus, device)
 
-    started = time.perf_counter()
-    encoder = load_encoder(args.model, device=device)
-    embed, token_lengths = encoder_functions(encoder, pooler, args.precision)
-    if whiten_corpus is not None:
+
+def _embedder(args: argparse.Namespace, inputs: _Inputs) -> tuple[Any, Any, Any]:
+    """The loaded encoder, its embedding function (post-whitened when asked) and token lengths."""
+    from harness.encoder import load_encoder
+    from harness.evaluation.runner import encoder_functions
+
+    encoder = load_encoder(args.model, device=inputs.device)
+    embed, token_lengths = encoder_functions(encoder, inputs.pooler, args.precision)
+    if inputs.whiten_corpus is not None:
         from harness.train import fit_whitening, read_corpus
 
-        fit_on = read_corpus(whiten_corpus)[: args.whiten_sentences]
+        fit_on = read_corpus(inputs.whiten_corpus)[: args.whiten_sentences]
         embed = fit_whitening(embed, fit_on, args.post_whiten)
-    report = run_evaluation(
-        embed,
-        data_root,
-        args.tasks,
-        mode,
-        exact_batches=args.exact_batches,
-        token_lengths=token_lengths,
-    )
-    record: dict[str, Any] = dict(report.results)
-    record["meta"] = {
-        "model": encoder.name,
-        "pooler": pooler,
+    return encoder, embed, token_lengths
+
+
+def _meta(args: argparse.Namespace, inputs: _Inputs, model: str, seconds: dict[str, float]) -> dict[str, Any]:
+    """The output's ``meta`` block: what was evaluated, how, where, and how long it took."""
+    return {
+        "model": model,
+        "pooler": inputs.pooler,
         "tasks": args.tasks,
-        "mode": mode,
+        "mode": inputs.mode,
         "exact_batches": bool(args.exact_batches),
         "precision": args.precision,
         "post_whiten": args.post_whiten,
-        "whiten_corpus": str(whiten_corpus) if whiten_corpus else None,
-        "whiten_sentences": args.whiten_sentences if whiten_corpus else None,
-        "device": str(device),
-        "data_root": str(data_root),
-        "seconds": {**report.seconds, "total": time.perf_counter() - started},
+        "whiten_corpus": str(inputs.whiten_corpus) if inputs.whiten_corpus else None,
+        "whiten_sentences": args.whiten_sentences if inputs.whiten_corpus else None,
+        "device": str(inputs.device),
+        "data_root": str(inputs.data_root),
+        "seconds": seconds,
     }
-    record["details"] = report.details
-    output.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-
-    print(f"{encoder.name} ({pooler}), percent")
-    print(format_table(report.results))
-    print(f"wrote {output}", file=sys.stderr)
-    return 0
