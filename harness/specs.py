@@ -399,6 +399,36 @@ def load_table_spec(path: str | Path) -> TableSpec:
     ctx.check_keys(raw, _TABLE_KEYS, "")
     cites = ctx.require(raw, "cites", str, "")
     title = ctx.require(raw, "title", str, "")
+    scores, columns, labels = _parse_columns(ctx, raw)
+    notes = tuple(ctx.typed(n, str, "notes") for n in ctx.typed(raw.get("notes", []), list, "notes"))
+    sts_aggregate = _parse_sts_aggregate(ctx, raw, scores)
+    rows = _parse_rows(ctx, raw, len(columns), cites)
+    sweeps = _parse_sweeps(ctx, raw, len(columns))
+    if not rows and not sweeps:
+        raise ctx.error("rows", "a table needs [[rows]] or [[sweeps]]")
+    spec = TableSpec(
+        name=path.stem,
+        path=path,
+        cites=cites,
+        title=title,
+        scores=scores,
+        columns=columns,
+        column_labels=labels,
+        rows=rows,
+        sweeps=sweeps,
+        notes=notes,
+        sts_aggregate=sts_aggregate,
+    )
+    keys = [k for k, _ in spec.run_cells()] + [r.label for r in spec.rows if r.quoted]
+    dupes = sorted({k for k in keys if keys.count(k) > 1})
+    if dupes:
+        raise ctx.error("rows", f"duplicate row labels: {dupes}")
+    claims = _parse_claims(ctx, spec, ctx.typed(raw.get("claims", []), list, "claims"))
+    return dataclasses.replace(spec, claims=tuple(claims))
+
+
+def _parse_columns(ctx: _Ctx, raw: Mapping[str, Any]) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """``scores``, ``columns`` (score keys of that set) and their labels (given or the defaults)."""
     scores = ctx.require(raw, "scores", str, "")
     if scores not in SCORE_KEYS:
         raise ctx.error("scores", f"unknown score set {scores!r}; choose one of {', '.join(SCORE_KEYS)}")
@@ -418,7 +448,10 @@ def load_table_spec(path: str | Path) -> TableSpec:
             raise ctx.error("column_labels", f"expected {len(columns)} labels, got {len(labels)}")
     else:
         labels = tuple(COLUMN_LABELS.get(c, c) for c in columns)
-    notes = tuple(ctx.typed(n, str, "notes") for n in ctx.typed(raw.get("notes", []), list, "notes"))
+    return scores, columns, labels
+
+
+def _parse_sts_aggregate(ctx: _Ctx, raw: Mapping[str, Any], scores: str) -> str:
     sts_aggregate = ctx.typed(raw.get("sts_aggregate", "all"), str, "sts_aggregate")
     if sts_aggregate not in STS_AGGREGATES:
         raise ctx.error(
@@ -426,14 +459,18 @@ def load_table_spec(path: str | Path) -> TableSpec:
         )
     if sts_aggregate != "all" and scores != "sts":
         raise ctx.error("sts_aggregate", f'only a scores = "sts" table has STS aggregates, not {scores!r}')
+    return str(sts_aggregate)
 
+
+def _parse_rows(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int, cites: str) -> tuple[Row, ...]:
+    """The ``[[rows]]``: quoted (numbers only) or runs; ``paper`` has one number per column."""
     rows: list[Row] = []
     for i, r in enumerate(ctx.typed(raw.get("rows", []), list, "rows")):
         where = f"rows[{i}]"
         ctx.typed(r, dict, where)
         ctx.check_keys(r, _ROW_KEYS, where)
         common = _common(ctx, r, where)
-        paper = ctx.numbers(ctx.require(r, "paper", list, where), f"{where}.paper", len(columns))
+        paper = ctx.numbers(ctx.require(r, "paper", list, where), f"{where}.paper", n_columns)
         quoted = ctx.typed(r.get("quoted", False), bool, f"{where}.quoted")
         common["cites"] = ctx.typed(r.get("cites", cites), str, f"{where}.cites")
         if quoted:
@@ -445,9 +482,13 @@ def load_table_spec(path: str | Path) -> TableSpec:
             if "method" not in r:
                 raise ctx.error(f"{where}.method", "missing: a row is either quoted = true or names a method")
             rows.append(Row(paper=paper, run=_parse_run(ctx, r, where), **common))
+    return tuple(rows)
 
+
+def _parse_sweeps(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int) -> tuple[Sweep, ...]:
+    """The ``[[sweeps]]``: one run per value, each value's parameter record made (and checked) here."""
     sweeps: list[Sweep] = []
-    if "sweeps" in raw and len(columns) != 1:
+    if "sweeps" in raw and n_columns != 1:
         raise ctx.error("columns", "a table with sweeps shows one metric: give exactly one column")
     for i, s in enumerate(ctx.typed(raw.get("sweeps", []), list, "sweeps")):
         where = f"sweeps[{i}]"
@@ -470,28 +511,7 @@ def load_table_spec(path: str | Path) -> TableSpec:
         sweeps.append(
             Sweep(header=header, vary=vary, values=values, paper=paper, run=run, runs=runs, **common)
         )
-
-    if not rows and not sweeps:
-        raise ctx.error("rows", "a table needs [[rows]] or [[sweeps]]")
-    spec = TableSpec(
-        name=path.stem,
-        path=path,
-        cites=cites,
-        title=title,
-        scores=scores,
-        columns=columns,
-        column_labels=labels,
-        rows=tuple(rows),
-        sweeps=tuple(sweeps),
-        notes=notes,
-        sts_aggregate=sts_aggregate,
-    )
-    keys = [k for k, _ in spec.run_cells()] + [r.label for r in spec.rows if r.quoted]
-    dupes = sorted({k for k in keys if keys.count(k) > 1})
-    if dupes:
-        raise ctx.error("rows", f"duplicate row labels: {dupes}")
-    claims = _parse_claims(ctx, spec, ctx.typed(raw.get("claims", []), list, "claims"))
-    return dataclasses.replace(spec, claims=tuple(claims))
+    return tuple(sweeps)
 
 
 def paper_value(spec: TableSpec, key: str, column: str) -> float:
@@ -527,39 +547,7 @@ def _parse_claims(ctx: _Ctx, spec: TableSpec, raw: list[Any]) -> list[Claim]:
         if column not in spec.columns:
             raise ctx.error(f"{where}.column", f"{column!r} is not a column of this table {spec.columns}")
         text = ctx.typed(entry.get("text", ""), str, f"{where}.text")
-        forms = [k for k in ("better", "order", "best", "each") if k in entry]
-        if len(forms) != 1:
-            raise ctx.error(where, "give exactly one of better/worse, order, best, or each/over")
-        pairs: list[tuple[str, str]] = []
-        if "better" in entry:
-            pairs = [(ctx.require(entry, "better", str, where), ctx.require(entry, "worse", str, where))]
-        elif "order" in entry:
-            order = [
-                ctx.typed(k, str, f"{where}.order") for k in ctx.typed(entry["order"], list, f"{where}.order")
-            ]
-            if len(order) < 2:
-                raise ctx.error(f"{where}.order", "an order needs at least two cells")
-            pairs = list(itertools.pairwise(order))
-        elif "best" in entry:
-            best = ctx.typed(entry["best"], str, f"{where}.best")
-            sweep = next((s for s in spec.sweeps if best in {sweep_cell_key(s, v) for v in s.values}), None)
-            if sweep is None:
-                raise ctx.error(f"{where}.best", f"{best!r} is not a sweep cell of this table")
-            pairs = [
-                (best, sweep_cell_key(sweep, v)) for v in sweep.values if sweep_cell_key(sweep, v) != best
-            ]
-        else:
-            each, over = (
-                ctx.typed(entry["each"], str, f"{where}.each"),
-                ctx.require(entry, "over", str, where),
-            )
-            by_label = {s.label: s for s in spec.sweeps}
-            for name in (each, over):
-                if name not in by_label:
-                    raise ctx.error(where, f"{name!r} is not a sweep label of this table")
-            a, b = by_label[each], by_label[over]
-            pairs = [(sweep_cell_key(a, v), sweep_cell_key(b, v)) for v in a.values if v in b.values]
-        for better, worse in pairs:
+        for better, worse in _claim_pairs(ctx, spec, entry, where):
             for key in (better, worse):
                 if key not in run_keys:
                     quoted = any(r.label == key and r.quoted for r in spec.rows)
@@ -572,6 +560,35 @@ def _parse_claims(ctx: _Ctx, spec: TableSpec, raw: list[Any]) -> list[Claim]:
                 Claim(spec.name, better, worse, column, round(delta, 6), text or f"{better} > {worse}")
             )
     return out
+
+
+def _claim_pairs(ctx: _Ctx, spec: TableSpec, entry: Mapping[str, Any], where: str) -> list[tuple[str, str]]:
+    """The ``(better, worse)`` cell pairs of one claim entry, whichever of the four forms it uses."""
+    forms = [k for k in ("better", "order", "best", "each") if k in entry]
+    if len(forms) != 1:
+        raise ctx.error(where, "give exactly one of better/worse, order, best, or each/over")
+    if "better" in entry:
+        return [(ctx.require(entry, "better", str, where), ctx.require(entry, "worse", str, where))]
+    if "order" in entry:
+        listed = ctx.typed(entry["order"], list, f"{where}.order")
+        order = [ctx.typed(k, str, f"{where}.order") for k in listed]
+        if len(order) < 2:
+            raise ctx.error(f"{where}.order", "an order needs at least two cells")
+        return list(itertools.pairwise(order))
+    if "best" in entry:
+        best = ctx.typed(entry["best"], str, f"{where}.best")
+        sweep = next((s for s in spec.sweeps if best in {sweep_cell_key(s, v) for v in s.values}), None)
+        if sweep is None:
+            raise ctx.error(f"{where}.best", f"{best!r} is not a sweep cell of this table")
+        return [(best, sweep_cell_key(sweep, v)) for v in sweep.values if sweep_cell_key(sweep, v) != best]
+    each = ctx.typed(entry["each"], str, f"{where}.each")
+    over = ctx.require(entry, "over", str, where)
+    by_label = {s.label: s for s in spec.sweeps}
+    for name in (each, over):
+        if name not in by_label:
+            raise ctx.error(where, f"{name!r} is not a sweep label of this table")
+    a, b = by_label[each], by_label[over]
+    return [(sweep_cell_key(a, v), sweep_cell_key(b, v)) for v in a.values if v in b.values]
 
 
 def load_plot_spec(path: str | Path) -> PlotSpec:
