@@ -304,8 +304,13 @@ def resolve_settings(
         ConfigError: unknown profile or override key (with a close-match hint), or a bad value.
         DataError: the corpus file cannot be found (when ``require_corpus``).
     """
-    from harness.paths import resolve_corpus, resolve_data_root
+    values = _profile_values(profile, overrides)
+    corpus_path, ident = _corpus(str(values.pop("corpus")), data_root, require_corpus)
+    return RunSettings(corpus=corpus_path, corpus_id=ident, profile=profile, **values)
 
+
+def _profile_values(profile: str, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The profile's values with ``overrides`` on top (keys checked) and ``auto`` precisions resolved."""
     if profile not in PROFILES:
         hint = did_you_mean(profile, PROFILES)
         raise ConfigError(f"unknown profile {profile!r}{hint}; choose one of {', '.join(PROFILES)}")
@@ -322,7 +327,14 @@ def resolve_settings(
             from harness.hardware import auto_precision
 
             values[key] = auto_precision()
-    corpus_arg = str(values.pop("corpus"))
+    return values
+
+
+def _corpus(corpus_arg: str, data_root: Path | None, require_corpus: bool) -> tuple[str, str]:
+    """``(path, corpus_id)`` of the corpus setting: found under the data root, or (planning only)
+    where it would be, with a provisional id."""
+    from harness.paths import resolve_corpus, resolve_data_root
+
     root = data_root
     if root is None and not Path(corpus_arg).expanduser().is_absolute():
         try:
@@ -335,9 +347,8 @@ def resolve_settings(
         if require_corpus:
             raise
         planned = Path(corpus_arg) if root is None or Path(corpus_arg).is_absolute() else root / corpus_arg
-        ident = f"{planned.name}:{MISSING_CORPUS}"
-        return RunSettings(corpus=str(planned), corpus_id=ident, profile=profile, **values)
-    return RunSettings(corpus=str(corpus_path), corpus_id=corpus_id(corpus_path), profile=profile, **values)
+        return str(planned), f"{planned.name}:{MISSING_CORPUS}"
+    return str(corpus_path), corpus_id(corpus_path)
 
 
 def resolve_run(

@@ -218,11 +218,26 @@ def expand(
                 explicit.add((spec.name, key))
     for owner, key, run in extra:
         cells.append(resolver.resolve(owner, key, run))
+    asked_everywhere = "final_tasks" in (overrides or {})
+    runs, needs, keep = _distinct_runs(
+        cells, {spec.name: spec.scores for spec in specs}, explicit, asked_everywhere
+    )
+    dev_only = {r for r, n in needs.items() if n <= {"stsb_dev"} and r not in keep}
+    if dev_only:
+        _add_catalog_needs(needs, dev_only, {spec.name for spec in specs}, resolver)
+    for run_id, planned in runs.items():
+        planned.config = _final_tasks_for(planned.config, needs.get(run_id, set()), run_id in keep)
+    return GridPlan(profile, resolver.seeds, resolver.base, cells, list(runs.values()))
+
+
+def _distinct_runs(
+    cells: Sequence[Cell], scores: Mapping[str, str], explicit: set[tuple[str, str]], asked_everywhere: bool
+) -> tuple[dict[str, PlannedRun], dict[str, set[str]], set[str]]:
+    """The cells' runs deduplicated by run id (in order of first use), what each run's tables score
+    (``needs``), and the runs whose final tasks someone chose (``keep``: never lowered to none)."""
     runs: dict[str, PlannedRun] = {}
     needs: dict[str, set[str]] = {}
-    keep: set[str] = set()  # runs whose final tasks someone chose: never lowered to "none"
-    asked_everywhere = "final_tasks" in (overrides or {})
-    scores = {spec.name: spec.scores for spec in specs}
+    keep: set[str] = set()
     for cell in cells:
         for cfg in cell.configs:
             run_id = cfg.run_id()
@@ -232,12 +247,7 @@ def expand(
                 needs.setdefault(run_id, set()).add(scores[cell.spec])
             if asked_everywhere or (cell.spec, cell.key) in explicit:
                 keep.add(run_id)
-    dev_only = {r for r, n in needs.items() if n <= {"stsb_dev"} and r not in keep}
-    if dev_only:
-        _add_catalog_needs(needs, dev_only, {spec.name for spec in specs}, resolver)
-    for run_id, planned in runs.items():
-        planned.config = _final_tasks_for(planned.config, needs.get(run_id, set()), run_id in keep)
-    return GridPlan(profile, resolver.seeds, resolver.base, cells, list(runs.values()))
+    return runs, needs, keep
 
 
 def claims_only(plan: GridPlan, specs: Sequence[TableSpec]) -> tuple[GridPlan, list[PlannedRun]]:
