@@ -2,8 +2,11 @@
 
 :func:`resolve_settings` turns a profile and run-level overrides into :class:`RunSettings` (every
 field coerced and checked once, the corpus found and hashed once); :func:`resolve_run` adds a method
-and its typed parameter record, validated once against the encoder's hidden size (one lookup,
-:func:`harness.encoder.hidden_size_of`, that never waits on an unreachable hub). ``harness train``,
+and its typed parameter record, validated once against the encoder's hidden size
+(:attr:`RunSettings.hidden_size`: one lookup per settings, through
+:func:`harness.encoder.hidden_size_of`, that never waits on an unreachable hub). A table spec's
+record is built when the spec loads (:class:`harness.specs.RunSpec`) and reaches the trial as it
+is: Ray ships the :class:`RunConfig` object, nothing rebuilds or re-checks it. ``harness train``,
 ``harness grid``, ``harness tables`` and ``harness plots`` all go through these two functions;
 :func:`resolve_config` is both in one call.
 
