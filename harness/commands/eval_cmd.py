@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.choices import POOLERS, POST_WHITEN, PRECISIONS
 from harness.commands.common import add_data_dir
 
 HELP = "evaluate an encoder on STS (STS12-16, STS-B, SICK-R) and/or the SentEval transfer tasks"
@@ -27,9 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the packaged all-MiniLM-L6-v2)",
     )
     parser.add_argument(
-        "--pooler",
-        default="cls_before_pooler",
-        help="cls_before_pooler (default), cls, avg, avg_first_last or avg_top2",
+        "--pooler", default="cls_before_pooler", help=f"{', '.join(POOLERS)} (default: cls_before_pooler)"
     )
     parser.add_argument("--tasks", default="all", help="sts, transfer or all (default: all)")
     parser.add_argument(
@@ -49,14 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--precision",
         default="fp32",
-        choices=("fp32", "bf16"),
+        choices=PRECISIONS,
         help="fp32 (default: SentEval's numbers) or bf16 autocast (faster where the CPU or GPU has native "
         "bf16; benchmarks/bench_sts_eval.py prints how far it moves the scores)",
     )
     parser.add_argument(
         "--post-whiten",
         default="none",
-        choices=("none", "zca", "pca"),
+        choices=POST_WHITEN,
         help="BERT-whitening of the evaluation embeddings: mean and matrix estimated on corpus sentences",
     )
     parser.add_argument(
