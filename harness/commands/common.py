@@ -18,9 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.coerce import check_finite
-from harness.config import AUTO_SETTINGS, OVERRIDABLE, RunSettings
+from harness.config import AUTO_SETTINGS, OVERRIDABLE, PROFILES, RunSettings
 from harness.errors import ConfigError
 from harness.resources import check_resource_request as check_resource_request  # check_cmd's import
+
+
+def profile_help(default: str = "cpu") -> str:
+    """The ``--profile`` help: every profile of :data:`harness.config.PROFILES`, the default marked."""
+    return "profile: " + " | ".join(f"{p} (default)" if p == default else p for p in PROFILES)
 
 
 def add_data_dir(parser: argparse.ArgumentParser) -> None:

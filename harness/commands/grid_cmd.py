@@ -27,6 +27,7 @@ from harness.commands.common import (
     check_finite_overrides,
     check_spec_paths,
     overrides_from_args,
+    profile_help,
 )
 
 if TYPE_CHECKING:
@@ -40,9 +41,7 @@ HELP = "run the grid of runs that table specs need (Ray Tune; skips finished run
 
 def add_common_report_arguments(parser: argparse.ArgumentParser) -> None:
     """--profile, --runs-dir, --data-dir (grid, tables and plots)."""
-    parser.add_argument(
-        "--profile", default=None, help="profile: cpu (default) | night | demo | smoke | paper"
-    )
+    parser.add_argument("--profile", default=None, help=profile_help())
     parser.add_argument("--runs-dir", default="runs", help="run store folder (default ./runs)")
     add_data_dir(parser)
 

@@ -14,6 +14,7 @@ from harness.commands.common import (
     check_threads,
     check_writable_dir,
     parse_key_values,
+    profile_help,
     settings_from_args,
 )
 
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="method parameter, repeatable (e.g. --set temperature=0.05)",
     )
-    parser.add_argument("--profile", default="cpu", help="cpu (default), night, demo, smoke or paper")
+    parser.add_argument("--profile", default="cpu", help=profile_help())
     parser.add_argument("--output-dir", default="runs", help="run store folder (default ./runs)")
     add_data_dir(parser)
     parser.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
