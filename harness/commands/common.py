@@ -2,8 +2,9 @@
 
 The run-setting flags (``--max-steps``, ``--lr``, ...) are generated from the fields of
 :class:`harness.config.RunSettings`: the name gives the flag, the type its argparse type, a
-``Literal`` its choices, and the class docstring's ``Attributes:`` entry its help. A new setting is
-a new flag of ``harness train`` and of the grid-like commands with no change here.
+``Literal`` its choices (shown in the usage; the settings check them, so a bad one is one error
+line), and the class docstring's ``Attributes:`` entry its help. A new setting is a new flag of
+``harness train`` and of the grid-like commands with no change here.
 """
 
 from __future__ import annotations
