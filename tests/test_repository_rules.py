@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from paper_tables import PAPER_TABLES
+
 from methods import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +42,11 @@ def test_contributing_names_the_files_a_new_method_and_table_touch() -> None:
     named = {re.match(r"^\d\. `([^`]+)`", line).group(1) for line in items}  # type: ignore[union-attr]
     assert named == {"methods/<name>.py", "methods/__init__.py", "README.md", "tests/methods/test_<name>.py"}
     assert "harness/train.py" not in named  # the loop never changes for a new method
-    assert "tables/<paper>_<table>.toml" in table_part
+    tables = {m.group(1) for m in re.finditer(r"^\d\. `([^`]+)`", table_part, flags=re.MULTILINE)}
+    assert tables == {"tables/<paper>_<table>.toml", "../shared/docs/PAPER_TABLES.md"}
+    assert (
+        ROOT / "../shared/docs/PAPER_TABLES.md"
+    ).resolve() == PAPER_TABLES.resolve()  # what the tests read
     # every file the method checklist names exists (placeholders aside)
     for name in named:
         if "<" not in name:
