@@ -48,11 +48,6 @@ TRANSFER_FIT_S = {"fasttest": 12.3 * 454.8 / 230.0, "test": 454.8}
 the host CPU whatever device embeds: test mode 454.8 s measured with one worker; fasttest 12.3 s
 measured with two workers, times the test mode's one-worker/two-worker ratio (1.98)
 (``bench_transfer_eval.py``, 2026-11-23, idle)."""
-NO_GRAD_ROW_SHARE = 1.0 / 3.0
-"""The cost of an encoder row without gradient (a forward only: a momentum key encoder's pass) as a
-share of a row with gradient (forward and backward): the backward computes about twice the forward's
-products (gradients with respect to the inputs and to the weights). An operation count, not a
-measurement; ``benchmarks/bench_methods.py`` times what a method's step really costs."""
 STS_PER_STEP = 35.0
 """Final STS pass / SimCSE step, same device and precision (CPU measurements above: 38 fp32, 32 bf16);
 used only for an encoder with a measured step but no measured evaluation."""
@@ -135,13 +130,6 @@ long as it would alone (bert-base: 0.89x at 2 -- small trials leave the GPU idle
 1.2x at 4, 2.3x at 8)."""
 
 
-def step_rows(config: RunConfig) -> float:
-    """Encoder rows per sentence of one training step as the cost model counts them: the method's
-    rows with gradient plus :data:`NO_GRAD_ROW_SHARE` of each row without (SimCSE: 2)."""
-    params = config.params
-    return params.encoder_rows() + NO_GRAD_ROW_SHARE * params.no_grad_encoder_rows()
-
-
 def sharing_slowdown(model: str, trials_per_gpu: int) -> float:
     """How much longer one trial takes when ``trials_per_gpu`` trials share a GPU (1 = alone)."""
     if trials_per_gpu <= 1:
@@ -163,6 +151,20 @@ def encoder_class(model: str) -> str:
 
 def _machine_key(config: RunConfig, device: str) -> tuple[Any, ...]:
     return (device, config.model, config.precision, config.threads, config.batch_size, config.max_length)
+
+
+NO_GRAD_ROW_SHARE = 1.0 / 3.0
+"""The cost of an encoder row without gradient (a forward only: a momentum key encoder's pass) as a
+share of a row with gradient (forward and backward): the backward computes about twice the forward's
+products (gradients with respect to the inputs and to the weights). An operation count, not a
+measurement; ``benchmarks/bench_methods.py`` times what a method's step really costs."""
+
+
+def step_rows(config: RunConfig) -> float:
+    """Encoder rows per sentence of one training step as the cost model counts them: the method's
+    rows with gradient plus :data:`NO_GRAD_ROW_SHARE` of each row without (SimCSE: 2)."""
+    params = config.params
+    return params.encoder_rows() + NO_GRAD_ROW_SHARE * params.no_grad_encoder_rows()
 
 
 def probes_of(steps: int, eval_every: int) -> int:
