@@ -86,6 +86,7 @@ def _add_the_momentum_method(repo: Path) -> list[str]:
         "from methods.momentum_queue import MomentumQueue\nfrom methods.probes import",
     )
     text = text.replace('    "noise_probe":', '    "momentum_queue": MomentumQueue,\n    "noise_probe":')
+    assert text.count("MomentumQueue") == 2, "methods/__init__.py: the import and the registry line"
     init.write_text(text, encoding="utf-8")
 
     test = (ROOT / "tests" / "methods" / "test_stateful_method.py").read_text(encoding="utf-8")
