@@ -47,9 +47,9 @@ _ROW_TOKEN_BYTES = {
 _MARGIN = 1.15
 NO_GRAD_ROW_SHARE = 0.25
 """The activation memory of an encoder row without gradient (a forward only, e.g. a momentum key
-encoder's pass) as a share of a row with gradient: nothing is kept for a backward, so only the layer
-being computed holds its working set (one of MiniLM's six layers, attention scores included), a
-quarter rounded up."""
+encoder's pass) as a share of a row with gradient: nothing is kept for a backward, so at its peak
+the pass holds the working set of the layer it computes (attention scores included) rather than
+every layer's: about a sixth on MiniLM's six layers, a quarter to stay an upper estimate."""
 
 
 def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
