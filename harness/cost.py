@@ -2,7 +2,9 @@
 
 A run's estimate is the sum of its parts::
 
-    steps x step_s x encoder_rows / 2     training (a SimCSE step scaled by the method's encoder rows)
+    steps x step_s x step_rows / 2        training (a SimCSE step scaled by the method's encoder rows:
+                                          those with gradient, plus those without at
+                                          NO_GRAD_ROW_SHARE each, see step_rows)
   + probes x probe_s                      STS-B dev probes (one every eval_every; the one at step 0
                                           only for runs that cannot share it, see computed_probes)
   + sts_s [eval_precision]                final STS, when the run scores STS
@@ -151,6 +153,20 @@ def _machine_key(config: RunConfig, device: str) -> tuple[Any, ...]:
     return (device, config.model, config.precision, config.threads, config.batch_size, config.max_length)
 
 
+NO_GRAD_ROW_SHARE = 1.0 / 3.0
+"""The cost of an encoder row without gradient (a forward only: a momentum key encoder's pass) as a
+share of a row with gradient (forward and backward): the backward computes about twice the forward's
+products (gradients with respect to the inputs and to the weights). An operation count, not a
+measurement; ``benchmarks/bench_methods.py`` times what a method's step really costs."""
+
+
+def step_rows(config: RunConfig) -> float:
+    """Encoder rows per sentence of one training step as the cost model counts them: the method's
+    rows with gradient plus :data:`NO_GRAD_ROW_SHARE` of each row without (SimCSE: 2)."""
+    params = config.params
+    return params.encoder_rows() + NO_GRAD_ROW_SHARE * params.no_grad_encoder_rows()
+
+
 def probes_of(steps: int, eval_every: int) -> int:
     """Dev probes of a run: step 0, every ``eval_every`` steps, and the last step."""
     if steps <= 0:
@@ -236,7 +252,7 @@ class CostModel:
         self, bucket: dict[str, list[float]], record: Mapping[str, Any], config: RunConfig, steps: int
     ) -> None:
         if steps > 0 and record.get("train_time_s"):
-            rows = config.params.encoder_rows() / 2.0
+            rows = step_rows(config) / 2.0
             bucket.setdefault("step_s", []).append(float(record["train_time_s"]) / steps / rows)
         final_s = record.get("final_time_s")
         if final_s is not None and config.post_whiten == "none":
@@ -304,7 +320,7 @@ class CostModel:
         units, probe = self.units(config)
         steps = self.steps(config)
         shared = sharing_slowdown(config.model, self.trials_per_gpu)
-        total = steps * units.step_s * config.params.encoder_rows() / 2.0
+        total = steps * units.step_s * step_rows(config) / 2.0
         total += computed_probes(config, steps) * (probe or units.probe_s(config.precision))
         total *= shared
         sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"]) * shared
@@ -422,4 +438,5 @@ __all__ = [
     "scratch_line",
     "shares_step0_probe",
     "sharing_slowdown",
+    "step_rows",
 ]

@@ -483,6 +483,9 @@ class TrainingEncode:
     backward pass builds the table's dense gradient (vocabulary x d: 47 MB for MiniLM, a fresh
     allocation the CPU must fault in) once per call instead of once per bucket. The forward values are
     the same; the gradient is the same sum in another order.
+
+    ``encoder=`` (a :class:`SentenceEncoder`, e.g. a method's momentum copy of the run's encoder)
+    runs one call on that module instead, through the same pooler and length buckets.
     """
 
     def __init__(
@@ -495,20 +498,25 @@ class TrainingEncode:
         self.hidden_size = encoder.hidden_size
         self.length_buckets = length_buckets
 
-    def __call__(self, batch: dict[str, torch.Tensor], *, dropout: bool = True) -> torch.Tensor:
+    def __call__(
+        self, batch: dict[str, torch.Tensor], *, dropout: bool = True, encoder: nn.Module | None = None
+    ) -> torch.Tensor:
+        module = self.encoder if encoder is None else encoder
+        if not isinstance(module, SentenceEncoder):
+            raise TypeError(f"encode(encoder=...) needs a SentenceEncoder, got {type(module).__name__}")
         if dropout:
-            return self._features(batch)
-        with dropout_off(self.encoder):
-            return self._features(batch)
+            return self._features(batch, module)
+        with dropout_off(module):
+            return self._features(batch, module)
 
-    def _features(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _features(self, batch: dict[str, torch.Tensor], encoder: SentenceEncoder) -> torch.Tensor:
         n = int(batch["input_ids"].shape[0])
         buckets = min(self.length_buckets, n)
-        if buckets <= 1 or getattr(self.encoder.tokenizer, "padding_side", "right") != "right":
-            return self.encoder.features(batch, self.pooler)
+        if buckets <= 1 or getattr(encoder.tokenizer, "padding_side", "right") != "right":
+            return encoder.features(batch, self.pooler)
         lengths = batch["attention_mask"].sum(dim=1)
         order = torch.argsort(lengths, stable=True)
-        table = self.encoder.word_embeddings() if self.encoder.one_word_lookup else None
+        table = encoder.word_embeddings() if encoder.one_word_lookup else None
         words = table(batch["input_ids"]) if table is not None else None
         parts = []
         for rows in torch.tensor_split(order, buckets):
@@ -518,7 +526,7 @@ class TrainingEncode:
             }
             if words is not None:
                 part["inputs_embeds"] = words[rows, :width]
-            parts.append(self.encoder.features(part, self.pooler))
+            parts.append(encoder.features(part, self.pooler))
         out = torch.cat(parts)
         return out[torch.argsort(order)]
 

@@ -45,13 +45,19 @@ _ROW_TOKEN_BYTES = {
     "bert-large": 11 * 120 * 1024,
 }
 _MARGIN = 1.15
+NO_GRAD_ROW_SHARE = 0.25
+"""The activation memory of an encoder row without gradient (a forward only, e.g. a momentum key
+encoder's pass) as a share of a row with gradient: nothing is kept for a backward, so at its peak
+the pass holds the working set of the layer it computes (attention scores included) rather than
+every layer's: about a sixth on MiniLM's six layers, a quarter to stay an upper estimate."""
 
 
 def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
     """Host memory one run needs at its peak, in bytes (an upper estimate, for scheduling).
 
-    On a CPU the activations of ``encoder_rows x batch x max_length`` tokens dominate; on a GPU they
-    live in GPU memory and the host keeps the model, the data and the evaluation (the base).
+    On a CPU the activations of ``rows x batch x max_length`` tokens dominate (``rows``: the
+    method's encoder rows with gradient, plus :data:`NO_GRAD_ROW_SHARE` of each row without); on a
+    GPU they live in GPU memory and the host keeps the model, the data and the evaluation (the base).
     """
     from harness.cost import encoder_class
 
@@ -59,7 +65,9 @@ def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
     base = _BASE_BYTES.get(kind, _BASE_BYTES["bert-base"])
     if device != "cpu":
         return int(base)
-    tokens = float(config.params.encoder_rows()) * config.batch_size * config.max_length
+    params = config.params
+    rows = float(params.encoder_rows()) + NO_GRAD_ROW_SHARE * params.no_grad_encoder_rows()
+    tokens = rows * config.batch_size * config.max_length
     per_token = _ROW_TOKEN_BYTES.get(kind, _ROW_TOKEN_BYTES["bert-base"])
     return int(_MARGIN * (base + tokens * per_token))
 

@@ -97,10 +97,18 @@ class MethodParams:
         return {}
 
     def encoder_rows(self) -> float:
-        """Encoder rows (with gradient) per corpus sentence in one training step: what a step costs
-        relative to a plain forward of the batch (SimCSE: 2, its two dropout views). The grid's cost
-        estimate (:mod:`harness.cost`) scales a measured SimCSE step by ``encoder_rows() / 2``."""
+        """Encoder rows WITH gradient per corpus sentence in one training step (SimCSE: 2, its two
+        dropout views): each costs a forward and a backward and keeps its activations until the
+        backward. The grid's cost estimate (:mod:`harness.cost`) scales a measured SimCSE step by
+        ``encoder_rows() / 2`` and the memory estimate (:mod:`harness.memory`) counts their tokens."""
         return 2.0
+
+    def no_grad_encoder_rows(self) -> float:
+        """Encoder rows WITHOUT gradient per corpus sentence in one training step (0 for most
+        methods; a momentum key encoder's pass under ``torch.no_grad`` counts here): a forward only,
+        no activations kept. :mod:`harness.cost` and :mod:`harness.memory` count them at a share of
+        a row with gradient (``NO_GRAD_ROW_SHARE`` there)."""
+        return 0.0
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -165,11 +173,19 @@ class EncodeFn(Protocol):
     Returns the pooled training feature ``[n, d]`` (before any head), with gradient. With
     ``dropout=False`` every dropout module is off for this call only (the model otherwise stays in
     training mode) and is back on afterwards.
+
+    ``encoder=`` runs the call on another module instead of the run's encoder: a copy of the bound
+    encoder (e.g. a momentum key encoder registered with :meth:`Method.register_frozen`), pooled
+    with the run's training pooler and cut into the run's length buckets exactly as the run's own
+    calls are. Wrap the call in ``torch.no_grad()`` when it needs no gradient (and declare its rows
+    in :meth:`MethodParams.no_grad_encoder_rows`).
     """
 
     hidden_size: int
 
-    def __call__(self, batch: dict[str, torch.Tensor], *, dropout: bool = True) -> torch.Tensor: ...
+    def __call__(
+        self, batch: dict[str, torch.Tensor], *, dropout: bool = True, encoder: nn.Module | None = None
+    ) -> torch.Tensor: ...
 
 
 @dataclass
@@ -219,6 +235,10 @@ class Method(nn.Module):
     params_cls: ClassVar[type[MethodParams]]
     uses_encoder: ClassVar[bool] = False
     """Declare that :meth:`bind` must receive the encoder module before training starts."""
+    smoke_params: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
+    """Parameter sets (grid key -> value) of the short runs every registered method gets in the
+    tests (``tests/test_cpu_runs.py``, the registry tests): the defaults, plus settings that reach
+    the method's other code paths. Each must be valid on the tests' tiny and the packaged encoder."""
 
     def __init__(self, params: MethodParams, hidden_size: int) -> None:
         super().__init__()

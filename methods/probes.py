@@ -79,6 +79,7 @@ class NoiseProbe(ContrastiveMethod):
     )
     citation = SIMCSEPP_CITATION
     params_cls = NoiseProbeParams
+    smoke_params = ({"variant": "neg_plus_noise"}, {"variant": "pos_minus_noise", "k_samples": 2})
 
     def __init__(self, params: NoiseProbeParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
@@ -164,6 +165,7 @@ class BarlowProbe(ContrastiveMethod):
     )
     citation = SIMCSEPP_CITATION
     params_cls = BarlowProbeParams
+    smoke_params = ({"padding_rows": 320},)
 
     def __init__(self, params: BarlowProbeParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)

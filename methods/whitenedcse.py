@@ -177,6 +177,7 @@ class WhitenedCSE(ContrastiveMethod):
         "Zhuo et al., WhitenedCSE: Whitening-based Contrastive Learning of Sentence Embeddings, ACL 2023"
     )
     params_cls = WhitenedCSEParams
+    smoke_params = ({"num_groups": 128}, {"whitening": "zca", "num_positives": 2})
 
     def __init__(self, params: WhitenedCSEParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)

@@ -136,63 +136,90 @@ def group_whiten(
         TrainingError: non-finite input, or a singular / non-finite covariance.
     """
     squeeze = x.dim() == 2
-    xb = x.unsqueeze(0) if squeeze else x
-    if xb.dim() != 3:
-        raise ValueError(f"group_whiten expects [n, d] or [k, n, d], got shape {tuple(x.shape)}")
-    k, n, d = xb.shape
-    sizes = group_sizes(d, num_groups)
-    at = f"step {step}: " if step is not None else ""
-    if not bool(torch.isfinite(xb).all()):
-        bad = (~torch.isfinite(xb)).nonzero()[0]
-        raise TrainingError(
-            f"{at}group whitening got a non-finite input (block {int(bad[0])}, row {int(bad[1])}, "
-            f"channel {int(bad[2])})"
-        )
-    if grad not in ("stop", "full"):
-        raise ConfigError(f"whitening_grad must be 'stop' or 'full', got {grad!r}")
+    xb = _checked_blocks(x.unsqueeze(0) if squeeze else x, num_groups, grad, step)
+    k, sizes = xb.shape[0], group_sizes(xb.shape[2], num_groups)
     if perm is not None:
         perm = perm.unsqueeze(0) if perm.dim() == 1 else perm
         xb = permute_channels(xb, perm)
 
     xd = xb.to(torch.float64)
     xc = xd - xd.mean(dim=1, keepdim=True)  # [k, n, d], gradient flows through the centring
-
-    # Contiguous runs of equal-sized groups: one run when G divides d, else two (c + 1 and c).
-    runs: list[tuple[int, int, int, int]] = []  # (first group, groups, channels each, first channel)
-    g0 = ch0 = 0
-    for size in dict.fromkeys(sizes):
-        count = sizes.count(size)
-        runs.append((g0, count, size, ch0))
-        g0, ch0 = g0 + count, ch0 + count * size
-    c_max = sizes[0]
     outs: list[torch.Tensor] = []
-    evals_all = torch.full((k, num_groups, c_max), math.inf, dtype=torch.float64, device=x.device)
-    for first_group, count, c, first_channel in runs:
-        part = xc[:, :, first_channel : first_channel + count * c]
-        xg = part.reshape(k, n, count, c).permute(0, 2, 1, 3).reshape(k * count, n, c)
-
-        def whitening_matrix(groups: torch.Tensor, c: int = c) -> tuple[torch.Tensor, torch.Tensor]:
-            cov = groups.transpose(1, 2) @ groups / n  # [k*count, c, c], biased
-            eye = torch.eye(c, dtype=cov.dtype, device=cov.device)
-            evals, evecs = torch.linalg.eigh(cov + eps * eye)
-            return evecs @ torch.diag_embed(evals.rsqrt()) @ evecs.transpose(1, 2), evals.detach()
-
-        if grad == "stop":
-            with torch.no_grad():
-                w, evals = whitening_matrix(xg.detach())
-        else:
-            w, evals = whitening_matrix(xg)
+    evals_all = torch.full((k, num_groups, sizes[0]), math.inf, dtype=torch.float64, device=x.device)
+    for first_group, count, c, first_channel in _equal_size_runs(sizes):
+        out_run, evals = _whiten_run(xc, (first_group, count, c, first_channel), eps, grad, step)
         evals_all[:, first_group : first_group + count, :c] = evals.view(k, count, c)
-        _check_eigenvalues(
-            evals.reshape(k * count, c), count, step, "group whitening", group_offset=first_group
-        )
-        outs.append((xg @ w).view(k, count, n, c).permute(0, 2, 1, 3).reshape(k, n, count * c))
+        outs.append(out_run)
 
     out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
     if perm is not None:
         out = permute_channels(out, inverse_permutation(perm))
     out = out.to(x.dtype)
-    return (out.squeeze(0) if squeeze else out), evals_all.view(k * num_groups, c_max)
+    return (out.squeeze(0) if squeeze else out), evals_all.view(k * num_groups, sizes[0])
+
+
+def _checked_blocks(xb: torch.Tensor, num_groups: int, grad: str, step: int | None) -> torch.Tensor:
+    """``xb`` once it is a finite ``[k, n, d]`` with ``num_groups`` in ``1..d`` and a known ``grad``."""
+    if xb.dim() != 3:
+        raise ValueError(f"group_whiten expects [n, d] or [k, n, d], got shape {tuple(xb.shape)}")
+    group_sizes(xb.shape[2], num_groups)  # raises ConfigError outside 1..d
+    if not bool(torch.isfinite(xb).all()):
+        bad = (~torch.isfinite(xb)).nonzero()[0]
+        at = f"step {step}: " if step is not None else ""
+        raise TrainingError(
+            f"{at}group whitening got a non-finite input (block {int(bad[0])}, row {int(bad[1])}, "
+            f"channel {int(bad[2])})"
+        )
+    if grad not in ("stop", "full"):
+        raise ConfigError(f"whitening_grad must be 'stop' or 'full', got {grad!r}")
+    return xb
+
+
+Run = tuple[int, int, int, int]
+"""A contiguous run of equal-sized groups: (first group, groups, channels each, first channel)."""
+
+
+def _equal_size_runs(sizes: list[int]) -> list[Run]:
+    """The runs of equal-sized groups of :func:`group_sizes`: one when ``G`` divides ``d``, else two
+    (``c + 1`` and ``c`` channels), each whitened in one batched ``eigh``."""
+    runs: list[Run] = []
+    g0 = ch0 = 0
+    for size in dict.fromkeys(sizes):
+        count = sizes.count(size)
+        runs.append((g0, count, size, ch0))
+        g0, ch0 = g0 + count, ch0 + count * size
+    return runs
+
+
+def _whiten_run(
+    xc: torch.Tensor, run: Run, eps: float, grad: GradMode, step: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ZCA-whiten one run of equal-sized groups of the centred ``xc: [k, n, d]``.
+
+    Returns the run's whitened channels ``[k, n, count * c]`` and the ridged covariances'
+    eigenvalues ``[k * count, c]`` (detached), row ``b * count + g`` for block ``b``, group ``g``.
+
+    Raises:
+        TrainingError: a covariance is singular or non-finite (naming the step, block and group).
+    """
+    first_group, count, c, first_channel = run
+    k, n, _ = xc.shape
+    part = xc[:, :, first_channel : first_channel + count * c]
+    xg = part.reshape(k, n, count, c).permute(0, 2, 1, 3).reshape(k * count, n, c)
+
+    def whitening_matrix(groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cov = groups.transpose(1, 2) @ groups / n  # [k*count, c, c], biased
+        eye = torch.eye(c, dtype=cov.dtype, device=cov.device)
+        evals, evecs = torch.linalg.eigh(cov + eps * eye)
+        return evecs @ torch.diag_embed(evals.rsqrt()) @ evecs.transpose(1, 2), evals.detach()
+
+    if grad == "stop":
+        with torch.no_grad():
+            w, evals = whitening_matrix(xg.detach())
+    else:
+        w, evals = whitening_matrix(xg)
+    _check_eigenvalues(evals, count, step, "group whitening", group_offset=first_group)
+    return (xg @ w).view(k, count, n, c).permute(0, 2, 1, 3).reshape(k, n, count * c), evals
 
 
 class RunningWhitening(nn.Module):

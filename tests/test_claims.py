@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from paper_tables import PAPER_TABLES, number, paper_rows, parse_paper_tables
+from paper_tables import PAPER_TABLES, parse_paper_tables
 from scipy import stats
+from spec_checks import check_claim_deltas
 
 from harness.claims import (
     Claim,
@@ -27,7 +28,7 @@ from harness.cli import main
 from harness.errors import ConfigError
 from harness.grid import expand
 from harness.record import new_record
-from harness.specs import load_table_spec, load_table_specs, sweep_cell_key
+from harness.specs import load_table_spec, load_table_specs
 from harness.store import RunStore
 
 CORPUS_TEXT = "".join(f"claim fixture sentence {i} for the corpus.\n" for i in range(64))
@@ -72,24 +73,7 @@ def test_the_papers_claims_are_declared() -> None:
 
 
 def test_every_paper_delta_equals_paper_tables(paper: dict[str, list[dict[str, Any]]]) -> None:
-    checked = 0
-    for spec in load_table_specs():
-        for claim in spec.claims:
-            values = []
-            for key in (claim.better, claim.worse):
-                row = next((r for r in spec.rows if r.label == key), None)
-                if row is not None:
-                    header, numbers = paper_rows(paper[row.cites])[key]
-                    column = spec.column_labels[spec.columns.index(claim.column)]
-                    values.append(numbers[header.index(column)] if column in header else numbers[-1])
-                    continue
-                sweep = next(s for s in spec.sweeps if key in {sweep_cell_key(s, v) for v in s.values})
-                table = next(t for t in paper[spec.cites] if t["header"][0] == sweep.header)
-                paper_row = next(r for r in table["rows"] if r[0] == sweep.label)
-                index = [sweep_cell_key(sweep, v) for v in sweep.values].index(key)
-                values.append(number(paper_row[1 + index]))
-            assert claim.paper_delta == pytest.approx(values[0] - values[1], abs=1e-9), claim
-            checked += 1
+    checked = sum(check_claim_deltas(spec, paper) for spec in load_table_specs())
     assert checked >= 50
 
 

@@ -1,7 +1,10 @@
-"""A short real run of every registered method on the cpu profile (the packaged encoder).
+"""Short runs of every registered method, with the parameter sets it declares (``Method.smoke_params``).
 
-Marked slow (minutes of CPU): ``pytest -m slow tests/test_cpu_runs.py``. Each run trains two steps
-at batch 64 on the real corpus, probes STS-B dev, and must finish with finite losses and a record.
+The cases come from :data:`methods.REGISTRY`, so a new method is covered by registering it. Each
+case gets a two-step run of the tiny random encoder on a few STS-B dev pairs (default run), its
+cost and memory estimates (default run), and a short real run on the cpu profile with the packaged
+encoder, marked slow (minutes of CPU): ``pytest -m slow tests/test_cpu_runs.py``. Each run trains
+two steps, probes STS-B dev, and must finish with finite losses and a record.
 """
 
 from __future__ import annotations
@@ -12,47 +15,93 @@ from typing import Any
 
 import pytest
 
+from harness import memory
 from harness.config import resolve_config
+from harness.cost import NO_GRAD_ROW_SHARE, CostModel
 from harness.errors import DataError
 from harness.paths import resolve_data_root
 from harness.store import RunStore
 from harness.train import train_run
-from methods import REGISTRY
+from methods import REGISTRY, build_params
 
 CASES: list[tuple[str, dict[str, Any]]] = [
-    ("simcse", {}),
-    ("whitenedcse", {"num_groups": 128}),
-    ("whitenedcse", {"whitening": "zca", "num_positives": 2}),
-    ("simcsepp", {}),
-    ("noise_probe", {"variant": "neg_plus_noise"}),
-    ("noise_probe", {"variant": "pos_minus_noise", "k_samples": 2}),
-    ("barlow_probe", {"padding_rows": 320}),
+    (name, dict(params)) for name, cls in REGISTRY.items() for params in cls.smoke_params
 ]
+IDS = [f"{m}-{i}" for i, (m, _) in enumerate(CASES)]
+RUN = {"max_steps": 2, "eval_every": 2, "final_tasks": "none"}
 
 
-def test_cases_cover_the_registry() -> None:
+def test_every_registered_method_declares_valid_smoke_params() -> None:
+    for name, cls in REGISTRY.items():
+        assert cls.smoke_params, f"{name} declares no smoke_params"
     assert {name for name, _ in CASES} == set(REGISTRY)
+    for name, params in CASES:
+        for hidden in (64, 384):  # the tests' tiny encoder and the packaged one
+            build_params(name, params).validate(hidden)
+
+
+def _check_run(record: dict[str, Any], store: RunStore, run_id: str) -> None:
+    assert record["status"] == "finished"
+    assert (store.load(run_id) or {}).get("status") == "finished"
+    last = record["trajectory"][-1]
+    assert last["step"] == 2
+    assert math.isfinite(last["loss"])
+    assert -100 <= last["stsb_dev"] <= 100
+
+
+@pytest.fixture
+def tiny_data_root(mini_data_root: Path, tmp_path: Path) -> Path:
+    """The first STS lines of the real data and a 40-sentence corpus."""
+    root = tmp_path / "data"
+    (root / "corpus").mkdir(parents=True)
+    (root / "senteval").symlink_to(mini_data_root / "senteval")
+    sentences = [
+        f"sentence {i} of the tiny corpus is about {'dogs' if i % 2 else 'cats'} ." for i in range(40)
+    ]
+    (root / "corpus" / "nli-sentences.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize(("method", "params"), CASES, ids=IDS)
+def test_tiny_run(method: str, params: dict[str, Any], tiny_data_root: Path, tmp_path: Path) -> None:
+    config = resolve_config(method, params, profile="smoke", overrides=RUN, data_root=tiny_data_root)
+    store = RunStore(tmp_path / "runs")
+    record = train_run(config, tiny_data_root, store, log=None)
+    _check_run(dict(record), store, config.run_id())
+
+
+@pytest.mark.parametrize(("method", "params"), CASES, ids=IDS)
+def test_cost_and_memory_count_rows_with_and_without_gradient(
+    method: str, params: dict[str, Any], tiny_data_root: Path
+) -> None:
+    config = resolve_config(method, params, "cpu", {"max_steps": 100}, tiny_data_root)
+    simcse = resolve_config("simcse", {}, "cpu", {"max_steps": 100}, tiny_data_root)
+    grad, no_grad = config.params.encoder_rows(), config.params.no_grad_encoder_rows()
+    assert grad > 0 and no_grad >= 0
+    model = CostModel(cpu_id="test-cpu")
+    units, _ = model.units(config)
+    extra = model.run_seconds(config) - model.run_seconds(simcse)
+    assert extra == pytest.approx(100 * units.step_s * ((grad + NO_GRAD_ROW_SHARE * no_grad) / 2 - 1))
+    # the memory estimate is linear in rows x batch x length: SimCSE at twice the batch = 2 more rows
+    row = (
+        memory.estimate_bytes(simcse.replace(batch_size=2 * simcse.batch_size))
+        - memory.estimate_bytes(simcse)
+    ) / 2
+    rows = grad + memory.NO_GRAD_ROW_SHARE * no_grad
+    assert memory.estimate_bytes(config) - memory.estimate_bytes(simcse) == pytest.approx(
+        row * (rows - 2), abs=2
+    )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("method", "params"), CASES, ids=[f"{m}-{i}" for i, (m, _) in enumerate(CASES)])
+@pytest.mark.parametrize(("method", "params"), CASES, ids=IDS)
 def test_short_cpu_run(method: str, params: dict[str, Any], tmp_path: Path) -> None:
     try:
         data_root = resolve_data_root(None)
     except DataError as exc:
         pytest.skip(str(exc))
-    config = resolve_config(
-        method,
-        params,
-        profile="cpu",
-        overrides={"max_steps": 2, "eval_every": 2, "final_tasks": "none"},
-        data_root=data_root,
-    )
+    config = resolve_config(method, params, profile="cpu", overrides=RUN, data_root=data_root)
     store = RunStore(tmp_path / "runs")
     record = train_run(config, data_root, store, log=None)
-    assert record["status"] == "finished"
-    assert (store.load(config.run_id()) or {}).get("status") == "finished"
-    last = record["trajectory"][-1]
-    assert last["step"] == 2
-    assert math.isfinite(last["loss"])
-    assert 0 < last["stsb_dev"] <= 100
+    _check_run(dict(record), store, config.run_id())
+    assert 0 < record["trajectory"][-1]["stsb_dev"] <= 100

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from paper_tables import PAPER_TABLES, number, paper_rows, parse_paper_tables
+from paper_tables import PAPER_TABLES, parse_paper_tables
+from spec_checks import (
+    check_cites,
+    check_claim_deltas,
+    check_paper_numbers,
+    check_reproduced_or_excerpt,
+    check_spec,
+    reproduces,
+)
 
 from harness.errors import ConfigError
 from harness.specs import (
@@ -20,6 +29,7 @@ from harness.specs import (
 )
 from methods import build_params
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
 CITED = [f"WhitenedCSE Table {i}" for i in range(1, 7)] + [f"SimCSE++ Table {i}" for i in range(1, 6)]
 """Every paper table the harness reproduces (SimCSE++ Table 6, a training time, is not a spec)."""
 
@@ -33,58 +43,97 @@ def paper() -> dict[str, list[dict[str, Any]]]:
 
 def test_every_spec_loads() -> None:
     specs = load_table_specs()
-    assert {s.name for s in specs} >= {"cpu_demo"}
+    assert {s.name for s in specs} == {p.stem for p in table_spec_paths()}
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    started = set(re.findall(r"harness grid (\w+)", makefile))
+    assert started and started <= {s.name for s in specs}  # the specs `make run` starts
     assert len(load_plot_specs()) == 2
 
 
 def test_every_paper_table_has_a_spec_and_every_spec_cites_one(paper: dict[str, Any]) -> None:
     specs = load_table_specs()
-    cited = {s.cites for s in specs}
     for table in CITED:
         assert table in paper, f"{table} missing from PAPER_TABLES.md"
-        assert any(s.cites == table and s.name != "cpu_demo" for s in specs), f"no spec cites {table}"
+        assert any(reproduces(s, paper, table) for s in specs), f"no spec reproduces {table}"
     for spec in specs:
-        assert spec.cites in paper, f"{spec.path}: cites unknown table {spec.cites!r}"
-        for row in spec.rows:
-            assert row.cites in paper, f"{spec.path}: row {row.label!r} cites unknown {row.cites!r}"
-    assert cited <= set(paper)
+        check_cites(spec, paper)
 
 
 @pytest.mark.parametrize("path", table_spec_paths(), ids=lambda p: p.stem)
 def test_paper_numbers_equal_paper_tables(path: Path, paper: dict[str, Any]) -> None:
     spec = load_table_spec(path)
-    for row in spec.rows:
-        rows = paper_rows(paper[row.cites])
-        assert row.label in rows, f"{path.name}: {row.label!r} is not a row of {row.cites}"
-        header, numbers = rows[row.label]
-        assert list(spec.column_labels) == header or len(spec.columns) == 1 or spec.name == "cpu_demo"
-        if spec.name == "cpu_demo":
-            continue
-        assert list(row.paper) == numbers, f"{path.name}: {row.label}"
-        assert row.ours == any(c[0] == f"* {row.label}" for t in paper[row.cites] for c in t["rows"]), (
-            f"{path.name}: {row.label}: ours mark differs from the paper's *"
-        )
-    for sweep in spec.sweeps:
-        matches = [t for t in paper[spec.cites] if t["header"][0] == sweep.header]
-        assert matches, f"{path.name}: no table headed {sweep.header!r} in {spec.cites}"
-        table = matches[0]
-        assert [float(v) for v in sweep.values] == [number(h) for h in table["header"][1:]]
-        assert sweep.label in [r[0] for r in table["rows"]]
-        row = next(r for r in table["rows"] if r[0] == sweep.label)
-        assert list(sweep.paper) == [number(c) for c in row[1:]], f"{path.name}: {sweep.label}"
-    if spec.name != "cpu_demo":
-        # every row of the paper's table appears in the spec, in the paper's order
-        labels = [r.label for r in spec.rows] or [s.label for s in spec.sweeps]
-        paper_labels = [
-            c[0][2:] if c[0].startswith("* ") else c[0] for t in paper[spec.cites] for c in t["rows"]
-        ]
-        assert labels == paper_labels
+    check_paper_numbers(spec, paper)
+    # every row of the paper's table appears in the spec, in the paper's order (or, for an excerpt
+    # such as the `make run` demo, in another spec)
+    check_reproduced_or_excerpt(spec, load_table_specs(), paper)
 
 
-def test_cpu_demo_numbers_match_the_cited_rows(paper: dict[str, Any]) -> None:
-    spec = load_table_spec(TABLES_DIR / "cpu_demo.toml")
-    for row in spec.rows:
-        assert list(row.paper) == paper_rows(paper[row.cites])[row.label][1]
+NEW_SOURCE = """
+## Foo Table 1 \u2014 a made-up paper's STS results (Spearman x100)
+
+| Model | STS-B | SICK-R | Avg. |
+|---|---|---|---|
+| GloVe (avg.) | 58.02 | 53.76 | 55.89 |
+| SimCSE-BERT-base | 76.85 | 72.23 | 74.54 |
+| * FooCSE-BERT-base | 78.10 | 73.00 | 75.55 |
+"""
+
+NEW_SPEC = """
+cites = "Foo Table 1"
+title = "FooCSE against SimCSE"
+scores = "sts"
+columns = ["STSBenchmark", "SICKRelatedness", "avg"]
+
+[[rows]]
+label = "GloVe (avg.)"
+quoted = true
+paper = [58.02, 53.76, 55.89]
+
+[[rows]]
+label = "SimCSE-BERT-base"
+method = "simcse"
+paper = [76.85, 72.23, 74.54]
+
+[[rows]]
+label = "FooCSE-BERT-base"
+ours = true
+method = "simcsepp"
+paper = [78.10, 73.00, 75.55]
+
+[[claims]]
+better = "FooCSE-BERT-base"
+worse = "SimCSE-BERT-base"
+text = "FooCSE beats SimCSE on STS avg"
+"""
+
+
+def test_a_spec_of_a_new_source_needs_its_file_and_its_quoted_numbers(tmp_path: Path) -> None:
+    """A new source = its section of quoted numbers (here a PAPER_TABLES-like file of its own) and its
+    TOML spec: every spec check passes with nothing else changed, and a wrong number still fails."""
+    quotes = tmp_path / "PAPER_TABLES.md"
+    quotes.write_text(NEW_SOURCE, encoding="utf-8")
+    paper = parse_paper_tables(quotes.read_text(encoding="utf-8"))
+    (tmp_path / "tables").mkdir()
+    path = tmp_path / "tables" / "foo_table1.toml"
+    path.write_text(NEW_SPEC, encoding="utf-8")
+    spec = load_table_spec(path)
+    specs = [*load_table_specs(), spec]
+    if PAPER_TABLES.is_file():
+        paper = {**parse_paper_tables(PAPER_TABLES.read_text(encoding="utf-8")), **paper}
+    check_spec(spec, specs, paper)
+    assert check_claim_deltas(spec, paper) == 1
+    assert load_table_specs(directory=tmp_path / "tables")[0].name == "foo_table1"  # found by the commands
+    # an excerpt of the new table (the demo's kind of spec) passes while a spec reproduces the table
+    excerpt_path = tmp_path / "tables" / "foo_demo.toml"
+    excerpt_path.write_text(NEW_SPEC.split("[[rows]]", 2)[0] + "[[rows]]" + NEW_SPEC.split("[[rows]]", 2)[2])
+    excerpt = load_table_spec(excerpt_path)
+    check_spec(excerpt, [*specs, excerpt], paper)
+    with pytest.raises(AssertionError, match="no spec reproduces Foo Table 1"):
+        check_spec(excerpt, [s for s in specs if s is not spec], paper)
+    # a misquoted number fails
+    path.write_text(NEW_SPEC.replace("78.10", "78.01"), encoding="utf-8")
+    with pytest.raises(AssertionError, match="FooCSE-BERT-base"):
+        check_spec(load_table_spec(path), specs, paper)
 
 
 def test_plot_series_are_table_runs() -> None:

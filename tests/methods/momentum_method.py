@@ -2,6 +2,9 @@
 
 It exists to prove that the method contract fits stateful methods: it is written against
 ``methods.base`` alone and registered by one line in its test; the training loop is not touched.
+Its key encoder runs through the run's ``encode`` (``encoder=self.key_encoder``), so the keys get
+the run's training pooler and length buckets, and its parameter record declares those rows as
+rows without gradient (``no_grad_encoder_rows``), so the grid's cost and memory estimates count them.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import torch
 from torch import nn
 
 from harness.encoder import SentenceEncoder
+from harness.errors import ConfigError
 from methods.base import ContrastiveParams, EncodeFn, LossOutput, MLPHead, check_positive
 from methods.losses import cosine_logits
 from methods.memory import NegativeQueue, ema_update
@@ -34,6 +38,14 @@ class MomentumQueueParams(ContrastiveParams):
     def validate(self, hidden_size: int | None = None) -> None:
         super().validate(hidden_size)
         check_positive(self.momentum, "momentum")
+        if self.queue_size < 1:
+            raise ConfigError(f"queue_size must be >= 1, got {self.queue_size}")
+
+    def encoder_rows(self) -> float:
+        return 1.0  # the queries: one view of the batch, with gradient
+
+    def no_grad_encoder_rows(self) -> float:
+        return 1.0  # the keys: the momentum encoder's view of the batch, without gradient
 
 
 class MomentumQueue(ContrastiveMethod):
@@ -43,6 +55,7 @@ class MomentumQueue(ContrastiveMethod):
     description = "Test-only: momentum key encoder and a negative queue."
     citation = "He et al., Momentum Contrast for Unsupervised Visual Representation Learning, CVPR 2020"
     params_cls = MomentumQueueParams
+    smoke_params = ({}, {"momentum": 0.5, "queue_size": 4})
     uses_encoder = True
     key_encoder: SentenceEncoder
     key_head: MLPHead
@@ -63,7 +76,7 @@ class MomentumQueue(ContrastiveMethod):
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
         q = self.head(encode(batch))
         with torch.no_grad():
-            k = self.key_head(self.key_encoder.features(batch))
+            k = self.key_head(encode(batch, encoder=self.key_encoder))
         negatives = torch.cat([k, self.queue.contents().to(k.dtype)])
         logits = cosine_logits(q, negatives, self.p.temperature)
         loss = nn.functional.cross_entropy(logits, torch.arange(q.shape[0], device=q.device))

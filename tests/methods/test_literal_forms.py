@@ -80,9 +80,11 @@ class CountingEncode:
         self.hidden_size = encode.hidden_size
         self.rows: list[int] = []
 
-    def __call__(self, batch: dict[str, torch.Tensor], *, dropout: bool = True) -> torch.Tensor:
+    def __call__(
+        self, batch: dict[str, torch.Tensor], *, dropout: bool = True, encoder: torch.nn.Module | None = None
+    ) -> torch.Tensor:
         self.rows.append(int(batch["input_ids"].shape[0]))
-        return self.encode(batch, dropout=dropout)
+        return self.encode(batch, dropout=dropout, encoder=encoder)
 
 
 @pytest.mark.parametrize("variant", ["pos_minus_noise", "neg_minus_noise"])

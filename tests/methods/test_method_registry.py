@@ -33,8 +33,9 @@ def test_registry_is_sorted():
     assert list(REGISTRY) == sorted(REGISTRY)
 
 
-def test_expected_names():
-    assert set(REGISTRY) == {"barlow_probe", "noise_probe", "simcse", "simcsepp", "whitenedcse"}
+def test_the_registry_has_at_least_the_papers_methods():
+    # at least: a new method is added by its four files (CONTRIBUTING.md), not by editing this list
+    assert set(REGISTRY) >= {"barlow_probe", "noise_probe", "simcse", "simcsepp", "whitenedcse"}
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))

@@ -104,8 +104,8 @@ class RecordingEncode(TrainingEncode):
         self.outputs: list[torch.Tensor] = []
         encoder.model.register_forward_pre_hook(lambda mod, args: self.rates.append(dropout_rates(mod)))
 
-    def __call__(self, batch, *, dropout=True):
-        out = super().__call__(batch, dropout=dropout)
+    def __call__(self, batch, *, dropout=True, encoder=None):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder)
         self.outputs.append(out)
         return out
 
@@ -245,7 +245,7 @@ class FakeEncode:
         self.gen = torch.Generator().manual_seed(seed)
         self.calls: list[tuple[int, bool]] = []
 
-    def __call__(self, batch, *, dropout=True):
+    def __call__(self, batch, *, dropout=True, encoder=None):
         n = batch["input_ids"].shape[0]
         self.calls.append((n, dropout))
         return torch.randn(n, self.hidden_size, generator=self.gen).requires_grad_(True)
@@ -296,35 +296,46 @@ def test_barlow_probe_samples_rank_every_k_steps(encoder, batch):
 
 
 class RowCountingEncode(TrainingEncode):
-    """TrainingEncode that counts the rows each encoder call computes."""
+    """TrainingEncode that counts the rows each encoder call computes, with and without gradient."""
 
     def __init__(self, encoder) -> None:
         super().__init__(encoder)
         self.rows = 0
+        self.no_grad_rows = 0
 
-    def __call__(self, batch, *, dropout=True):
-        self.rows += int(batch["input_ids"].shape[0])
-        return super().__call__(batch, dropout=dropout)
+    def __call__(self, batch, *, dropout=True, encoder=None):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder)
+        if out.requires_grad:
+            self.rows += int(batch["input_ids"].shape[0])
+        else:
+            self.no_grad_rows += int(batch["input_ids"].shape[0])
+        return out
 
 
-@pytest.mark.parametrize(
-    ("name", "overrides"),
-    [
-        ("simcse", {}),
-        ("whitenedcse", {"num_groups": 16}),
-        ("whitenedcse", {"num_groups": 16, "num_positives": 4}),
-        ("whitenedcse", {"num_groups": 16, "positive_source": "sgw"}),
-        ("simcsepp", {}),
-        ("simcsepp", {"off_dropout": False, "m": 1.0}),
-        ("noise_probe", {"variant": "pos_minus_noise", "k_samples": 3}),
-        ("noise_probe", {"variant": "neg_minus_noise", "k_samples": 2, "k_independent": True}),
-        ("noise_probe", {"variant": "neg_plus_noise"}),
-        ("barlow_probe", {"padding_rows": 8}),
-    ],
-)
+ROW_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("simcse", {}),
+    ("whitenedcse", {"num_groups": 16}),
+    ("whitenedcse", {"num_groups": 16, "num_positives": 4}),
+    ("whitenedcse", {"num_groups": 16, "positive_source": "sgw"}),
+    ("simcsepp", {}),
+    ("simcsepp", {"off_dropout": False, "m": 1.0}),
+    ("noise_probe", {"variant": "pos_minus_noise", "k_samples": 3}),
+    ("noise_probe", {"variant": "neg_minus_noise", "k_samples": 2, "k_independent": True}),
+    ("noise_probe", {"variant": "neg_plus_noise"}),
+    ("barlow_probe", {"padding_rows": 8}),
+]
+SMOKE_CASES = [(name, dict(p)) for name, cls in REGISTRY.items() for p in cls.smoke_params]
+
+
+@pytest.mark.parametrize(("name", "overrides"), ROW_CASES + SMOKE_CASES)
 def test_encoder_rows_declares_what_a_step_encodes(encoder, batch, name, overrides):
-    """The grid's cost estimate scales a SimCSE step by ``encoder_rows() / 2``: it must be true."""
+    """The grid's cost and memory estimates count ``encoder_rows()`` rows with gradient and
+    ``no_grad_encoder_rows()`` rows without per sentence: both must be true."""
     method = make(name, encoder.hidden_size, **overrides)
+    if method.uses_encoder:
+        method.attach(encoder)
     counting = RowCountingEncode(encoder)
     method.compute_loss(counting, batch, step=1)
-    assert counting.rows == method.params.encoder_rows() * batch["input_ids"].shape[0]
+    b = batch["input_ids"].shape[0]
+    assert counting.rows == method.params.encoder_rows() * b
+    assert counting.no_grad_rows == method.params.no_grad_encoder_rows() * b

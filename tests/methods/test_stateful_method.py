@@ -14,8 +14,10 @@ import torch
 from momentum_method import MomentumQueue, MomentumQueueParams
 
 import harness.train as train_mod
+from harness import memory
 from harness.config import RunConfig, resolve_config
-from harness.encoder import load_encoder
+from harness.cost import NO_GRAD_ROW_SHARE, CostModel
+from harness.encoder import TrainingEncode, load_encoder
 from harness.store import RunStore
 from harness.train import TrainStep
 from methods import REGISTRY
@@ -95,6 +97,61 @@ def test_train_run_completes_with_the_stateful_method(
     # smoke batch 8, queue 16: the queue holds 8 then 16 keys (steps 1-2), then stays full
     assert [p.get("queue_filled") for p in record["trajectory"]] == [None, 12.0, 16.0]
     assert set(method_state_keys(cfg)) == {"mlp.dense.weight", "mlp.dense.bias"}
+
+
+@pytest.mark.parametrize(
+    ("pooler", "buckets"), [("cls_before_pooler", 1), ("cls_before_pooler", 3), ("avg", 3)]
+)
+def test_the_key_encoder_runs_through_the_runs_pooler_and_buckets(pooler: str, buckets: int) -> None:
+    encoder = load_encoder("random:tiny", seed=0)
+    method = MomentumQueue(MomentumQueueParams(), encoder.hidden_size)
+    method.attach(encoder)
+    key = method.key_encoder
+    with torch.no_grad():
+        for p in key.parameters():  # a key encoder that has drifted from the online one
+            p.add_(0.01 * torch.randn_like(p))
+    sentences = ["a b", "a much longer sentence with many more tokens in it .", "c d e", "mid length one"]
+    batch = encoder.tokenize(sentences * 2, max_length=32)
+    encode = TrainingEncode(encoder, pooler, buckets)
+    widths: list[int] = []
+    original = key.features
+
+    def spy(batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler") -> torch.Tensor:
+        widths.append(int(batch["attention_mask"].shape[1]))
+        return original(batch, pooler)
+
+    key.features = spy  # type: ignore[method-assign]
+    with torch.no_grad():
+        keys = encode(batch, dropout=False, encoder=key)
+        online = encode(batch, dropout=False)
+    del key.features
+    assert len(widths) == buckets  # the run's length buckets, on the key encoder
+    key.eval()
+    with torch.no_grad():
+        direct = key.features(batch, pooler)  # a direct pooled forward of the key encoder
+    torch.testing.assert_close(keys, direct, rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(keys, online, atol=1e-4)
+    with pytest.raises(TypeError, match="SentenceEncoder"):
+        encode(batch, encoder=torch.nn.Linear(2, 2))
+
+
+def test_cost_and_memory_count_the_key_encoders_pass(registered: None, data_root: Path) -> None:
+    cfg = resolve_config("momentum_queue", None, "cpu", {"max_steps": 100}, data_root=data_root)
+    simcse = resolve_config("simcse", None, "cpu", {"max_steps": 100}, data_root=data_root)
+    assert (cfg.params.encoder_rows(), cfg.params.no_grad_encoder_rows()) == (1.0, 1.0)
+    model = CostModel(cpu_id="test-cpu")
+    step_s = model.units(cfg)[0].step_s
+    # one row with gradient (the queries) and one forward-only row (the keys) against SimCSE's two
+    expected = 100 * step_s * (1.0 + NO_GRAD_ROW_SHARE - 2.0) / 2
+    assert model.run_seconds(cfg) - model.run_seconds(simcse) == pytest.approx(expected)
+    # memory: the keys keep no activations, so they count NO_GRAD_ROW_SHARE of a row with gradient
+    doubled = simcse.replace(batch_size=2 * simcse.batch_size)  # two more rows' tokens
+    row = (memory.estimate_bytes(doubled) - memory.estimate_bytes(simcse)) / 2
+    rows = 1.0 + memory.NO_GRAD_ROW_SHARE
+    assert memory.estimate_bytes(cfg) - memory.estimate_bytes(simcse) == pytest.approx(
+        (rows - 2) * row, abs=2
+    )
+    assert memory.estimate_bytes(cfg) > memory.estimate_bytes(simcse) - row  # more than one row alone
 
 
 def method_state_keys(cfg: RunConfig) -> list[str]:
