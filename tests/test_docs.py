@@ -6,6 +6,7 @@
 * docs/correctness.md quotes SentEval's own STS numbers as ``harness/evaluation/reference.py`` keeps them.
 * Every relative link, and every repository path a page names in backticks, exists; every
   ``#anchor`` is a heading of its page.
+* docs/speed.md quotes the cost and memory models' constants as the code has them.
 * README.md stays a product page (no dated run logs: those live in docs/), and no code comment or
   docstring carries a dated measurement (it points to the record or benchmark instead).
 """
@@ -176,3 +177,21 @@ def test_no_code_comment_or_docstring_carries_a_dated_measurement() -> None:
                 if DATE.search(text):
                     dated.append(f"{path.relative_to(ROOT)}:{line}")
     assert not dated, f"point to the record or benchmark (docs/speed.md) instead of dating a number: {dated}"
+
+
+def test_the_speed_page_quotes_the_constants_the_code_uses() -> None:
+    """docs/speed.md explains where the cost and memory models' constants come from: the same values."""
+    from harness import cost, memory
+
+    text = " ".join((ROOT / "docs" / "speed.md").read_text(encoding="utf-8").split())
+    step, sts, _source = cost._BUILTIN[("cpu", "minilm", "bf16")]
+    assert f"the bf16 SimCSE step {step} s and the bf16 final STS pass {sts['bf16']} s" in text
+    assert f"the fp32 STS pass, {sts['fp32']} s," in text
+    assert f"`PROBE_SHARE` = {cost.PROBE_SHARE}:" in text
+    assert cost.TRANSFER_PER_STS == 415 / 49.8 and "`TRANSFER_PER_STS` = 415 / 49.8:" in text
+    assert cost.TRANSFER_FIT_S == {"fasttest": 12.3 * 454.8 / 230.0, "test": 454.8}
+    assert "test mode 454.8 s; fasttest 12.3 s with two workers times" in text and "(454.8 / 230.0)" in text
+    assert f"`STS_PER_STEP` = {cost.STS_PER_STEP:.0f}:" in text
+    assert memory._ROW_TOKEN_BYTES["minilm"] == 120 * 1024 and "rounded up to 120 KB" in text
+    assert memory._BASE_BYTES["minilm"] == 2 * memory.GB and "is therefore 2 GB" in text
+    assert memory._MARGIN == 1.15 and "the estimate adds 15 % for the allocator" in text
