@@ -270,9 +270,9 @@ SimCSE++'s SBERT starts, not of BERT-base), on the 25k-sentence NLI corpus; batc
 an STS-B dev probe every 25 (model selection over steps 25-100), single-threaded, training calls
 encoded in 4 length buckets, bf16 training and dev probes where the CPU has native bf16 (else fp32;
 the precision is in the run id); then the seven STS tasks. The budget comes from a measured STS-B dev
-curve of SimCSE on this encoder (README: it rises from 79.7 to ~82.9 by step 80 and drifts down
-after ~120). ``night``: ``cpu`` with the final tasks in bf16 too where the CPU has native bf16
-(STS within 0.02 of fp32 per task and 0.006 on the average, measured on the packaged encoder), which
+curve of SimCSE on this encoder (docs/guide.md, "Where the `cpu` budget comes from": it rises by
+step 80 and drifts after). ``night``: ``cpu`` with the final tasks in bf16 too where the CPU has
+native bf16 (STS within 0.02 of fp32 per task: docs/correctness.md, "Reproducibility"), which
 brings the 5-seed replication grid of every claim under one night on 2 cores (``harness grid all
 --profile night --seeds 5 --dry-run`` prints the estimate); without native bf16 its runs are the
 ``cpu`` profile's, ids included. ``demo``: ``cpu`` with 40 steps (dev probe every 20), what

@@ -37,17 +37,17 @@ from harness.config import RunConfig
 STS_SENTENCES = 26_083
 """Distinct sentences of the seven STS test sets the final STS pass embeds (bench_sts_eval.py)."""
 PROBE_SHARE = 0.14
-"""A dev probe's time as a share of a final STS pass in the same precision (measured on the CPU:
-fp32 15 s / 100 s, bf16 5 s / 35 s, packaged MiniLM, one thread, 2026-11-23)."""
+"""A dev probe's time as a share of a final STS pass in the same precision (packaged MiniLM, one
+CPU thread; the measurement: docs/speed.md, "Where the code's constants come from")."""
 TRANSFER_PER_STS = 415.0 / 49.8
 """Embedding the seven transfer tasks (SentEval's sorted batches, every split) / the final STS pass,
-same encoder, precision and threads: 415 s / 49.8 s, packaged MiniLM, fp32, 2 threads, idle, 2026-11-23
-(``bench_transfer_eval.py``, ``bench_sts_eval.py``): 8.3 STS passes."""
+same encoder, precision and threads, as ``bench_transfer_eval.py`` and ``bench_sts_eval.py`` print
+them (packaged MiniLM, fp32, 2 threads; dated in docs/speed.md): 8.3 STS passes."""
 TRANSFER_FIT_S = {"fasttest": 12.3 * 454.8 / 230.0, "test": 454.8}
 """The transfer classifier fits of one run, one worker (a trial with one thread fits in-process), on
-the host CPU whatever device embeds: test mode 454.8 s measured with one worker; fasttest 12.3 s
-measured with two workers, times the test mode's one-worker/two-worker ratio (1.98)
-(``bench_transfer_eval.py``, 2026-11-23, idle)."""
+the host CPU whatever device embeds: test mode with one worker; fasttest with two workers, times the
+test mode's one-worker/two-worker ratio (1.98), as ``bench_transfer_eval.py`` prints them (dated in
+docs/speed.md)."""
 STS_PER_STEP = 35.0
 """Final STS pass / SimCSE step, same device and precision (CPU measurements above: 38 fp32, 32 bf16);
 used only for an encoder with a measured step but no measured evaluation."""
@@ -80,12 +80,12 @@ class UnitCosts:
 
 
 # (device kind, encoder, precision) -> measured unit costs. CPU: this project's 2-core machine,
-# one thread per trial, another trial running beside it, 2026-11-23: the bf16 step and bf16 STS
-# pass are the medians of the night grid's records (SimCSE 0.71 s/step over 4 runs; 33.5 s over 180
-# runs), the fp32 STS pass one cpu-profile run with oneDNN linear layers (45.0 s); the fp32 step is
-# an earlier 2.6 s times bench_train_step's oneDNN/BLAS ratio (729 / 968 ms). GPU: an H100,
-# bert-base-sized encoder with random weights, 2026-11-22 (README, Speed); its evaluation times are
-# derived (STS_PER_STEP), not measured.
+# one thread per trial, another trial running beside it: the bf16 step and bf16 STS pass are the
+# medians of the night grid's records (docs/night/runs), the fp32 STS pass one cpu-profile run with
+# oneDNN linear layers; the fp32 step an earlier fp32 step times bench_train_step's oneDNN/BLAS
+# ratio. GPU: an H100, bert-base-sized encoder with random weights; its evaluation times are
+# derived (STS_PER_STEP), not measured. Where and when each was measured: docs/speed.md, "Where the
+# code's constants come from".
 _BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], str]] = {
     ("cpu", "minilm", "bf16"): (
         0.71,
@@ -124,10 +124,10 @@ _GPU_SHARING: dict[str, dict[int, float]] = {
     "minilm": {1: 53.4, 2: 72.1, 4: 75.7, 8: 76.9},
     "bert-base": {1: 14.8, 2: 33.3, 4: 49.4, 8: 52.0},
 }
-"""Steps per second of one H100 running k trials at once (``bench_gpu_trials.py``, 2026-11-22;
-bert-base in bf16): a trial sharing a GPU with k - 1 others runs ``k x rate(1) / rate(k)`` times as
-long as it would alone (bert-base: 0.89x at 2 -- small trials leave the GPU idle between kernels --,
-1.2x at 4, 2.3x at 8)."""
+"""Steps per second of one H100 running k trials at once (``bench_gpu_trials.py``, dated in
+docs/speed.md; bert-base in bf16): a trial sharing a GPU with k - 1 others runs
+``k x rate(1) / rate(k)`` times as long as it would alone (bert-base: 0.89x at 2 -- small trials
+leave the GPU idle between kernels --, 1.2x at 4, 2.3x at 8)."""
 
 
 def sharing_slowdown(model: str, trials_per_gpu: int) -> float:
@@ -205,7 +205,8 @@ class CostModel:
         cpu_id: the processor the grid will run on (default: this machine's
             :func:`~harness.hardware.cpu_id` for ``cpu``): records whose provenance names the same
             one calibrate alone where there are any, since two EPYC generations sold under one name
-            ran this project's bf16 steps 1.8x apart. Otherwise every record of the device does.
+            ran this project's bf16 steps 1.8x apart (docs/speed.md, "Processors"). Otherwise every
+            record of the device does.
     """
 
     def __init__(

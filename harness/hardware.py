@@ -40,8 +40,9 @@ def cpu_id() -> str:
     not listed.
 
     Virtual machines here report the model name as plain "AMD EPYC" whatever the generation, yet two
-    generations differ in what a benchmark measures (a CPU with full-width AVX-512 units ran bf16
-    matmul at 867 GFLOPS on 2 threads, one that splits them at ~410): records and benchmarks print
+    generations differ in what a benchmark measures (one with full-width AVX-512 units ran bf16
+    matmul about twice as fast as one that splits them; docs/speed.md, "Processors"): records and
+    benchmarks print
     this beside the name so that a timing can be traced to the processor that gave it, and the cost
     model calibrates from the records of this processor where it has some.
     """

@@ -4,11 +4,11 @@
 Why the grid needs both: the ``-noise`` probes of SimCSE++ Table 1 encode every sentence ``2K = 20``
 times with gradients, which at batch 64 and length 32 keeps ~5 GB of activations on the packaged
 MiniLM; and a Ray worker that is reused for the next trial runs it in a new thread, whose allocator
-arena does not reuse the memory the last trial freed in its own. On 2026-11-23 two reused workers
-held 11.5 and 9.6 GB when their third K = 10 trial started and Ray's memory monitor killed one
-(the node has 23.5 GB). :func:`release_freed` after every trial returns that memory to the system;
-:func:`estimate_bytes` lets Ray's scheduler keep the sum of the running trials' needs within its
-``memory`` resource.
+arena does not reuse the memory the last trial freed in its own: in the replication night two
+reused workers held over 20 GB together when their third K = 10 trial started, and Ray's memory
+monitor killed one (docs/night.md, "How it ran"). :func:`release_freed` after every trial returns
+that memory to the system; :func:`estimate_bytes` lets Ray's scheduler keep the sum of the running
+trials' needs within its ``memory`` resource.
 """
 
 from __future__ import annotations
@@ -27,16 +27,14 @@ if TYPE_CHECKING:
 
 GB = 1024**3
 
-# Measured on the packaged MiniLM (d = 384, 6 layers) on 2026-11-23. Training alone (`harness train
-# --profile night --final-tasks none`, 3 and 30 steps): SimCSE (2 encoder rows per sentence) peaked at
-# 1.35 GB, the K = 10 noise probe (20 rows) at 4.31 GB (3 steps) and 4.82 GB (30 steps) in bf16,
-# 5.52 GB (3 steps) in fp32: (4.82 - 1.35) / (18 rows x 2,048 tokens) = 94 KB per row-token in bf16,
-# 113 KB in fp32, rounded up to 120 KB. Whole runs with the final fp32 STS evaluation (`make run`,
-# demo profile, records' ``peak_rss_mb``): 2.17-2.36 GB for SimCSE, 2.06-2.48 GB with 3 rows; the
-# K = 10 probes of the night 5.1-5.3 GB. The base (model, optimiser, data, evaluation) is therefore
-# 2 GB, and the estimate adds 15 % for the allocator. The larger encoders are not measured: they
-# scale per token by layers x width (bert-base 12 x 768, bert-large 24 x 1024 against 6 x 384) and
-# carry their weights and AdamW's two moments in the base; ``random:tiny`` (2 x 64) is the tests'.
+# Calibrated on the packaged MiniLM (d = 384, 6 layers): the extra peak memory of the K = 10 noise
+# probe's 18 extra encoder rows over SimCSE in `harness train --profile night --final-tasks none`,
+# per row-token, rounded up (120 KB); the base (model, optimiser, data, evaluation: 2 GB) from the
+# records' ``peak_rss_mb`` of whole runs. The estimate adds 15 % for the allocator. The measurements
+# and their date: docs/speed.md, "Where the code's constants come from". The larger encoders are not
+# measured: they scale per token by layers x width (bert-base 12 x 768, bert-large 24 x 1024 against
+# 6 x 384) and carry their weights and AdamW's two moments in the base; ``random:tiny`` (2 x 64) is
+# the tests'.
 _BASE_BYTES = {"tiny": 0.5 * GB, "minilm": 2.0 * GB, "bert-base": 3.5 * GB, "bert-large": 7.5 * GB}
 _ROW_TOKEN_BYTES = {
     "tiny": 10 * 1024,

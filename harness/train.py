@@ -218,8 +218,8 @@ class TrainStep:
 def make_adamw(parameters: list[nn.Parameter], lr: float, weight_decay: float) -> torch.optim.AdamW:
     """AdamW (betas 0.9/0.999, eps 1e-8), fused where PyTorch has a fused kernel for the parameters'
     device and dtype: one kernel over all tensors instead of a loop of element-wise operations per
-    tensor (MiniLM on one CPU thread: ~23 ms against ~190 ms per step); the same update up to float
-    rounding. Elsewhere the default implementation."""
+    tensor (several times faster on the CPU: docs/speed.md, "Where the code's constants come
+    from"); the same update up to float rounding. Elsewhere the default implementation."""
     kwargs: dict[str, Any] = {"lr": lr, "weight_decay": weight_decay, "betas": (0.9, 0.999), "eps": 1e-8}
     devices = {p.device.type for p in parameters}
     if parameters and devices <= {"cpu", "cuda"} and all(p.dtype == torch.float32 for p in parameters):

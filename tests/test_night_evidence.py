@@ -1,9 +1,10 @@
-"""The README's replication-night numbers are what the committed run records give.
+"""The replication night's numbers in ``docs/night.md`` are what the committed run records give.
 
 ``docs/night`` holds the finished records of the night grid's parts that have been run
 (``docs/night/runs``), the specs they cover (``manifest.json``) and the tables and claims rendered
-from them. This test renders them again from the records and checks that the committed files and
-the README's claims table say the same, so a number in the README cannot drift from its records.
+from them. These tests render them again from the records and check that the committed files and
+``docs/night.md`` (its claims table, its verdict counts and the STS averages it quotes) say the same,
+so a number on that page cannot drift from its records.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import json
 import re
 from pathlib import Path
 
+from doc_numbers import demo_averages
+
 from harness.cli import main
 from harness.reporting.claims import HEADER as CLAIMS_HEADER
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHT = ROOT / "docs" / "night"
+PAGE = ROOT / "docs" / "night.md"
 
 
 def _table_rows(text: str) -> list[str]:
@@ -52,15 +56,40 @@ def test_the_committed_night_tables_and_claims_come_from_its_records(data_root: 
     measured = [row for row in _table_rows(claims) if row.split(" | ")[6] == "5"]
     assert len(measured) >= 10  # claims with 5 paired seeds behind them
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    marker = "**The replication night.**"
-    assert marker in readme
-    section = readme.split(marker, 1)[1].split("\n## ", 1)[0]
+    page = PAGE.read_text(encoding="utf-8")
+    marker = "\n## The claims\n"
+    assert marker in page
+    section = page.split(marker, 1)[1].split("\n## ", 1)[0]
     quoted = [  # the claims rows: a spec name first, claims.md's nine columns
         row
         for row in _table_rows(section)
         if re.match(r"^\| [a-z]+_[a-z0-9_]+ \|", row) and row.count(" | ") == len(CLAIMS_HEADER) - 1
     ]
-    assert quoted, "the README's night section quotes no claims rows"
+    assert quoted, "docs/night.md's claims section quotes no claims rows"
     missing = [row for row in quoted if row not in claims]
     assert not missing, missing
+    assert len(quoted) == len(_table_rows(claims))  # the page quotes every claim, not a selection
+
+
+def test_the_night_pages_summary_numbers_are_the_committed_records() -> None:
+    """The record count, the verdict counts and the STS averages that docs/night.md quotes in prose."""
+    page = PAGE.read_text(encoding="utf-8")
+    records = list((NIGHT / "runs" / "records").glob("*.json"))
+    assert f"**All {len(records)} have run**" in page
+
+    claims = json.loads((NIGHT / "claims" / "claims.json").read_text(encoding="utf-8"))["claims"]
+    distinct = [c for c in claims if not c["same_as"]]
+    count = {
+        v: sum(c["verdict"] == v for c in distinct) for v in ("holds", "reversed", "inconclusive", "not run")
+    }
+    flat = " ".join(page.split())  # the prose as one line, whatever its line breaks
+    quoted = (
+        f"({len(distinct)} distinct comparisons: {count['holds']} hold, {count['reversed']} reversed, "
+        f"{count['inconclusive']} inconclusive, {count['not run']} not run at this encoder; "
+        f"{len(claims) - len(distinct)} more rows repeat the same runs and are not counted)"
+    )
+    assert quoted in flat, quoted
+
+    averages = demo_averages((NIGHT / "tables" / "tables.md").read_text(encoding="utf-8"))
+    quoted = ", ".join(f"{method} {mean} +- {sd}" for method, (_paper, mean, sd) in averages.items())
+    assert f"(STS avg: {quoted})" in flat, quoted

@@ -23,9 +23,10 @@ def _config(method: str, params: dict[str, object], **overrides: object) -> RunC
 def test_the_estimate_covers_what_was_measured_and_grows_with_the_encoder_rows() -> None:
     simcse = _config("simcse", {})
     probe = _config("noise_probe", {"variant": "pos_minus_noise", "k_samples": 10})
-    # measured on 2026-11-23 (harness/memory.py): whole runs with the final STS evaluation peaked at
-    # 2.36 GB for SimCSE, 2.48 GB with 3 encoder rows, 5.3 GB for the K = 10 probe; training alone at
-    # 5.52 GB for the K = 10 probe in fp32. The estimate must not be below any of them.
+    # measured (docs/speed.md, "Where the code's constants come from"): whole runs with the final STS
+    # evaluation peaked at 2.36 GB for SimCSE, 2.48 GB with 3 encoder rows, 5.3 GB for the K = 10
+    # probe; training alone at 5.52 GB for the K = 10 probe in fp32. The estimate must not be below
+    # any of them.
     assert memory.estimate_bytes(simcse) >= 2.36 * GB
     assert memory.estimate_bytes(_config("whitenedcse", {"num_positives": 3})) >= 2.48 * GB
     assert memory.estimate_bytes(probe) >= 5.52 * GB
