@@ -243,7 +243,7 @@ def read_binary(paths: Sequence[Path], name: str) -> TaskText:
     return TaskText(name, 2, {"all": TextSplit((pos + neg,), labels)})
 
 
-def read_sst2(paths: Sequence[Path], name: str = "SST2") -> TaskText:
+def read_sst2(paths: Sequence[Path], name: str) -> TaskText:
     """SST2 from ``(train, dev, test)`` files: UTF-8, ``text<TAB>label`` per line."""
     splits = {}
     for split, path in zip(("train", "dev", "test"), paths, strict=True):
@@ -259,7 +259,7 @@ def read_sst2(paths: Sequence[Path], name: str = "SST2") -> TaskText:
     return TaskText(name, 2, splits)
 
 
-def read_trec(paths: Sequence[Path], name: str = "TREC") -> TaskText:
+def read_trec(paths: Sequence[Path], name: str) -> TaskText:
     """TREC from ``(train, test)`` files: Latin-1, ``COARSE:fine question``; the fine label (first
     word) is dropped."""
     splits = {}
@@ -280,7 +280,7 @@ def read_trec(paths: Sequence[Path], name: str = "TREC") -> TaskText:
     return TaskText(name, 6, splits)
 
 
-def read_mrpc(paths: Sequence[Path], name: str = "MRPC") -> TaskText:
+def read_mrpc(paths: Sequence[Path], name: str) -> TaskText:
     """MRPC from ``(train, test)`` files: UTF-8, tab-separated, header dropped; label = field 0,
     sentences = fields 3 and 4."""
     splits = {}
