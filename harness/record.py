@@ -136,9 +136,9 @@ def record_tasks(record: Mapping[str, Any], group: str) -> tuple[str, ...]:
 
 
 def covers_registered_tasks(record: Mapping[str, Any], group: str) -> bool:
-    """Whether the record's ``group`` scores cover exactly the tasks registered now, in their order
-    (a table cell and a grid only use such records: an ``avg`` over other tasks is another number)."""
-    return record_tasks(record, group) == task_names(group)
+    """Whether the record's ``group`` scores cover exactly the tasks registered now (a table cell and
+    a grid only use such records: an ``avg`` over other tasks is another number)."""
+    return set(record_tasks(record, group)) == set(task_names(group))
 
 
 def _finite(value: Any) -> float | None:

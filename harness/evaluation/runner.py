@@ -43,15 +43,17 @@ class TaskSelection:
 
 
 def select_tasks(tasks: str) -> TaskSelection:
-    """``"sts"``, ``"transfer"``, ``"all"`` or comma-separated task names -> what to run.
+    """``"sts"``, ``"transfer"``, ``"all"`` or comma-separated task names (groups allowed among
+    them: ``"sts,MR"``) -> what to run.
 
     Raises:
         ConfigError: an unknown group or task name (one line, with a "did you mean" hint).
     """
     if tasks in TASK_GROUPS:
         return TaskSelection(("sts", "transfer") if tasks == "all" else (tasks,))
-    names = [t.strip() for t in tasks.split(",") if t.strip()]
     sts, transfer = sts_task_names(), transfer_task_names()
+    groups = {"sts": sts, "transfer": transfer, "all": (*sts, *transfer)}
+    names = [n for t in tasks.split(",") if (item := t.strip()) for n in groups.get(item, (item,))]
     for name in names:
         if name not in sts and name not in transfer:
             what = "task group" if len(names) == 1 else "task"
@@ -63,8 +65,8 @@ def select_tasks(tasks: str) -> TaskSelection:
         raise ConfigError(f"no task asked; choose {', '.join(TASK_GROUPS)} or task names")
     chosen_sts = check_names("STS", [n for n in names if n in sts]) if set(names) & set(sts) else None
     chosen_transfer = tuple(dict.fromkeys(n for n in names if n in transfer)) or None
-    groups = tuple(g for g, chosen in (("sts", chosen_sts), ("transfer", chosen_transfer)) if chosen)
-    return TaskSelection(groups, chosen_sts, chosen_transfer)
+    asked = tuple(g for g, chosen in (("sts", chosen_sts), ("transfer", chosen_transfer)) if chosen)
+    return TaskSelection(asked, chosen_sts, chosen_transfer)
 
 
 def check_task_group(tasks: str) -> tuple[str, ...]:
@@ -207,14 +209,15 @@ def evaluate(
 ) -> dict[str, dict[str, float]]:
     """The benchmark's numbers: ``{"sts": {...}, "transfer": {...}}``, only the groups asked.
 
-    ``"sts"`` holds STS12-16 ("all" Spearman), ``STSBenchmark`` and ``SICKRelatedness`` (test
-    Spearman) and ``avg``; ``"transfer"`` holds MR, CR, SUBJ, MPQA, SST2, TREC, MRPC accuracies and
-    ``avg``. All in percent, unrounded; each ``avg`` is the mean of the numbers rounded to 2 decimals.
+    ``"sts"`` holds one number per registered STS task (:mod:`harness.evaluation.tasks`: STS12-16
+    "all" Spearman, STS-B and SICK-R test Spearman) and ``avg``; ``"transfer"`` holds the transfer
+    tasks' accuracies (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC) and ``avg``. All in percent, unrounded;
+    each ``avg`` is the mean of the numbers rounded to 2 decimals.
 
     Args:
         embed: the encoder, ``list[str]`` of length n -> ``[n, d]``, embedding exactly that list.
         data_root: data root laid out like ``shared/data`` (holding ``senteval/``).
-        tasks: ``"sts"``, ``"transfer"`` or ``"all"``.
+        tasks: ``"sts"``, ``"transfer"``, ``"all"`` or comma-separated task names.
         mode: transfer parameter set, ``"test"`` or ``"fasttest"``.
 
     Raises:

@@ -203,6 +203,7 @@ def test_eval_tasks_takes_names(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     )
     assert select_tasks("transfer") == TaskSelection(("transfer",))
     assert select_tasks("all") == TaskSelection(("sts", "transfer"))
+    assert select_tasks("MR,sts") == TaskSelection(("sts", "transfer"), LEGACY_STS_TASKS, ("MR",))
     code = main(
         ["eval", "--model", "random:tiny", "--tasks", "STS13,SICK", "--output", str(tmp_path / "r.json")]
     )
