@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from harness.cost import NO_GRAD_ROW_SHARE
 from harness.encoder import TrainingEncode, load_encoder
 from harness.hardware import cpu_description
 from harness.paths import resolve_corpus, resolve_data_root
@@ -207,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"|{'-' * 36}|{'-' * 9}|{'-' * 10}|{'-' * 8}|--------|")
     for v in chosen:
         med = statistics.median(times[v.label])
-        rows = methods[v.label].params.encoder_rows() / 2
+        p = methods[v.label].params
+        rows = (p.encoder_rows() + NO_GRAD_ROW_SHARE * p.no_grad_encoder_rows()) / 2
         print(f"| {v.label:34} | {med:7.3f} | {med / base:8.3f} | {rows:6.2f} | {v.target:6} |")
 
     # -- the extra work alone, on fixed features (no encoder) ---------------------------------------

@@ -33,9 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.config import RunConfig
+from harness.evaluation.tasks import sts_sentences
 
-STS_SENTENCES = 26_083
-"""Distinct sentences of the seven STS test sets the final STS pass embeds (bench_sts_eval.py)."""
 PROBE_SHARE = 0.14
 """A dev probe's time as a share of a final STS pass in the same precision (packaged MiniLM, one
 CPU thread; the measurement: docs/speed.md, "Where the code's constants come from")."""
@@ -330,7 +329,7 @@ class CostModel:
         if config.final_tasks in ("transfer", "all"):
             total += units.transfer(config.transfer_mode, config.eval_precision)  # fits: host CPU
         if config.post_whiten != "none":
-            total += sts * config.post_whiten_sentences / STS_SENTENCES
+            total += sts * config.post_whiten_sentences / sts_sentences()  # the task registry's count
         return total
 
     def source(self, config: RunConfig) -> str:

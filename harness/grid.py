@@ -336,14 +336,18 @@ def attach_status(plan: GridPlan, store: RunStore) -> GridPlan:
 
 
 def complete_for(record: Mapping[str, Any] | None, final_tasks: str) -> bool:
-    """Whether ``record`` is finished with every final score ``final_tasks`` needs (a run scored on
-    STS only is not complete for a plan whose transfer table uses the same run id)."""
+    """Whether ``record`` is finished with every final score ``final_tasks`` needs, over the tasks
+    registered now (a run scored on STS only is not complete for a plan whose transfer table uses
+    the same run id; a run whose STS average covers other tasks than the registry's is not complete
+    either: ``final_tasks`` is not in the run id, and its numbers would not share a cell)."""
+    from harness.record import covers_registered_tasks
     from harness.store import missing_scores
 
     if record is None or record.get("status") != "finished":
         return False
     wanted = {**record, "config": {**(record.get("config") or {}), "final_tasks": final_tasks}}
-    return missing_scores(dict(wanted)) is None
+    groups = {"sts": ("sts",), "transfer": ("transfer",), "all": ("sts", "transfer")}.get(final_tasks, ())
+    return missing_scores(dict(wanted)) is None and all(covers_registered_tasks(record, g) for g in groups)
 
 
 def describe(plan: GridPlan, *, retry_failed: bool = True) -> list[str]:

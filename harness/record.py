@@ -9,7 +9,9 @@ Schema history:
 * 2: adds ``provenance`` (library versions, device, CPU/GPU, CUDA, threads, dirty tree) and
   ``method_notes`` (what the method's parameters resolve to on the run's encoder, e.g. the
   whitening groups); ``config`` gains ``threads``. Later, still 2: the optional ``peak_rss_mb``
-  (the run's peak resident memory, host side; see :mod:`harness.memory`).
+  (the run's peak resident memory, host side; see :mod:`harness.memory`). Later, still 2:
+  ``final.sts_tasks`` and ``final.transfer_tasks``, the tasks each ``avg`` covers; a record without
+  them covers the seven standard tasks of each group (:func:`record_tasks`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,12 @@ import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
+from harness.evaluation.tasks import (
+    LEGACY_STS_TASKS,
+    LEGACY_TRANSFER_TASKS,
+    task_names,
+    year_task_names,
+)
 from harness.provenance import code_dirty, code_version, now_iso
 
 if TYPE_CHECKING:
@@ -110,7 +118,27 @@ def new_record(config: RunConfig) -> RunRecord:
     }
 
 
-STS_YEAR_COLUMNS: tuple[str, ...] = ("STS12", "STS13", "STS14", "STS15", "STS16")
+TASK_GROUPS: tuple[str, ...] = ("sts", "transfer")
+"""The score groups whose ``avg`` covers a set of tasks (``final.<group>`` and ``final.<group>_tasks``)."""
+
+
+def record_tasks(record: Mapping[str, Any], group: str) -> tuple[str, ...]:
+    """The tasks ``final.<group>`` (``"sts"`` or ``"transfer"``) and its ``avg`` cover.
+
+    ``final.<group>_tasks`` when the record says; a record written before that field existed covers
+    the seven standard tasks of the group.
+    """
+    final = record.get("final") or {}
+    stated = final.get(f"{group}_tasks") if isinstance(final, Mapping) else None
+    if isinstance(stated, list | tuple):
+        return tuple(str(t) for t in stated)
+    return LEGACY_STS_TASKS if group == "sts" else LEGACY_TRANSFER_TASKS
+
+
+def covers_registered_tasks(record: Mapping[str, Any], group: str) -> bool:
+    """Whether the record's ``group`` scores cover exactly the tasks registered now (a table cell and
+    a grid only use such records: an ``avg`` over other tasks is another number)."""
+    return set(record_tasks(record, group)) == set(task_names(group))
 
 
 def _finite(value: Any) -> float | None:
@@ -125,6 +153,9 @@ def record_metric(
 ) -> float | None:
     """One number of a record: ``best_stsb_dev`` (``scores="stsb_dev"``) or ``final[scores][column]``.
 
+    ``None`` when the record's ``scores`` cover other tasks than the registered ones
+    (:func:`covers_registered_tasks`), so numbers over different task sets never share a cell.
+
     ``aggregate`` picks STS12-16's SentEval aggregate (all/mean/wmean).
 
     ``final.sts`` holds "all"; the others come from ``final.sts_aggregates[year][aggregate]``, and
@@ -132,9 +163,11 @@ def record_metric(
     """
     if scores == "stsb_dev":
         return _finite(record.get("best_stsb_dev"))
+    if scores in TASK_GROUPS and not covers_registered_tasks(record, scores):
+        return None
     final = record.get("final") or {}
     if scores == "sts" and aggregate != "all":
-        if column in STS_YEAR_COLUMNS:
+        if column in year_task_names():
             return _finite(((final.get("sts_aggregates") or {}).get(column) or {}).get(aggregate))
         if column == "avg":
             tasks = [t for t in (final.get("sts") or {}) if t != "avg"]
@@ -180,7 +213,9 @@ __all__ = [
     "STATUSES",
     "Provenance",
     "RunRecord",
+    "covers_registered_tasks",
     "new_record",
     "provenance",
     "record_metric",
+    "record_tasks",
 ]

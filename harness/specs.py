@@ -62,6 +62,8 @@ from typing import TYPE_CHECKING, Any
 import tomllib
 
 from harness.errors import ConfigError, did_you_mean
+from harness.evaluation.tasks import COLUMN_LABELS as COLUMN_LABELS
+from harness.evaluation.tasks import SCORE_KEYS as SCORE_KEYS
 
 if TYPE_CHECKING:
     from harness.claims import Claim
@@ -71,31 +73,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TABLES_DIR = REPO_ROOT / "tables"
 PLOTS_DIR = REPO_ROOT / "plots"
 
-STS_KEYS: tuple[str, ...] = (
-    "STS12",
-    "STS13",
-    "STS14",
-    "STS15",
-    "STS16",
-    "STSBenchmark",
-    "SICKRelatedness",
-    "avg",
-)
-TRANSFER_KEYS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC", "avg")
-SCORE_KEYS: dict[str, tuple[str, ...]] = {
-    "sts": STS_KEYS,
-    "transfer": TRANSFER_KEYS,
-    "stsb_dev": ("stsb_dev",),
-}
-"""Which record keys a table can show: ``final.sts.*``, ``final.transfer.*`` or ``best_stsb_dev``."""
-
-COLUMN_LABELS: dict[str, str] = {
-    "STSBenchmark": "STS-B",
-    "SICKRelatedness": "SICK-R",
-    "avg": "Avg.",
-    "SST2": "SST",
-    "stsb_dev": "STS-B dev",
-}
+# SCORE_KEYS (which record keys a table can show: ``final.sts.*``, ``final.transfer.*`` or
+# ``best_stsb_dev``) and COLUMN_LABELS come from the task registry, kept current (imported above).
 PLOT_KINDS: tuple[str, ...] = ("trajectory", "joint")
 RESERVED_OVERRIDES: frozenset[str] = frozenset({"seed"})
 """RunConfig fields a spec may not override (beyond the ones no override may set): the grid sets seeds."""
@@ -438,7 +417,9 @@ def _parse_columns(ctx: _Ctx, raw: Mapping[str, Any]) -> tuple[str, tuple[str, .
     for c in columns:
         if c not in SCORE_KEYS[scores]:
             raise ctx.error(
-                "columns", f"unknown column {c!r} for scores = {scores!r}; valid: {SCORE_KEYS[scores]}"
+                "columns",
+                f"unknown column {c!r}{did_you_mean(c, SCORE_KEYS[scores])} for scores = {scores!r}; "
+                f"valid: {SCORE_KEYS[scores]}",
             )
     if "column_labels" in raw:
         labels = tuple(

@@ -57,28 +57,17 @@ class Report:
 
 
 def transfer_files(senteval: Path, tasks: list[str] | None = None) -> list[Path]:
-    """The data files the transfer readers open (see :mod:`harness.evaluation.transfer`)."""
-    from harness.evaluation.transfer import BINARY_FILES, TRANSFER_TASKS
+    """The data files the transfer readers open (the task registry lists them)."""
+    from harness.evaluation.tasks import transfer_files as files
 
-    files: list[Path] = []
-    for task in tasks or list(TRANSFER_TASKS):
-        if task in BINARY_FILES:
-            folder, pos, neg = BINARY_FILES[task]
-            files += [senteval / folder / pos, senteval / folder / neg]
-        elif task == "SST2":
-            files += [senteval / "SST" / "binary" / f"sentiment-{s}" for s in ("train", "dev", "test")]
-        elif task == "TREC":
-            files += [senteval / "TREC" / "train_5500.label", senteval / "TREC" / "TREC_10.label"]
-        elif task == "MRPC":
-            files += [senteval / "MRPC" / f"msr_paraphrase_{s}.txt" for s in ("train", "test")]
-    return files
+    return files(senteval, tasks)
 
 
 def needed_data_files(senteval: Path, final_tasks: set[str]) -> list[Path]:
     """Every SentEval file the runs read: the STS-B dev probe, then the final tasks'."""
-    from harness.evaluation.sts import sts_files
+    from harness.evaluation.tasks import sts_files, stsb_dev_file
 
-    files = [senteval / "STS" / "STSBenchmark" / "sts-dev.csv"]
+    files = [stsb_dev_file(senteval)]
     if final_tasks & {"sts", "all"}:
         files += sts_files(senteval)
     if final_tasks & {"transfer", "all"}:

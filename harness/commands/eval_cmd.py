@@ -1,4 +1,7 @@
-"""``harness eval``: evaluate an encoder on STS12-16, STS-B, SICK-R and/or the SentEval transfer tasks.
+"""``harness eval``: evaluate an encoder on the STS and/or SentEval transfer tasks.
+
+The tasks are those of :mod:`harness.evaluation.tasks` (STS12-16, STS-B, SICK-R; MR, CR, SUBJ,
+MPQA, SST2, TREC, MRPC); ``--tasks`` takes a group or task names.
 
 The output JSON holds the table's numbers (percent, unrounded) under ``"sts"`` and/or
 ``"transfer"``, exactly as :func:`harness.evaluation.runner.evaluate` returns them; ``"meta"``
@@ -17,7 +20,7 @@ from typing import Any
 from harness.choices import POOLERS, POST_WHITEN, PRECISIONS
 from harness.commands.common import add_data_dir
 
-HELP = "evaluate an encoder on STS (STS12-16, STS-B, SICK-R) and/or the SentEval transfer tasks"
+HELP = "evaluate an encoder on the STS and/or SentEval transfer tasks (see --tasks)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pooler", default="cls_before_pooler", help=f"{', '.join(POOLERS)} (default: cls_before_pooler)"
     )
-    parser.add_argument("--tasks", default="all", help="sts, transfer or all (default: all)")
+    parser.add_argument(
+        "--tasks",
+        default="all",
+        help="sts, transfer or all (default: all), or comma-separated task names such as "
+        "STS12,SICKRelatedness (an unknown name lists the registered ones)",
+    )
     parser.add_argument(
         "--mode", default="fasttest", help="transfer parameter set: test or fasttest (default: fasttest)"
     )
@@ -137,19 +145,19 @@ def _check_inputs(args: argparse.Namespace) -> _Inputs:
     from harness.commands.common import check_device
     from harness.encoder import check_pooler
     from harness.errors import ConfigError, DataError
-    from harness.evaluation.runner import check_mode, check_task_group
-    from harness.evaluation.sts import sts_files
+    from harness.evaluation.runner import check_mode, select_tasks
+    from harness.evaluation.tasks import sts_files
     from harness.paths import resolve_data_root, senteval_dir
 
     check_device(args.device)
     pooler = check_pooler(args.pooler)
-    groups = check_task_group(args.tasks)
+    selection = select_tasks(args.tasks)
     mode = check_mode(args.mode)
     output = _prepare_output(Path(args.output))
     data_root = resolve_data_root(args.data_dir)
     senteval = senteval_dir(data_root)
-    if "sts" in groups:
-        missing = [p for p in sts_files(senteval) if not p.is_file()]
+    if "sts" in selection.groups:
+        missing = [p for p in sts_files(senteval, selection.sts) if not p.is_file()]
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise DataError(f"STS data file not found: {missing[0]}{more}")

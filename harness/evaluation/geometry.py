@@ -32,8 +32,8 @@ from harness.evaluation.sts import (
     LengthsFn,
     cosine_scores,
     distinct_by_length,
-    read_stsb,
 )
+from harness.evaluation.tasks import STSB_DEV_PROBE, sts_task
 
 POSITIVE_THRESHOLD = 4.0
 """STS-B gold score from which a dev pair counts as a positive pair for alignment (inclusive)."""
@@ -135,7 +135,8 @@ class StsbDevProbe:
         batch_size: int = BATCH_SIZE,
         token_lengths: LengthsFn | None = None,
     ) -> None:
-        self.pairs = read_stsb(senteval_path, "dev")
+        task, split = STSB_DEV_PROBE
+        self.pairs = sts_task(task).read(senteval_path, (split,))[split]
         self.threshold = threshold
         self.batch_size = batch_size
         self.positive = self.pairs.gold >= threshold

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
-from harness.evaluation.sts import BATCH_SIZE, STS_YEARS, EmbedFn, LengthsFn, run_sts
+from harness.errors import ConfigError, did_you_mean
+from harness.evaluation.sts import BATCH_SIZE, EmbedFn, LengthsFn, run_sts
+from harness.evaluation.tasks import check_names, sts_task_names, transfer_task_names, year_task_names
 from harness.paths import senteval_dir
 
 if TYPE_CHECKING:
@@ -25,11 +26,46 @@ STS_AGGREGATES: tuple[str, ...] = ("all", "mean", "wmean")
 MODES: tuple[str, ...] = ("test", "fasttest")
 
 
-def check_task_group(tasks: str) -> tuple[str, ...]:
-    """``"sts"``, ``"transfer"`` or ``"all"`` -> the groups to run, in output order."""
-    if tasks not in TASK_GROUPS:
-        raise ConfigError(f"unknown task group {tasks!r}; choose one of {', '.join(TASK_GROUPS)}")
-    return ("sts", "transfer") if tasks == "all" else (tasks,)
+@dataclass(frozen=True)
+class TaskSelection:
+    """What ``--tasks`` asked for: the groups to run and, per group, the tasks (``None`` = all).
+
+    Attributes:
+        groups: ``("sts",)``, ``("transfer",)`` or ``("sts", "transfer")``, in output order.
+        sts: the STS tasks, or ``None`` for every registered one.
+        transfer: the transfer tasks, or ``None`` for every registered one.
+    """
+
+    groups: tuple[str, ...]
+    sts: tuple[str, ...] | None = None
+    transfer: tuple[str, ...] | None = None
+
+
+def select_tasks(tasks: str) -> TaskSelection:
+    """``"sts"``, ``"transfer"``, ``"all"`` or comma-separated task names (groups allowed among
+    them: ``"sts,MR"``) -> what to run.
+
+    Raises:
+        ConfigError: an unknown group or task name (one line, with a "did you mean" hint).
+    """
+    if tasks in TASK_GROUPS:
+        return TaskSelection(("sts", "transfer") if tasks == "all" else (tasks,))
+    sts, transfer = sts_task_names(), transfer_task_names()
+    groups = {"sts": sts, "transfer": transfer, "all": (*sts, *transfer)}
+    names = [n for t in tasks.split(",") if (item := t.strip()) for n in groups.get(item, (item,))]
+    for name in names:
+        if name not in sts and name not in transfer:
+            what = "task group" if len(names) == 1 else "task"
+            raise ConfigError(
+                f"unknown {what} {name!r}{did_you_mean(name, (*TASK_GROUPS, *sts, *transfer))}; choose "
+                f"{', '.join(TASK_GROUPS)} or comma-separated task names: {', '.join((*sts, *transfer))}"
+            )
+    if not names:
+        raise ConfigError(f"no task asked; choose {', '.join(TASK_GROUPS)} or task names")
+    chosen_sts = check_names("STS", [n for n in names if n in sts]) if set(names) & set(sts) else None
+    chosen_transfer = tuple(dict.fromkeys(n for n in names if n in transfer)) or None
+    asked = tuple(g for g, chosen in (("sts", chosen_sts), ("transfer", chosen_transfer)) if chosen)
+    return TaskSelection(asked, chosen_sts, chosen_transfer)
 
 
 def check_mode(mode: str) -> str:
@@ -89,16 +125,20 @@ class EvaluationReport:
         details = self.details.get("sts", {})
         return {
             task: {agg: float(details[task][agg]["spearman"]) for agg in STS_AGGREGATES}
-            for task in STS_YEARS
+            for task in year_task_names()
             if isinstance(details.get(task), dict) and "all" in details[task]
         }
 
     def record(self) -> dict[str, Any]:
-        """What a run record keeps as ``final``: :attr:`results` plus ``sts_aggregates`` when STS ran."""
+        """What a run record keeps as ``final``: :attr:`results`, ``sts_aggregates`` when STS ran,
+        and per group the tasks its ``avg`` covers (``sts_tasks``, ``transfer_tasks``; see
+        :func:`harness.record.record_tasks`)."""
         out: dict[str, Any] = dict(self.results)
         aggregates = self.sts_aggregates()
         if aggregates:
             out["sts_aggregates"] = aggregates
+        for group, scores in self.results.items():
+            out[f"{group}_tasks"] = [task for task in scores if task != "avg"]
         return out
 
 
@@ -118,9 +158,10 @@ def run_evaluation(
     Args:
         embed: the encoder, ``list[str]`` of length n -> ``[n, d]``, embedding exactly that list.
         data_root: data root laid out like ``shared/data`` (holding ``senteval/``).
-        tasks: ``"sts"``, ``"transfer"`` or ``"all"``.
+        tasks: ``"sts"``, ``"transfer"``, ``"all"`` or comma-separated task names
+            (:func:`select_tasks`).
         mode: transfer parameter set, ``"test"`` or ``"fasttest"`` (STS ignores it).
-        sts_tasks: a subset of the seven STS tasks (default all).
+        sts_tasks: the STS tasks to run (default: those ``tasks`` names, else every registered one).
         exact_batches: STS: reproduce SentEval's encoder calls instead of embedding each distinct
             sentence once.
         batch_size: STS: sentences per encoder call.
@@ -130,16 +171,16 @@ def run_evaluation(
         ConfigError: bad task group or mode (checked before anything is read).
         DataError: missing data.
     """
-    groups = check_task_group(tasks)
+    selection = select_tasks(tasks)
     check_mode(mode)
     senteval = senteval_dir(data_root)
     report = EvaluationReport(results={})
-    if "sts" in groups:
+    if "sts" in selection.groups:
         started = time.perf_counter()
         sts = run_sts(
             embed,
             senteval,
-            sts_tasks,
+            sts_tasks if sts_tasks is not None else selection.sts,
             exact_batches=exact_batches,
             batch_size=batch_size,
             token_lengths=token_lengths,
@@ -147,11 +188,12 @@ def run_evaluation(
         report.results["sts"] = sts.scores
         report.details["sts"] = {**sts.details, "sentences_embedded": sts.sentences_embedded}
         report.seconds["sts"] = time.perf_counter() - started
-    if "transfer" in groups:
+    if "transfer" in selection.groups:
         from harness.evaluation.transfer import evaluate_transfer
 
         started = time.perf_counter()
-        report.results["transfer"] = dict(evaluate_transfer(embed, senteval, mode=mode))
+        transfer = evaluate_transfer(embed, senteval, mode=mode, tasks=selection.transfer)
+        report.results["transfer"] = dict(transfer)
         report.seconds["transfer"] = time.perf_counter() - started
     return report
 
@@ -161,14 +203,15 @@ def evaluate(
 ) -> dict[str, dict[str, float]]:
     """The benchmark's numbers: ``{"sts": {...}, "transfer": {...}}``, only the groups asked.
 
-    ``"sts"`` holds STS12-16 ("all" Spearman), ``STSBenchmark`` and ``SICKRelatedness`` (test
-    Spearman) and ``avg``; ``"transfer"`` holds MR, CR, SUBJ, MPQA, SST2, TREC, MRPC accuracies and
-    ``avg``. All in percent, unrounded; each ``avg`` is the mean of the numbers rounded to 2 decimals.
+    ``"sts"`` holds one number per registered STS task (:mod:`harness.evaluation.tasks`: STS12-16
+    "all" Spearman, STS-B and SICK-R test Spearman) and ``avg``; ``"transfer"`` holds the transfer
+    tasks' accuracies (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC) and ``avg``. All in percent, unrounded;
+    each ``avg`` is the mean of the numbers rounded to 2 decimals.
 
     Args:
         embed: the encoder, ``list[str]`` of length n -> ``[n, d]``, embedding exactly that list.
         data_root: data root laid out like ``shared/data`` (holding ``senteval/``).
-        tasks: ``"sts"``, ``"transfer"`` or ``"all"``.
+        tasks: ``"sts"``, ``"transfer"``, ``"all"`` or comma-separated task names.
         mode: transfer parameter set, ``"test"`` or ``"fasttest"``.
 
     Raises:

@@ -1,4 +1,7 @@
-"""Semantic textual similarity: STS12-16, STS-B and SICK-R, scored as SentEval (via SimCSE) scores them.
+"""Semantic textual similarity: the registered STS tasks, scored as SentEval (via SimCSE) scores them.
+
+The tasks (STS12-16, STS-B and SICK-R; their files, readers and scoring) are values of
+:mod:`harness.evaluation.tasks`; this module embeds their pairs and scores them.
 
 Every detail of the protocol is in ``shared/docs/SENTEVAL_PROTOCOL.md``; in short:
 
@@ -35,6 +38,19 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from harness.errors import ConfigError, DataError
+from harness.evaluation.readers import StsPairs, read_subset_files
+from harness.evaluation.tasks import (
+    REPORTED_SPLIT,
+    SPLITS,
+    STS_REGISTRY,
+    StsTask,
+    check_names,
+    sts_task,
+    sts_task_names,
+)
+from harness.evaluation.tasks import (
+    sts_files as sts_files,  # re-exported: the commands' file checks
+)
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 """Embeds exactly the sentences given: ``list[str]`` of length n -> array ``[n, d]``."""
@@ -42,50 +58,15 @@ EmbedFn = Callable[[list[str]], np.ndarray]
 BATCH_SIZE = 128
 """SentEval's ``params.batch_size``: sentences per encoder call."""
 
+STS_TASKS: tuple[str, ...] = sts_task_names()
+"""The STS tasks registered when this module was imported, in table order (for tests and
+benchmarks; the code asks :func:`~harness.evaluation.tasks.sts_task_names`)."""
 STS_YEARS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "STS12": ("STS12-en-test", ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews")),
-    "STS13": ("STS13-en-test", ("FNWN", "headlines", "OnWN")),
-    "STS14": ("STS14-en-test", ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news")),
-    "STS15": (
-        "STS15-en-test",
-        ("answers-forums", "answers-students", "belief", "headlines", "images"),
-    ),
-    "STS16": (
-        "STS16-en-test",
-        ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
-    ),
+    t.name: (Path(t.parts[0].files[0]).parent.name, tuple(p.name for p in t.parts))
+    for t in STS_REGISTRY.values()
+    if t.has_subsets
 }
-"""STS12-16: folder under ``STS/`` and subsets, in SentEval's order (STS13 has no SMT)."""
-
-SPLIT_TASKS: tuple[str, ...] = ("STSBenchmark", "SICKRelatedness")
-STS_TASKS: tuple[str, ...] = (*STS_YEARS, *SPLIT_TASKS)
-"""The seven tasks of the STS table, in table order."""
-
-SPLITS: tuple[str, ...] = ("train", "dev", "test")
-REPORTED_SPLIT = "test"
-
-_STSB_FILES = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
-_SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
-
-
-@dataclass(frozen=True)
-class StsPairs:
-    """Scored sentence pairs of one STS subset or split, in the order SentEval embeds them.
-
-    Attributes:
-        name: subset (``"MSRpar"``) or split (``"test"``) name.
-        sent1: first sentences, whitespace-normalised (``' '.join(s.split())``), length n.
-        sent2: second sentences, same form, length n.
-        gold: gold similarity scores, float64 array ``[n]``.
-    """
-
-    name: str
-    sent1: tuple[str, ...]
-    sent2: tuple[str, ...]
-    gold: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.gold)
+"""STS12-16 at import: folder under ``STS/`` and subsets, in SentEval's order (a view of the registry)."""
 
 
 @dataclass
@@ -107,108 +88,13 @@ class StsReport:
     seconds: float = 0.0
 
 
-# -- reading -------------------------------------------------------------------------------------
-
-
-def _normalise(sentence: str) -> str:
-    return " ".join(sentence.split())
-
-
-def _read_text(path: Path) -> str:
-    if not path.is_file():
-        raise DataError(f"STS data file not found: {path}")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 ({exc.reason})") from exc
-    # The same universal-newline translation as a text-mode read (io.open, as SentEval reads).
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _parse_gold(value: str, path: Path, line: int) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise DataError(f"{path}:{line}: gold score {value.strip()!r} is not a number") from None
-
-
-def _sts_sort_key(item: tuple[list[str], list[str], float]) -> tuple[int, int, float]:
-    return len(item[0]), len(item[1]), item[2]
+# -- reading (the readers are in harness.evaluation.readers, the files in the task registry) -----
 
 
 def read_sts_subset(year_dir: Path, name: str) -> StsPairs:
-    """Read one STS12-16 subset, filtered and sorted as SentEval does.
-
-    Args:
-        year_dir: the year's folder, e.g. ``senteval/STS/STS12-en-test``.
-        name: the subset, e.g. ``"MSRpar"`` (reads ``STS.input.MSRpar.txt`` and ``STS.gs.MSRpar.txt``).
-
-    Returns:
-        The kept pairs (gold line non-empty), stable-sorted by (tokens in sentence 1, tokens in
-        sentence 2, gold).
-
-    Raises:
-        DataError: a file is missing or not UTF-8, an input line has not exactly two tab-separated
-            fields, a gold line is not a number, the two files differ in length, or nothing is kept.
-    """
-    input_path = year_dir / f"STS.input.{name}.txt"
-    gold_path = year_dir / f"STS.gs.{name}.txt"
-    input_lines = _read_text(input_path).splitlines()
-    gold_lines = _read_text(gold_path).splitlines()
-    if len(input_lines) != len(gold_lines):
-        raise DataError(
-            f"{input_path} has {len(input_lines)} lines but {gold_path} has {len(gold_lines)}; "
-            "they must pair up line by line"
-        )
-    kept: list[tuple[list[str], list[str], float]] = []
-    for number, (pair_line, gold_line) in enumerate(zip(input_lines, gold_lines), start=1):
-        fields = pair_line.split("\t")
-        if len(fields) != 2:
-            raise DataError(
-                f"{input_path}:{number}: expected 2 tab-separated sentences, found {len(fields)} fields"
-            )
-        if gold_line == "":
-            continue
-        kept.append((fields[0].split(), fields[1].split(), _parse_gold(gold_line, gold_path, number)))
-    if not kept:
-        raise DataError(f"{gold_path}: no scored pairs")
-    kept.sort(key=_sts_sort_key)
-    return StsPairs(
-        name=name,
-        sent1=tuple(" ".join(t1) for t1, _, _ in kept),
-        sent2=tuple(" ".join(t2) for _, t2, _ in kept),
-        gold=np.array([g for _, _, g in kept], dtype=np.float64),
-    )
-
-
-def _read_tsv_pairs(
-    path: Path, *, skip_header: bool, gold_field: int, sent_fields: tuple[int, int], name: str
-) -> StsPairs:
-    text = _read_text(path)
-    # Iterating a text-mode file splits on "\n" only (unlike str.splitlines): do the same.
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    need = max(gold_field, *sent_fields) + 1
-    sent1: list[str] = []
-    sent2: list[str] = []
-    gold: list[float] = []
-    for number, line in enumerate(lines, start=1):
-        if skip_header and number == 1:
-            continue
-        fields = line.strip().split("\t")
-        if len(fields) < need:
-            raise DataError(
-                f"{path}:{number}: expected at least {need} tab-separated fields, found {len(fields)}"
-            )
-        sent1.append(_normalise(fields[sent_fields[0]]))
-        sent2.append(_normalise(fields[sent_fields[1]]))
-        gold.append(_parse_gold(fields[gold_field], path, number))
-    if not gold:
-        raise DataError(f"{path}: no sentence pairs")
-    return StsPairs(name=name, sent1=tuple(sent1), sent2=tuple(sent2), gold=np.array(gold, dtype=np.float64))
+    """Read one STS12-16 subset of ``year_dir`` (``STS.input.<name>.txt`` and ``STS.gs.<name>.txt``),
+    filtered and sorted as SentEval does (:func:`~harness.evaluation.readers.read_subset_files`)."""
+    return read_subset_files((year_dir / f"STS.input.{name}.txt", year_dir / f"STS.gs.{name}.txt"), name)
 
 
 def _check_split(split: str) -> str:
@@ -220,75 +106,33 @@ def _check_split(split: str) -> str:
 def read_stsb(senteval_path: Path, split: str = "test") -> StsPairs:
     """Read an STS-B split (``STS/STSBenchmark/sts-{split}.csv``) in file order.
 
-    Each line is stripped and split on tabs: gold = field 4, sentences = fields 5 and 6.
-
     Raises:
         ConfigError: ``split`` is not train, dev or test.
         DataError: missing file, or a line with fewer than 7 fields or a non-numeric gold score.
     """
-    path = senteval_path / "STS" / "STSBenchmark" / _STSB_FILES[_check_split(split)]
-    return _read_tsv_pairs(path, skip_header=False, gold_field=4, sent_fields=(5, 6), name=split)
+    return sts_task("STSBenchmark").read(senteval_path, (_check_split(split),))[split]
 
 
 def read_sickr(senteval_path: Path, split: str = "test") -> StsPairs:
     """Read a SICK-R split (``SICK_train.txt``, ``SICK_trial.txt`` = dev, ``SICK_test_annotated.txt``).
 
-    The header line is skipped; sentences = fields 1 and 2, gold = field 3 (relatedness).
-
     Raises:
         ConfigError: ``split`` is not train, dev or test.
         DataError: missing file, or a line with fewer than 4 fields or a non-numeric gold score.
     """
-    path = senteval_path / "SICK" / _SICK_FILES[_check_split(split)]
-    return _read_tsv_pairs(path, skip_header=True, gold_field=3, sent_fields=(1, 2), name=split)
+    return sts_task("SICKRelatedness").read(senteval_path, (_check_split(split),))[split]
 
 
 def check_tasks(tasks: Sequence[str] | None) -> tuple[str, ...]:
-    """Validate task names (``None`` = all seven); duplicates dropped, table order kept."""
-    if tasks is None:
-        return STS_TASKS
-    if isinstance(tasks, str):
-        tasks = [tasks]
-    unknown = [t for t in tasks if t not in STS_TASKS]
-    if unknown:
-        raise ConfigError(
-            f"unknown STS task(s) {', '.join(map(repr, unknown))}; choose from {', '.join(STS_TASKS)}"
-        )
-    if not tasks:
-        raise ConfigError("no STS task asked")
-    return tuple(t for t in STS_TASKS if t in tasks)
-
-
-def sts_files(
-    senteval_path: Path, tasks: Sequence[str] | None = None, *, all_splits: bool = False
-) -> list[Path]:
-    """The data files the given tasks read (for checking them before an encoder is loaded)."""
-    splits = SPLITS if all_splits else (REPORTED_SPLIT,)
-    files: list[Path] = []
-    for task in check_tasks(tasks):
-        if task in STS_YEARS:
-            folder, subsets = STS_YEARS[task]
-            year_dir = senteval_path / "STS" / folder
-            for name in subsets:
-                files += [year_dir / f"STS.input.{name}.txt", year_dir / f"STS.gs.{name}.txt"]
-        elif task == "STSBenchmark":
-            files += [senteval_path / "STS" / "STSBenchmark" / _STSB_FILES[s] for s in splits]
-        else:
-            files += [senteval_path / "SICK" / _SICK_FILES[s] for s in splits]
-    return files
+    """Validate STS task names (``None`` = every registered task); duplicates dropped, table order kept."""
+    return check_names("STS", tasks)
 
 
 def load_sts_task(
     senteval_path: Path, task: str, splits: Sequence[str] = (REPORTED_SPLIT,)
 ) -> dict[str, StsPairs]:
-    """Read one task: STS12-16 subsets by name, or the asked STS-B / SICK-R splits by split name."""
-    (task,) = check_tasks([task])
-    if task in STS_YEARS:
-        folder, subsets = STS_YEARS[task]
-        year_dir = senteval_path / "STS" / folder
-        return {name: read_sts_subset(year_dir, name) for name in subsets}
-    reader = read_stsb if task == "STSBenchmark" else read_sickr
-    return {split: reader(senteval_path, split) for split in splits}
+    """Read one task: its subsets by name, or the asked splits by split name."""
+    return sts_task(task).read(senteval_path, splits)
 
 
 # -- scoring -------------------------------------------------------------------------------------
@@ -467,7 +311,7 @@ def run_sts(
     Args:
         embed: the encoder, ``list[str]`` of length n -> ``[n, d]``.
         senteval_path: the SentEval folder (``<data root>/senteval``).
-        tasks: task names from :data:`STS_TASKS`; ``None`` = all seven.
+        tasks: registered task names (:mod:`harness.evaluation.tasks`); ``None`` = all of them.
         exact_batches: reproduce SentEval's encoder calls chunk by chunk.
         all_splits: also score the train and dev splits of STS-B and SICK-R (reported in
             ``details``), as SentEval does; the reported number stays the test split's.
@@ -487,36 +331,60 @@ def run_sts(
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
     splits = SPLITS if all_splits else (REPORTED_SPLIT,)
-    data = {task: load_sts_task(senteval_path, task, splits) for task in names}
-
-    predictions: dict[str, dict[str, tuple[np.ndarray, np.ndarray]]] = {t: {} for t in names}
-    embedded = 0
+    data = {task: load_sts_task(senteval_path, task, splits) for task in names}  # all before embedding
     if exact_batches:
-        for task in names:
-            for part, pairs in data[task].items():
-                pred, n = _score_exact(embed, pairs, batch_size)
-                embedded += n
-                predictions[task][part] = (pred, pairs.gold)
+        predictions, embedded = _predict_exact(embed, data, batch_size)
     else:
-        embedder = DistinctEmbedder(embed, batch_size, token_lengths)
-        every = (s for task in names for pairs in data[task].values() for s in (*pairs.sent1, *pairs.sent2))
-        index, emb = embedder(every)
-        embedded = embedder.sentences_embedded
-        for task in names:
-            for part, pairs in data[task].items():
-                predictions[task][part] = (_score_lookup(index, emb, pairs), pairs.gold)
-
+        predictions, embedded = _predict_distinct(embed, data, batch_size, token_lengths)
     scores: dict[str, float] = {}
     details: dict[str, Any] = {}
     for task in names:
-        if task in STS_YEARS:
-            details[task] = _year_details(predictions[task])
-            scores[task] = details[task]["all"]["spearman"]
-        else:
-            details[task] = {part: correlations(*predictions[task][part]) for part in splits}
-            scores[task] = details[task][REPORTED_SPLIT]["spearman"]
+        scores[task], details[task] = _score_task(sts_task(task), predictions[task], splits)
     scores["avg"] = table_average(scores[t] for t in names)
     return StsReport(scores, details, embedded, time.perf_counter() - started)
+
+
+Predictions = dict[str, tuple[np.ndarray, np.ndarray]]
+"""Per part (subset or split): the predicted similarities and the gold scores."""
+
+
+def _predict_exact(
+    embed: EmbedFn, data: dict[str, dict[str, StsPairs]], batch_size: int
+) -> tuple[dict[str, Predictions], int]:
+    """Cosine similarities with SentEval's own encoder calls; also the sentences embedded."""
+    predictions: dict[str, Predictions] = {task: {} for task in data}
+    embedded = 0
+    for task, parts in data.items():
+        for part, pairs in parts.items():
+            pred, n = _score_exact(embed, pairs, batch_size)
+            embedded += n
+            predictions[task][part] = (pred, pairs.gold)
+    return predictions, embedded
+
+
+def _predict_distinct(
+    embed: EmbedFn, data: dict[str, dict[str, StsPairs]], batch_size: int, token_lengths: LengthsFn | None
+) -> tuple[dict[str, Predictions], int]:
+    """Cosine similarities with each distinct sentence embedded once; also the sentences embedded."""
+    embedder = DistinctEmbedder(embed, batch_size, token_lengths)
+    every = (s for parts in data.values() for pairs in parts.values() for s in (*pairs.sent1, *pairs.sent2))
+    index, emb = embedder(every)
+    predictions = {
+        task: {part: (_score_lookup(index, emb, pairs), pairs.gold) for part, pairs in parts.items()}
+        for task, parts in data.items()
+    }
+    return predictions, embedder.sentences_embedded
+
+
+def _score_task(
+    task: StsTask, predictions: Predictions, splits: Sequence[str]
+) -> tuple[float, dict[str, Any]]:
+    """The task's number and details, as its ``scoring`` says (:class:`~harness.evaluation.tasks.StsTask`)."""
+    if task.has_subsets:
+        details = _year_details(predictions)
+        return details["all"]["spearman"], details
+    details = {part: correlations(*predictions[part]) for part in splits if part in predictions}
+    return details[REPORTED_SPLIT]["spearman"], details
 
 
 def evaluate_sts(
@@ -537,7 +405,7 @@ def evaluate_sts(
     Args:
         embed: the encoder, ``list[str]`` of length n -> ``[n, d]``, embedding exactly that list.
         senteval_path: the SentEval folder (``<data root>/senteval``).
-        tasks: task names from :data:`STS_TASKS`; ``None`` = all seven.
+        tasks: registered task names (:mod:`harness.evaluation.tasks`); ``None`` = all of them.
         exact_batches: reproduce SentEval's encoder calls (slower; same numbers to ~1e-4).
         batch_size: sentences per encoder call.
         token_lengths: token counts of a list of sentences, for length-sorted batches.

@@ -1,4 +1,7 @@
-"""The seven SentEval transfer tasks (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC), with SentEval's numbers.
+"""The SentEval transfer tasks (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC), with SentEval's numbers.
+
+The tasks (files, readers) are values of :mod:`harness.evaluation.tasks`; the readers are in
+:mod:`harness.evaluation.readers`.
 
 The protocol is ``shared/docs/SENTEVAL_PROTOCOL.md`` ("Transfer tasks"); in short:
 
@@ -46,6 +49,9 @@ from harness.evaluation.logreg import (
     ClassifierConfig,
     FitResult,
 )
+from harness.evaluation.readers import TaskText, Tokens, sort_split
+from harness.evaluation.readers import TextSplit as TextSplit  # re-exported
+from harness.evaluation.tasks import check_names, transfer_task, transfer_task_names
 
 EmbedFn = Callable[[list[str]], np.ndarray]
 """Embeds exactly the sentences given: ``list[str]`` of length n -> array ``[n, d]``."""
@@ -53,170 +59,16 @@ EmbedFn = Callable[[list[str]], np.ndarray]
 BATCH_SIZE = 128
 """SentEval's ``params.batch_size``: sentences per encoder call."""
 
-TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
-"""The seven tasks, in SimCSE's table order."""
+TRANSFER_TASKS: tuple[str, ...] = transfer_task_names()
+"""The transfer tasks registered when this module was imported, in SimCSE's table order (for tests
+and benchmarks; the code asks :func:`~harness.evaluation.tasks.transfer_task_names`)."""
 
 MODES: tuple[str, ...] = tuple(PARAMETER_SETS)
 
-BINARY_FILES: dict[str, tuple[str, str, str]] = {
-    "MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"),
-    "CR": ("CR", "custrev.pos", "custrev.neg"),
-    "SUBJ": ("SUBJ", "subj.objective", "subj.subjective"),
-    "MPQA": ("MPQA", "mpqa.pos", "mpqa.neg"),
-}
-"""Folder, label-1 file and label-0 file of each binary task."""
-
-TREC_LABELS: dict[str, int] = {"ABBR": 0, "DESC": 1, "ENTY": 2, "HUM": 3, "LOC": 4, "NUM": 5}
-
-Tokens = list[str]
-
-
-# --------------------------------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TextSplit:
-    """One split in SentEval's order: one token column (two for MRPC) and the labels.
-
-    Attributes:
-        columns: ``columns[c][i]`` is the token list of row i in column c.
-        labels: Integer labels, one per row.
-    """
-
-    columns: tuple[list[Tokens], ...]
-    labels: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-
-@dataclass(frozen=True)
-class TaskText:
-    """A task's text: its splits (``all`` for the binary tasks; ``train``/``dev``/``test`` else)."""
-
-    name: str
-    nclasses: int
-    splits: dict[str, TextSplit]
-
-
-def _open_lines(path: Path, encoding: str) -> str:
-    if not path.is_file():
-        raise DataError(f"SentEval file not found: {path}")
-    try:
-        with open(path, encoding=encoding) as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"cannot read {path}: {exc}") from exc
-
-
-def _iter_lines(text: str) -> Iterator[tuple[int, str]]:
-    """Numbered lines as ``for line in f`` yields them (newline-terminated; no empty last line)."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return enumerate(lines, start=1)
-
-
-def _require_rows(count: int, task: str, path: Path, what: str) -> None:
-    """An empty file or split would be scored (one class only: 100 %), so it is a DataError."""
-    if count == 0:
-        raise DataError(f"{task}: {what} is empty (no sentences): {path}")
-
-
-def read_binary(senteval_path: Path, task: str) -> TaskText:
-    """MR, CR, SUBJ or MPQA: Latin-1, ``splitlines`` (empty lines kept), label-1 file first."""
-    folder, pos_name, neg_name = BINARY_FILES[task]
-    pos_path, neg_path = senteval_path / folder / pos_name, senteval_path / folder / neg_name
-    pos = [line.split() for line in _open_lines(pos_path, "latin-1").splitlines()]
-    neg = [line.split() for line in _open_lines(neg_path, "latin-1").splitlines()]
-    _require_rows(sum(1 for t in pos if t), task, pos_path, "the label-1 file")
-    _require_rows(sum(1 for t in neg if t), task, neg_path, "the label-0 file")
-    labels = np.array([1] * len(pos) + [0] * len(neg), dtype=np.int64)
-    return TaskText(task, 2, {"all": TextSplit((pos + neg,), labels)})
-
-
-def read_sst2(senteval_path: Path) -> TaskText:
-    """SST2: ``SST/binary/sentiment-{train,dev,test}``, UTF-8, ``text<TAB>label`` per line."""
-    splits = {}
-    for split in ("train", "dev", "test"):
-        path = senteval_path / "SST" / "binary" / f"sentiment-{split}"
-        rows, labels = [], []
-        for lineno, line in _iter_lines(_open_lines(path, "utf-8")):
-            fields = line.strip().split("\t")
-            if len(fields) < 2 or fields[1].strip() not in ("0", "1"):
-                raise DataError(f"{path}:{lineno}: expected 'sentence<TAB>0|1', got {line.strip()!r}")
-            rows.append(fields[0].split())
-            labels.append(int(fields[1]))
-        _require_rows(len(rows), "SST2", path, f"the {split} split")
-        splits[split] = TextSplit((rows,), np.array(labels, dtype=np.int64))
-    return TaskText("SST2", 2, splits)
-
-
-def read_trec(senteval_path: Path) -> TaskText:
-    """TREC: Latin-1, ``COARSE:fine question``; the fine label (first word) is dropped."""
-    splits = {}
-    for split, name in (("train", "train_5500.label"), ("test", "TREC_10.label")):
-        path = senteval_path / "TREC" / name
-        rows, labels = [], []
-        for lineno, line in _iter_lines(_open_lines(path, "latin-1")):
-            target, sep, sample = line.strip().partition(":")
-            words = sample.split(" ", 1)
-            if not sep or target not in TREC_LABELS or len(words) < 2:
-                raise DataError(
-                    f"{path}:{lineno}: expected 'COARSE:fine question' with COARSE one of "
-                    f"{', '.join(TREC_LABELS)}, got {line.strip()!r}"
-                )
-            rows.append(words[1].split())
-            labels.append(TREC_LABELS[target])
-        _require_rows(len(rows), "TREC", path, f"the {split} split")
-        splits[split] = TextSplit((rows,), np.array(labels, dtype=np.int64))
-    return TaskText("TREC", 6, splits)
-
-
-def read_mrpc(senteval_path: Path) -> TaskText:
-    """MRPC: UTF-8, tab-separated, header dropped; label = field 0, sentences = fields 3 and 4."""
-    splits = {}
-    for split in ("train", "test"):
-        path = senteval_path / "MRPC" / f"msr_paraphrase_{split}.txt"
-        a_rows, b_rows, labels = [], [], []
-        for lineno, line in _iter_lines(_open_lines(path, "utf-8")):
-            if lineno == 1:
-                continue  # the header
-            fields = line.strip().split("\t")
-            if len(fields) < 5 or fields[0] not in ("0", "1"):
-                raise DataError(
-                    f"{path}:{lineno}: expected 'label<TAB>id<TAB>id<TAB>sentence<TAB>sentence' with "
-                    f"label 0 or 1, got {line.strip()!r}"
-                )
-            a_rows.append(fields[3].split())
-            b_rows.append(fields[4].split())
-            labels.append(int(fields[0]))
-        _require_rows(len(labels), "MRPC", path, f"the {split} split")
-        splits[split] = TextSplit((a_rows, b_rows), np.array(labels, dtype=np.int64))
-    return TaskText("MRPC", 2, splits)
-
-
-def sort_split(split: TextSplit) -> TextSplit:
-    """SentEval's stable sort by ``(len(tokens) per column..., label)``."""
-    keys = [(*(len(col[i]) for col in split.columns), int(split.labels[i])) for i in range(len(split))]
-    order = sorted(range(len(split)), key=keys.__getitem__)
-    columns = tuple([col[i] for i in order] for col in split.columns)
-    return TextSplit(columns, split.labels[np.array(order, dtype=np.int64)])
-
 
 def read_task(senteval_path: Path, task: str) -> TaskText:
-    """Read one task and sort every split in SentEval's order."""
-    senteval_path = Path(senteval_path)
-    if task in BINARY_FILES:
-        text = read_binary(senteval_path, task)
-    elif task == "SST2":
-        text = read_sst2(senteval_path)
-    elif task == "TREC":
-        text = read_trec(senteval_path)
-    elif task == "MRPC":
-        text = read_mrpc(senteval_path)
-    else:
-        raise ConfigError(f"unknown transfer task {task!r}; choose from {', '.join(TRANSFER_TASKS)}")
+    """Read one registered task and sort every split in SentEval's order."""
+    text = transfer_task(task).read(Path(senteval_path))
     return TaskText(text.name, text.nclasses, {k: sort_split(v) for k, v in text.splits.items()})
 
 
@@ -534,19 +386,10 @@ def _classify_parallel(
 
 
 def check_tasks(tasks: Sequence[str] | None) -> list[str]:
-    """The requested tasks (all seven by default), validated, duplicates dropped, order kept."""
-    if tasks is None:
-        return list(TRANSFER_TASKS)
-    if isinstance(tasks, str):
-        tasks = [tasks]
-    unknown = [t for t in tasks if t not in TRANSFER_TASKS]
-    if unknown:
-        raise ConfigError(
-            f"unknown transfer task(s) {', '.join(map(repr, unknown))}; "
-            f"choose from {', '.join(TRANSFER_TASKS)}"
-        )
-    if not tasks:
-        raise ConfigError("no transfer task requested")
+    """The requested tasks (all registered by default), validated, duplicates dropped, order kept."""
+    if tasks is None or isinstance(tasks, str):
+        return list(check_names("transfer", tasks))
+    check_names("transfer", tasks)
     return list(dict.fromkeys(tasks))
 
 
@@ -571,7 +414,7 @@ def evaluate_transfer(
         senteval_path: The SentEval data folder (``.../senteval``).
         mode: ``"fasttest"`` (5 folds, RMSprop, batch 128, tenacity 3, epoch size 2) or ``"test"``
             (10 folds, Adam, batch 64, tenacity 5, epoch size 4).
-        tasks: Subset of :data:`TRANSFER_TASKS`; default all seven.
+        tasks: Registered task names (:mod:`harness.evaluation.tasks`); default all of them.
         workers: Processes for the classifier fits; default :func:`default_workers` (torch's thread
             count); 1 = sequential.
 

@@ -156,84 +156,98 @@ def thin(n: int, keep: int = MAX_MARKERS) -> list[int]:
 
 def draw_plot(spec: PlotSpec, series: Sequence[SeriesData], profile: str) -> Figure:
     """Draw one figure (no pyplot state; the caller saves it)."""
-    from matplotlib.figure import Figure
-
     shown = [s for s in series if s.steps]
-    if spec.kind == "trajectory":
-        fig = Figure(figsize=(7.0, 2.9), layout="constrained")
-        ax_a, ax_u = fig.subplots(1, 2)
-        last = max((s.steps[-1] for s in shown), default=0)
-        for i, s in enumerate(shown):
-            colour = f"C{i}"
-            for ax, mean, sd in ((ax_a, s.align, s.align_sd), (ax_u, s.uniform, s.uniform_sd)):
-                ax.plot(s.steps, mean, color=colour, linewidth=1.4, label=f"{s.label} (n={s.seeds})")
-                if s.seeds > 1:
-                    lo = [m - d for m, d in zip(mean, sd, strict=True)]
-                    hi = [m + d for m, d in zip(mean, sd, strict=True)]
-                    ax.fill_between(s.steps, lo, hi, color=colour, alpha=0.2, linewidth=0)
-        ax_a.set_ylabel("alignment (lower is better)", fontsize=MIN_FONT)
-        ax_u.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
-        for ax, title in ((ax_a, "Alignment"), (ax_u, "Uniformity")):
-            ax.set_xlabel("training step", fontsize=MIN_FONT)
-            ax.set_title(title, fontsize=9)
-            ax.grid(alpha=0.3)
-            ax.tick_params(labelsize=MIN_FONT)
-            if last:
-                ax.set_xticks(step_ticks(last))
-                ax.set_xlim(0, last)
-        if shown:
-            ax_u.legend(fontsize=MIN_FONT, frameon=False)
-    else:
-        import matplotlib as mpl
-
-        fig = Figure(figsize=(3.4, 3.4), layout="constrained")
-        ax = fig.subplots()
-        for i, s in enumerate(shown):
-            rgba = mpl.colors.to_rgba(f"C{i}")
-            ax.plot(s.align, s.uniform, color=rgba, linewidth=1.0, alpha=0.7, label=s.label)
-            keep = thin(len(s.steps))
-            shades = [0.25 + 0.75 * k / max(1, len(keep) - 1) for k in range(len(keep))]
-            ax.scatter(
-                [s.align[k] for k in keep],
-                [s.uniform[k] for k in keep],
-                s=12,
-                color=[(*rgba[:3], a) for a in shades],
-                edgecolors="none",
-                zorder=3,
-            )
-            for k in thin(len(s.steps), 4)[1:]:  # a few arrows: the direction of training
-                ax.annotate(
-                    "",
-                    xy=(s.align[k], s.uniform[k]),
-                    xytext=(s.align[k - 1], s.uniform[k - 1]),
-                    arrowprops={"arrowstyle": "->", "color": rgba, "lw": 0.9},
-                )
-            for k, where in ((0, (-4, 4)), (len(s.steps) - 1, (4, -8))):
-                if k == 0 or len(s.steps) > 1:
-                    ax.annotate(
-                        f"{s.steps[k]}",
-                        (s.align[k], s.uniform[k]),
-                        xytext=where,
-                        textcoords="offset points",
-                        fontsize=MIN_FONT,
-                        color=rgba,
-                    )
-        ax.set_xlabel("alignment (lower is better)", fontsize=MIN_FONT)
-        ax.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
-        ax.tick_params(labelsize=MIN_FONT)
-        ax.grid(alpha=0.3)
-        if shown:
-            ax.legend(
-                fontsize=MIN_FONT,
-                frameon=False,
-                title="light to dark: early to late",
-                title_fontsize=MIN_FONT,
-            )
+    fig = _draw_trajectory(shown) if spec.kind == "trajectory" else _draw_joint(shown)
     if not shown:
         fig.text(0.5, 0.5, "no finished runs yet", ha="center", va="center", fontsize=12, color="gray")
     fig.suptitle(spec.title, fontsize=9)
     fig.supxlabel(_footnote(spec, series, profile), fontsize=MIN_FONT, color="gray", wrap=True)
     return fig
+
+
+def _draw_trajectory(shown: Sequence[SeriesData]) -> Figure:
+    """Alignment and uniformity against the step, side by side; a band of +-1 sd over seeds."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 2.9), layout="constrained")
+    ax_a, ax_u = fig.subplots(1, 2)
+    last = max((s.steps[-1] for s in shown), default=0)
+    for i, s in enumerate(shown):
+        colour = f"C{i}"
+        for ax, mean, sd in ((ax_a, s.align, s.align_sd), (ax_u, s.uniform, s.uniform_sd)):
+            ax.plot(s.steps, mean, color=colour, linewidth=1.4, label=f"{s.label} (n={s.seeds})")
+            if s.seeds > 1:
+                lo = [m - d for m, d in zip(mean, sd, strict=True)]
+                hi = [m + d for m, d in zip(mean, sd, strict=True)]
+                ax.fill_between(s.steps, lo, hi, color=colour, alpha=0.2, linewidth=0)
+    ax_a.set_ylabel("alignment (lower is better)", fontsize=MIN_FONT)
+    ax_u.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
+    for ax, title in ((ax_a, "Alignment"), (ax_u, "Uniformity")):
+        ax.set_xlabel("training step", fontsize=MIN_FONT)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=MIN_FONT)
+        if last:
+            ax.set_xticks(step_ticks(last))
+            ax.set_xlim(0, last)
+    if shown:
+        ax_u.legend(fontsize=MIN_FONT, frameon=False)
+    return fig
+
+
+def _draw_joint(shown: Sequence[SeriesData]) -> Figure:
+    """Alignment on x, uniformity on y: one path per series, light (early) to dark (late)."""
+    import matplotlib as mpl
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3.4, 3.4), layout="constrained")
+    ax = fig.subplots()
+    for i, s in enumerate(shown):
+        _draw_joint_series(ax, s, mpl.colors.to_rgba(f"C{i}"))
+    ax.set_xlabel("alignment (lower is better)", fontsize=MIN_FONT)
+    ax.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
+    ax.tick_params(labelsize=MIN_FONT)
+    ax.grid(alpha=0.3)
+    if shown:
+        ax.legend(
+            fontsize=MIN_FONT,
+            frameon=False,
+            title="light to dark: early to late",
+            title_fontsize=MIN_FONT,
+        )
+    return fig
+
+
+def _draw_joint_series(ax: Any, s: SeriesData, rgba: tuple[float, float, float, float]) -> None:
+    """One series of the joint plot: its path, shaded markers, a few arrows, first and last step."""
+    ax.plot(s.align, s.uniform, color=rgba, linewidth=1.0, alpha=0.7, label=s.label)
+    keep = thin(len(s.steps))
+    shades = [0.25 + 0.75 * k / max(1, len(keep) - 1) for k in range(len(keep))]
+    ax.scatter(
+        [s.align[k] for k in keep],
+        [s.uniform[k] for k in keep],
+        s=12,
+        color=[(*rgba[:3], a) for a in shades],
+        edgecolors="none",
+        zorder=3,
+    )
+    for k in thin(len(s.steps), 4)[1:]:  # a few arrows: the direction of training
+        ax.annotate(
+            "",
+            xy=(s.align[k], s.uniform[k]),
+            xytext=(s.align[k - 1], s.uniform[k - 1]),
+            arrowprops={"arrowstyle": "->", "color": rgba, "lw": 0.9},
+        )
+    for k, where in ((0, (-4, 4)), (len(s.steps) - 1, (4, -8))):
+        if k == 0 or len(s.steps) > 1:
+            ax.annotate(
+                f"{s.steps[k]}",
+                (s.align[k], s.uniform[k]),
+                xytext=where,
+                textcoords="offset points",
+                fontsize=MIN_FONT,
+                color=rgba,
+            )
 
 
 def write_plots(

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from harness.evaluation.tasks import year_task_names
 from harness.grid import Cell, expand
-from harness.record import STS_YEAR_COLUMNS, record_metric
+from harness.record import record_metric
 from harness.specs import Row, RunSpec, Sweep, TableSpec, format_value, sweep_cell_key
 
 if TYPE_CHECKING:
@@ -268,40 +269,86 @@ def build_table(
 ) -> RenderedTable:
     """Lay out one table from its resolved cells and the finished records by group id."""
     by_key = {c.key: c for c in cells if c.spec == spec.name}
+    if spec.rows:
+        header, lines = _row_layout(spec, by_key, records, profile)
+    else:
+        header, lines = _sweep_layout(spec, by_key, records, profile)
+    notes = _table_notes(spec, by_key, records, profile, reference, lines)
+    described = _described_runs(spec, by_key)
+    return RenderedTable(
+        name=spec.name,
+        cites=spec.cites,
+        title=spec.title,
+        profile=profile,
+        spec_path=f"tables/{spec.path.name}",
+        header=header,
+        lines=lines,
+        notes=notes + ([f"Runs: {'; '.join(described)}."] if described else []),
+        comments=_run_comments(spec, by_key),
+    )
+
+
+def _row_layout(
+    spec: TableSpec,
+    by_key: Mapping[str, Cell],
+    records: Mapping[str, list[Mapping[str, Any]]],
+    profile: str,
+) -> tuple[list[str], list[Line]]:
+    """A rows table: header and lines, ranked per column within each section."""
+    lines: list[Line] = []
+    for i, section in enumerate(_sections(spec.rows)):
+        if i:
+            lines.append(Line("rule"))
+        block: list[Line] = []
+        for row in section:
+            block.extend(_row_lines(spec, row, by_key.get(row.label), records, profile))
+        _rank_block(block, ("measured",), by_column=True)
+        _rank_block(block, ("paper", "quoted"), by_column=True)
+        lines.extend(block)
+    return ["Model", *spec.column_labels], lines
+
+
+def _sweep_layout(
+    spec: TableSpec,
+    by_key: Mapping[str, Cell],
+    records: Mapping[str, list[Mapping[str, Any]]],
+    profile: str,
+) -> tuple[list[str], list[Line]]:
+    """A sweeps table: header and lines; a sweep over other values starts a section with its own
+    header line; each section is ranked as a whole."""
+    width = max(len(s.values) for s in spec.sweeps)
+    first = spec.sweeps[0]
+    header = [first.header, *(format_value(v) for v in first.values)]
+    header += [""] * (width + 1 - len(header))
     lines: list[Line] = []
     block: list[Line] = []
-    if spec.rows:
-        header = ["Model", *spec.column_labels]
-        for i, section in enumerate(_sections(spec.rows)):
-            if i:
-                lines.append(Line("rule"))
+    previous = (first.header, first.values)
+    for sweep in spec.sweeps:
+        head = (sweep.header, sweep.values)
+        if head != previous:
+            _rank_block(block, ("measured",), by_column=False)
+            _rank_block(block, ("paper",), by_column=False)
+            lines.append(Line("rule"))
+            lines.append(Line("header", sweep.header, [Text(format_value(v)) for v in sweep.values]))
             block = []
-            for row in section:
-                block.extend(_row_lines(spec, row, by_key.get(row.label), records, profile))
-            _rank_block(block, ("measured",), by_column=True)
-            _rank_block(block, ("paper", "quoted"), by_column=True)
-            lines.extend(block)
-    else:
-        width = max(len(s.values) for s in spec.sweeps)
-        first = spec.sweeps[0]
-        header = [first.header, *(format_value(v) for v in first.values)]
-        header += [""] * (width + 1 - len(header))
-        previous = (first.header, first.values)
-        for sweep in spec.sweeps:
-            head = (sweep.header, sweep.values)
-            if head != previous:
-                _rank_block(block, ("measured",), by_column=False)
-                _rank_block(block, ("paper",), by_column=False)
-                lines.append(Line("rule"))
-                lines.append(Line("header", sweep.header, [Text(format_value(v)) for v in sweep.values]))
-                block = []
-                previous = head
-            new = _sweep_lines(spec, sweep, by_key, records, profile)
-            block.extend(new)
-            lines.extend(new)
-        _rank_block(block, ("measured",), by_column=False)
-        _rank_block(block, ("paper",), by_column=False)
+            previous = head
+        new = _sweep_lines(spec, sweep, by_key, records, profile)
+        block.extend(new)
+        lines.extend(new)
+    _rank_block(block, ("measured",), by_column=False)
+    _rank_block(block, ("paper",), by_column=False)
+    return header, lines
 
+
+def _table_notes(
+    spec: TableSpec,
+    by_key: Mapping[str, Cell],
+    records: Mapping[str, list[Mapping[str, Any]]],
+    profile: str,
+    reference: RunSettings | None,
+    lines: Sequence[Line],
+) -> list[str]:
+    """The notes under a table: profile, how to read it, marks used, then the spec's own notes."""
     notes: list[str] = []
     seeds = sorted(
         {len(records.get(c.group_id or "", [])) for c in by_key.values() if c.state == "run"} - {0}
@@ -318,11 +365,22 @@ def build_table(
         notes.append(
             "Cells with several finished seeds show mean \u00b1 sample standard deviation over n seeds."
         )
-    if spec.scores == "sts" and any(c in STS_YEAR_COLUMNS or c == "avg" for c in spec.columns):
+    if spec.scores == "sts" and any(c in year_task_names() or c == "avg" for c in spec.columns):
         notes.append(
             f"Measured STS12-16: SentEval's '{spec.sts_aggregate}' aggregate "
             f"({AGGREGATE_TEXT[spec.sts_aggregate]})."
         )
+    notes.extend(_mark_notes(spec, by_key, profile, lines))
+    notes.extend(spec.notes)
+    notes.extend(f"{row.label}: {row.note}." for row in spec.rows if row.note)
+    return notes
+
+
+def _mark_notes(
+    spec: TableSpec, by_key: Mapping[str, Cell], profile: str, lines: Sequence[Line]
+) -> list[str]:
+    """One note per mark the table uses (dagger, double dagger, ours, missing, n/a)."""
+    notes: list[str] = []
     if any(ln.marks == QUOTED_MARK for ln in lines):
         notes.append(f"{QUOTED_MARK} quoted from the paper: outside this harness, not run.")
     if any(ln.marks == PROFILE_MARK for ln in lines):
@@ -337,11 +395,21 @@ def build_table(
     for reason in sorted({c.reason for c in by_key.values() if c.state == "n/a"}):
         hidden = next(c.hidden_size for c in by_key.values() if c.reason == reason)
         notes.append(f"n/a: not valid for this profile's encoder (d = {hidden}): {reason}.")
+    return notes
+
+
+def _run_comments(spec: TableSpec, by_key: Mapping[str, Cell]) -> list[str]:
+    """``run settings: <cell>: <method(params) with overrides>`` for every cell that resolved."""
     comments: list[str] = []
     for key, run in spec.run_cells():
         cell = by_key.get(key)
         if cell is not None and cell.configs:
             comments.append(f"run settings: {key}: {_describe_run(cell.configs[0], run)}")
+    return comments
+
+
+def _described_runs(spec: TableSpec, by_key: Mapping[str, Cell]) -> list[str]:
+    """What each run row and sweep ran (the table's last note, "Runs: ...")."""
     described: list[str] = []
     for row in spec.rows:
         row_cell = by_key.get(row.label)
@@ -353,21 +421,7 @@ def build_table(
         if first_cell is not None:
             text = _describe_run(first_cell.configs[0], sweep.run)
             described.append(f"{sweep.label} ({sweep.header}): {text}, varying {sweep.vary}")
-    notes.extend(spec.notes)
-    for row in spec.rows:
-        if row.note:
-            notes.append(f"{row.label}: {row.note}.")
-    return RenderedTable(
-        name=spec.name,
-        cites=spec.cites,
-        title=spec.title,
-        profile=profile,
-        spec_path=f"tables/{spec.path.name}",
-        header=header,
-        lines=lines,
-        notes=notes + ([f"Runs: {'; '.join(described)}."] if described else []),
-        comments=comments,
-    )
+    return described
 
 
 def build_tables(
