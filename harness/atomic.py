@@ -34,7 +34,7 @@ _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: the process's umask, for the permissions of new files
 
 _CAUSES = {
-    errno.ENOSPC: "no space left on the device (the disk is full)",
+    errno.ENOSPC: "no space left on the device",
     errno.EDQUOT: "disk quota exceeded",
     errno.EROFS: "read-only file system",
     errno.EACCES: "permission denied",
@@ -66,14 +66,14 @@ class WriteError(HarnessError, OSError):
 
 
 def cause_of(exc: OSError) -> str:
-    """An OSError's cause in words (``no space left on the device (the disk is full)``, ...)."""
+    """An OSError's cause in words (``no space left on the device``, ``read-only file system``, ...)."""
     return _CAUSES.get(exc.errno or 0) or exc.strerror or str(exc)
 
 
 def failed_write(path: str | os.PathLike[str], exc: OSError) -> WriteError:
-    """``cannot write <path>: <cause>`` (plus ``<path> is unchanged`` when it exists)."""
+    """``cannot write <path>: <cause>`` (plus ``; <path> is unchanged`` when it exists)."""
     target = Path(path)
-    kept = f" ({target} is unchanged)" if target.exists() else ""
+    kept = f"; {target} is unchanged" if target.exists() else ""
     return WriteError(f"cannot write {target}: {cause_of(exc)}{kept}", target, exc.errno or errno.EIO)
 
 
