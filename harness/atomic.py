@@ -64,6 +64,9 @@ class WriteError(HarnessError, OSError):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled by Ray from a trial to the driver
+        return (type(self), (self.message, str(self.path), self.errno))
+
 
 def cause_of(exc: OSError) -> str:
     """An OSError's cause in words (``no space left on the device``, ``read-only file system``, ...)."""

@@ -13,6 +13,7 @@ import errno
 import hashlib
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -120,6 +121,8 @@ def test_a_path_under_a_file_is_a_write_error_naming_it(tmp_path: Path) -> None:
         write_text(a_file / "out.json", "{}")
     assert str(caught.value).startswith(f"cannot write {a_file / 'out.json'}: ")
     assert isinstance(caught.value, OSError)  # callers that tolerate a failed write still catch it
+    copy = pickle.loads(pickle.dumps(caught.value))  # a Ray trial's error reaches the driver
+    assert (str(copy), copy.errno, copy.path) == (str(caught.value), caught.value.errno, caught.value.path)
 
 
 def test_a_half_built_folder_is_removed_and_an_earlier_one_kept(tmp_path: Path) -> None:
@@ -467,7 +470,7 @@ def test_a_grid_on_a_disk_that_fills_up_keeps_every_earlier_file(mount: Mount, m
     filler.join()
     assert grid.returncode == 1, out + err
     assert "Traceback" not in err and "Traceback" not in out
-    assert "no space left on the device" in out
+    assert "no space left on the device" in out, out + err
     after = snapshot(disk)
     assert {k: after.get(k) for k in before} == before
     assert [p for p in leftovers(runs) if "ray" not in p.relative_to(runs).parts] == []
