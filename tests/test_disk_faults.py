@@ -438,6 +438,41 @@ def test_export_on_a_disk_that_fills_up_leaves_nothing_behind(
     assert (out / "harness_run.json").is_file()
 
 
+def test_train_on_a_disk_that_fills_up_stops_with_one_line(
+    mount: Mount,
+    tmp_path: Path,
+    mini_data_root: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness import checkpoint
+
+    root = tmp_path / "data"
+    (root / "corpus").mkdir(parents=True)
+    (root / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT)
+    (root / "senteval").symlink_to(mini_data_root / "senteval")
+    disk = mount("2m")
+    runs = disk / "runs"
+    RunStore(runs).save({"run_id": "earlier-run", "status": "finished"})
+    before = snapshot(disk)
+    save = checkpoint.save_checkpoint
+
+    def fill_then_save(*args: Any) -> Any:
+        fill(disk)
+        return save(*args)
+
+    monkeypatch.setattr(checkpoint, "save_checkpoint", fill_then_save)
+    monkeypatch.setenv(checkpoint.EVERY_ENV, "0")  # a checkpoint at the first evaluation point
+    args = ["train", "--profile", "smoke", "--max-steps", "4", "--eval-every", "2", "--final-tasks", "none"]
+    assert main([*args, "--data-dir", str(root), "--output-dir", str(runs)]) == 1
+    line = one_error_line(capsys)
+    assert line.startswith(f"harness train: error: cannot write {runs}/")
+    assert "no space left on the device" in line and "the same command resumes it once there is room" in line
+    after = snapshot(disk)
+    assert {k: after.get(k) for k in before} == before
+    assert leftovers(disk) == []
+
+
 @pytest.mark.slow
 def test_a_grid_on_a_disk_that_fills_up_keeps_every_earlier_file(mount: Mount, mini_data_root: Path) -> None:
     """A smoke grid whose runs folder fills up once its trials have started: they fail with the
