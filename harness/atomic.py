@@ -80,9 +80,17 @@ def failed_write(path: str | os.PathLike[str], exc: OSError) -> WriteError:
     return WriteError(f"cannot write {target}: {cause_of(exc)}{kept}", target, exc.errno or errno.EIO)
 
 
-def _os_error_in(exc: BaseException) -> OSError | None:
-    """The :class:`OSError` behind ``exc``: itself, or one in its cause/context chain (torch's
-    checkpoint writer reports a failed write as a RuntimeError raised while handling it)."""
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG)
+"""Errors that only a write gives (a block that also reads can fail with others that are no write's)."""
+
+
+def _os_error_behind(exc: BaseException) -> OSError | None:
+    """The :class:`OSError` ``exc`` is, or (a RuntimeError: torch's checkpoint writer reports a failed
+    write as one, raised while handling the OSError) the one in its cause/context chain."""
+    if isinstance(exc, OSError):
+        return exc
+    if not isinstance(exc, RuntimeError):
+        return None
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
@@ -93,18 +101,19 @@ def _os_error_in(exc: BaseException) -> OSError | None:
     return None
 
 
-def _as_write_error(path: Path, exc: BaseException) -> WriteError | None:
-    """``exc`` as a :class:`WriteError` on ``path`` when a write failed for a reason of the machine."""
+def _as_write_error(path: Path, exc: BaseException, only: tuple[int, ...] | None = None) -> WriteError | None:
+    """``exc`` as a :class:`WriteError` on ``path`` when a write failed for a reason of the machine
+    (with ``only``: when its errno is one of those)."""
     if isinstance(exc, WriteError):
         return exc
-    cause = _os_error_in(exc)
-    if cause is not None:
-        return failed_write(path, cause)
-    if isinstance(exc, RuntimeError) and "enforce fail at inline_container" in str(exc):
+    cause = _os_error_behind(exc)
+    if cause is None and isinstance(exc, RuntimeError) and "enforce fail at inline_container" in str(exc):
         # torch.save to a path (not a handle) hides the OSError: a full disk is the usual reason
         full = free_bytes(path.parent) == 0
-        return failed_write(path, OSError(errno.ENOSPC if full else errno.EIO, " ".join(str(exc).split())))
-    return None
+        cause = OSError(errno.ENOSPC if full else errno.EIO, " ".join(str(exc).split()))
+    if cause is None or (only is not None and cause.errno not in only):
+        return None
+    return failed_write(path, cause)
 
 
 @contextlib.contextmanager
@@ -179,11 +188,14 @@ def atomic_folder(target: str | os.PathLike[str], *, replace: bool = False) -> I
     """
     path = Path(target)
     tmp: Path | None = None
+    building = False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
         tmp.chmod(_mode_for(path, 0o777))
+        building = True
         yield tmp
+        building = False
         if replace and path.is_dir() and any(path.iterdir()):
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
             os.replace(path, old)  # onto the empty folder just made
@@ -195,7 +207,8 @@ def atomic_folder(target: str | os.PathLike[str], *, replace: bool = False) -> I
     except BaseException as exc:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        failure = _as_write_error(path, exc)
+        # inside the block only a full or read-only disk is a failed write (it also reads files)
+        failure = _as_write_error(path, exc, _DISK_FULL if building else None)
         if failure is not None and failure is not exc:
             raise failure from exc
         raise

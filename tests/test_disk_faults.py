@@ -144,6 +144,18 @@ def test_a_half_built_folder_is_removed_and_an_earlier_one_kept(tmp_path: Path) 
     assert (target / "weights").read_text() == "second"
 
 
+def test_only_a_failed_write_becomes_a_write_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError), atomic_write(tmp_path / "a.json") as handle:
+        handle.write("x")
+        try:
+            raise OSError(errno.ENOENT, "an earlier, handled error")
+        except OSError:
+            raise ValueError("a bug of the caller") from None
+    with pytest.raises(FileNotFoundError), atomic_folder(tmp_path / "model"):
+        (tmp_path / "missing-input").read_text()  # a read inside the block is no failed write
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_new_files_get_the_usual_permissions_and_replaced_ones_keep_theirs(tmp_path: Path) -> None:
     fresh = write_text(tmp_path / "fresh.md", "x")
     assert fresh.stat().st_mode & 0o777 == 0o666 & ~atomic._UMASK
