@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -106,6 +107,37 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 # -- the helper ------------------------------------------------------------------------------------
+WRITES = re.compile(
+    r"\.write_text\(|\.write_bytes\(|\bopen\([^)]*['\"][wax]b?\+?['\"]|\.savefig\(|torch\.save\(|json\.dump\("
+    r"|shutil\.(copy|move)|\.save_pretrained\(|os\.open\(|\.touch\("
+)
+ALLOWED = {
+    ("harness/memory.py", 'Path("/proc/self/clear_refs").write_text('): "a kernel knob, not a file",
+    ("harness/probe_cache.py", "json.dump("): "into an atomic_write handle",
+    ("harness/checkpoint.py", "torch.save("): "into an atomic_write handle",
+    ("harness/train.py", "hf_model.save_pretrained("): "into an atomic_folder",
+    ("harness/train.py", "self.encoder.tokenizer.save_pretrained("): "into an atomic_folder",
+    ("harness/store.py", "os.open("): "the grid lock and an attempt number's reservation",
+}
+
+
+def test_every_file_the_harness_writes_goes_through_the_atomic_helper() -> None:
+    offenders = []
+    for path in sorted((REPO_ROOT / "harness").rglob("*.py")):
+        name = str(path.relative_to(REPO_ROOT))
+        if name == "harness/atomic.py":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if (
+                WRITES.search(code)
+                and not any(name == file and pattern in code for file, pattern in ALLOWED)
+                and not code.strip().startswith(('"', "``", ":"))
+            ):
+                offenders.append(f"{name}:{number}: {line.strip()}")
+    assert not offenders, offenders
+
+
 def test_a_failed_write_leaves_the_earlier_file_and_no_temporary_file(tmp_path: Path) -> None:
     target = write_text(tmp_path / "out.json", "earlier\n")
     with pytest.raises(RuntimeError, match="boom"), atomic_write(target) as handle:
