@@ -174,6 +174,12 @@ def test_a_half_built_folder_is_removed_and_an_earlier_one_kept(tmp_path: Path) 
         (building / "weights").write_text("second")
     assert [p.name for p in tmp_path.iterdir()] == ["model"]
     assert (target / "weights").read_text() == "second"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with atomic_folder(empty) as building:  # an empty folder is taken (export's DIR may be one)
+        (building / "weights").write_text("third")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "model"]
+    assert (empty / "weights").read_text() == "third"
 
 
 def test_only_a_failed_write_becomes_a_write_error(tmp_path: Path) -> None:
