@@ -7,10 +7,12 @@ leave every run's record saying what happened: ``failed`` with a reason, or ``in
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from harness.atomic import WriteError
 from harness.provenance import now_iso
 from harness.record import new_record
 
@@ -23,7 +25,8 @@ def ensure_failed_record(store: RunStore, config: RunConfig, error: str) -> bool
     """Make sure the run has a ``failed`` record with a reason; return True if this wrote one.
 
     A record that already says ``failed`` (written by ``train_run``, with its own reason) or
-    ``finished`` is left alone; a missing or ``running`` one becomes ``failed``.
+    ``finished`` is left alone; a missing or ``running`` one becomes ``failed``. A record that cannot
+    be written (a full disk) stays as it was (False): the grid's report still names the run.
     """
     record = store.load(config.run_id())
     if record is not None and record.get("status") in ("failed", "finished"):
@@ -33,7 +36,10 @@ def ensure_failed_record(store: RunStore, config: RunConfig, error: str) -> bool
     record["status"] = "failed"
     record["error"] = error
     record["finished_at"] = now_iso()
-    store.save(record)
+    try:
+        store.save(record)
+    except WriteError:
+        return False
     return True
 
 
@@ -41,7 +47,8 @@ def mark_interrupted(store: RunStore, configs: Sequence[RunConfig], reason: str)
     """Mark the runs of ``configs`` whose record, or whose attempt beside a finished record (a run
     asked again for more final tasks), still says ``running`` as ``interrupted``.
 
-    Returns the ids marked. Finished and failed records and attempts are left alone.
+    Returns the ids marked. Finished and failed records and attempts are left alone, and so is a
+    record that cannot be written (a full disk).
     """
     marked = []
     for config in configs:
@@ -52,10 +59,13 @@ def mark_interrupted(store: RunStore, configs: Sequence[RunConfig], reason: str)
         candidates = [record] if record.get("status") == "running" else []
         if record.get("status") == "finished":
             candidates = [a for a in store.attempts(run_id) if a.get("status") == "running"]
+        saved = False
         for running in candidates:
             running.update(status="interrupted", error=reason, finished_at=now_iso())
-            store.save(running)
-        if candidates:
+            with contextlib.suppress(WriteError):
+                store.save(running)
+                saved = True
+        if saved:
             marked.append(run_id)
     return marked
 

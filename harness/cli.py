@@ -3,7 +3,8 @@
 Each subcommand lives in ``harness/commands/<name>_cmd.py`` and exposes ``HELP``,
 ``add_arguments(parser)`` and ``run(args) -> int``. Heavy imports happen inside ``run`` so that
 ``harness --help`` stays fast. User errors (:class:`~harness.errors.HarnessError`) become one line on
-stderr and exit status 2, with no traceback.
+stderr and exit status 2, with no traceback; so does an :class:`OSError` no command foresaw (a disk
+that filled up mid-way: the files the harness writes are atomic, see :mod:`harness.atomic`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from harness.atomic import cause_of
 from harness.errors import HarnessError
 
 COMMANDS: tuple[str, ...] = (
@@ -60,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._module.run(args) or 0)
     except HarnessError as exc:
         print(f"harness {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a read or write no check foresaw (a disk that filled up, ...): one line
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"harness {args.command}: error: {where}{cause_of(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"harness {args.command}: interrupted", file=sys.stderr)

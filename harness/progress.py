@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.atomic import write_text
 from harness.bookkeeping import ensure_failed_record
 from harness.errors import HarnessError
 
@@ -171,8 +172,7 @@ def save_traceback(folder: Path) -> Path | None:
 
     path = folder / f"grid-stopped-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}.txt"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(traceback.format_exc(), encoding="utf-8")
+        write_text(path, traceback.format_exc())
     except OSError:
         return None
     return path

@@ -23,6 +23,7 @@ finishes becomes the record, and the finished record it replaces is kept as an a
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -33,7 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import atomic_write
+from harness.atomic import WriteError, atomic_write, failed_write
 from harness.errors import ConfigError, GridLockedError
 from harness.provenance import code_version, now_iso
 from harness.record import SCHEMA_VERSION, STATUSES, new_record
@@ -88,21 +89,32 @@ class RunStore:
         ``host``. An attempt that finishes becomes the record (its attempt file is removed) and the
         finished record it replaces is kept as another attempt. Returns where ``record`` was written;
         ``record`` itself is not modified.
+
+        Raises:
+            WriteError: the store cannot be written (a full disk, ...): every file is as it was.
         """
         run_id = record.get("run_id")
         if not isinstance(run_id, str):
             raise ConfigError("a run record needs a string 'run_id'")
         target = self.path(run_id)
+        try:
+            return self._save(target, run_id, record)
+        except WriteError:
+            raise
+        except OSError as exc:  # a folder or an attempt number that could not be made
+            raise failed_write(Path(exc.filename) if exc.filename else target, exc) from exc
+
+    def _save(self, target: Path, run_id: str, record: Mapping[str, Any]) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         current = _read(target) if target.exists() else None
         if current is not None and current.get("status") == "finished":
             if record.get("status") != "finished":
-                attempt = self._attempt_of(run_id, record) or self._next_attempt(run_id)
-                return self._write(
-                    {**record, "attempt": attempt}, self.attempts_dir(run_id) / f"{attempt}.json"
-                )
+                attempt = self._attempt_of(run_id, record)
+                if attempt is not None:
+                    return self._write({**record, "attempt": attempt}, self._attempt_path(run_id, attempt))
+                return self._write_new_attempt(run_id, record)
             if not _same_attempt(current, record):
-                self._write(current, self.attempts_dir(run_id) / f"{self._next_attempt(run_id)}.json")
+                self._write_new_attempt(run_id, current, mark=False)
         became = self._attempt_of(run_id, record) if record.get("status") == "finished" else None
         self._write(dict(record), target)
         if became is not None:
@@ -137,6 +149,22 @@ class RunStore:
                 return n
             except FileExistsError:
                 n += 1
+
+    def _attempt_path(self, run_id: str, attempt: int) -> Path:
+        return self.attempts_dir(run_id) / f"{attempt}.json"
+
+    def _write_new_attempt(self, run_id: str, record: Mapping[str, Any], *, mark: bool = True) -> Path:
+        """Write ``record`` as the next attempt (with ``"attempt": n`` when ``mark``); a failed write
+        (a full disk) gives the reserved number back, so no empty attempt file is left behind."""
+        attempt = self._next_attempt(run_id)
+        path = self._attempt_path(run_id, attempt)
+        try:
+            return self._write({**record, "attempt": attempt} if mark else record, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                if path.stat().st_size == 0:
+                    path.unlink()
+            raise
 
     def _write(self, record: Mapping[str, Any], target: Path) -> Path:
         text = json.dumps(_finite(record), indent=2, sort_keys=False, allow_nan=False)
@@ -250,6 +278,25 @@ class GridLock:
         )
 
     def acquire(self) -> None:
+        """Take the lock, or raise :class:`GridLockedError` naming the holder.
+
+        Raises:
+            WriteError: the lock file cannot be made (it is a folder, the runs folder is read-only,
+                the disk is full): one line naming it.
+        """
+        if self.path.is_dir() or (self.path.exists() and not self.path.is_file()):
+            raise WriteError(
+                f"the grid lock {self.path} is a folder, not a file: remove it (a grid keeps its lock "
+                "in a file there)",
+                self.path,
+                errno.EISDIR,
+            )
+        try:
+            self._acquire()
+        except OSError as exc:
+            raise failed_write(self.path, exc) from None
+
+    def _acquire(self) -> None:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -285,9 +332,13 @@ class GridLock:
                     f"{previous.get('started_at')}): that process is no longer running"
                 )
             info = {"pid": os.getpid(), "host": socket.gethostname(), "started_at": now_iso()}
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
-            os.fsync(fd)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+                os.fsync(fd)
+            except OSError:
+                os.close(fd)
+                raise
             self._fd = fd
             return
         raise GridLockedError(f"could not lock {self.path}: it keeps being replaced")

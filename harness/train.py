@@ -728,11 +728,13 @@ class TrainingRun:
         self.head_into_pooler(required=self.config.eval_pooler == "cls")
 
     def _save_model(self, store: RunStore) -> None:
+        from harness.atomic import atomic_folder
+
         target = store.checkpoint_dir(self.run_id)
-        target.mkdir(parents=True, exist_ok=True)
         hf_model: Any = self.encoder.model
-        hf_model.save_pretrained(str(target))
-        self.encoder.tokenizer.save_pretrained(str(target))
+        with atomic_folder(target, replace=True) as building:  # an earlier one survives a failure
+            hf_model.save_pretrained(str(building))
+            self.encoder.tokenizer.save_pretrained(str(building))
         self.record["checkpoint"] = str(target)
         self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
 

@@ -59,6 +59,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.atomic import MIN_FREE_BYTES, free_bytes
 from harness.bookkeeping import ensure_failed_record, mark_interrupted, short_error
 from harness.cleanup import TEMP_PREFIX, remove_stale_temp_dirs
 from harness.errors import ConfigError, HarnessError
@@ -199,8 +200,10 @@ class _Progress(GridProgress, tune.Callback):
         self.trial_finished(_entry(trial).get("run_id"), trial.last_result or {})
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        reason = short_error(_trial_error_text(trial))
-        self.trial_failed(_entry(trial)["run"], reason, trial.error_file)
+        reason = short_error(_trial_error_text(trial)).replace("harness.atomic.WriteError", "WriteError")
+        # a write that failed (a full disk) says all in its line: no pointer to Ray's error file
+        trace = None if reason.startswith("WriteError: ") else trial.error_file
+        self.trial_failed(_entry(trial)["run"], reason, trace)
 
 
 def _trial_error_text(trial: Any) -> str | None:
@@ -326,6 +329,9 @@ def _run_grid(
         raise GridInterrupted(report) from None
     except Exception as exc:  # the grid's own checks, or Ray Tune giving up (see the module notes)
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+        free = free_bytes(request.storage(store))
+        if free is not None and free < MIN_FREE_BYTES:  # Tune's own state files hit the full disk
+            reason = f"no space left on the device of {request.storage(store)} (then {reason})"
         report.interrupted = mark_interrupted(store, configs, f"the grid stopped: {reason[:300]}")
         report.wall_s = time.perf_counter() - wall0
         if isinstance(exc, HarnessError):

@@ -12,12 +12,12 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import tempfile
 import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.atomic import check_output_dir, check_output_file
 from harness.coerce import check_finite
 from harness.config import AUTO_SETTINGS, OVERRIDABLE, PROFILES, RunSettings
 from harness.errors import ConfigError
@@ -39,33 +39,20 @@ def add_data_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def check_writable_dir(path: str | os.PathLike[str], what: str) -> Path:
-    """Create ``path`` if needed and prove a file can be written in it, before any work is done.
+    """Create ``path`` if needed and prove a file can be written in it and its disk is not full,
+    before any work is done (:func:`harness.atomic.check_output_dir`).
 
     Raises:
-        ConfigError: naming ``what`` and the path when it is a file or cannot be created or written.
+        WriteError: naming ``what`` and the path when it is a file, cannot be created or written, or
+            its disk is full.
     """
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"{what} {folder} is a file, not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise ConfigError(f"{what} {folder} cannot be written: {exc.strerror or exc}") from None
-    return folder
+    return check_output_dir(path, what)
 
 
 def check_writable_file(path: str | os.PathLike[str], what: str = "output file") -> Path:
-    """Prove ``path`` can be written (its folder is created; an existing file is left as it is)."""
-    target = Path(path)
-    if target.is_dir():
-        raise ConfigError(f"{what} {target} is a folder, not a file")
-    check_writable_dir(target.parent if str(target.parent) else Path("."), f"the folder of {what}")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise ConfigError(f"{what} {target} cannot be written: permission denied")
-    return target
+    """Prove ``path`` can be written (:func:`harness.atomic.check_output_file`; its folder is
+    created, an existing file is left as it is)."""
+    return check_output_file(Path(path), what)
 
 
 def check_finite_overrides(values: dict[str, Any], where: str) -> None:

@@ -11,7 +11,6 @@ The output JSON holds the table's numbers (percent, unrounded) under ``"sts"`` a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +112,7 @@ class _Inputs:
 def run(args: argparse.Namespace) -> int:
     import time
 
+    from harness.atomic import WriteError, write_json
     from harness.evaluation.runner import run_evaluation
 
     inputs = _check_inputs(args)
@@ -130,10 +130,14 @@ def run(args: argparse.Namespace) -> int:
     seconds = {**report.seconds, "total": time.perf_counter() - started}
     record["meta"] = _meta(args, inputs, encoder.name, seconds)
     record["details"] = report.details
-    inputs.output.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
     print(f"{encoder.name} ({inputs.pooler}), percent")
-    print(format_table(report.results))
+    print(format_table(report.results), flush=True)
+    try:
+        write_json(inputs.output, record, indent=2)
+    except WriteError as exc:  # the evaluation is done: its scores are on stdout, the old file kept
+        print(f"harness eval: error: {exc}; the scores above were not saved", file=sys.stderr)
+        return 1
     print(f"wrote {inputs.output}", file=sys.stderr)
     return 0
 

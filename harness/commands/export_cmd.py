@@ -11,7 +11,6 @@ layers, which sentence-transformers' pooling cannot: those runs are refused with
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from harness.errors import ConfigError, did_you_mean
@@ -26,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.atomic import atomic_folder, write_json
     from harness.store import RunStore
 
     store = RunStore(args.runs_dir)
@@ -42,24 +42,28 @@ def run(args: argparse.Namespace) -> int:
             f"run {args.run_id} kept no checkpoint ({checkpoint} is missing): train it again with "
             "--save-model (harness train ... --save-model, or harness grid ... --save-model)"
         )
-    out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"{out} exists and is not an empty folder: choose a new one")
+    out = _check_out(Path(args.out), checkpoint)
     pooler = str((record.get("config") or {}).get("eval_pooler", "cls_before_pooler"))
-    export_model(checkpoint, out, pooler)
-    (out / "harness_run.json").write_text(
-        json.dumps(
-            {
-                k: record.get(k)
-                for k in ("run_id", "config", "best_step", "best_stsb_dev", "final", "provenance")
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    about = {
+        k: record.get(k) for k in ("run_id", "config", "best_step", "best_stsb_dev", "final", "provenance")
+    }
+    with atomic_folder(out) as building:  # a failed export leaves nothing behind
+        export_model(checkpoint, building, pooler)
+        write_json(building / "harness_run.json", about, indent=2)
     print(f"exported {args.run_id} (pooler {pooler}) to {out}")
     return 0
+
+
+def _check_out(out: Path, checkpoint: Path) -> Path:
+    """``DIR`` must be new or an empty folder, in a writable folder with room for the checkpoint."""
+    from harness.atomic import MIN_FREE_BYTES, check_output_dir
+
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} exists and is not an empty folder: choose a new one")
+    size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
+    parent = out.absolute().parent
+    check_output_dir(parent, "the folder of DIR", need_bytes=size + MIN_FREE_BYTES)
+    return out
 
 
 def export_model(checkpoint: Path, out: Path, pooler: str) -> None:

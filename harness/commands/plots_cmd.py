@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from harness.commands.common import add_override_arguments, overrides_from_args
 from harness.commands.grid_cmd import add_common_report_arguments
@@ -19,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_spec_paths
+    from harness.commands.common import check_spec_paths, check_writable_dir
     from harness.paths import resolve_data_root
     from harness.reporting.plots import write_plots
     from harness.specs import load_plot_specs
@@ -27,11 +26,13 @@ def run(args: argparse.Namespace) -> int:
 
     check_spec_paths(args.specs)
     profile = args.profile or "cpu"
+    specs = load_plot_specs(args.specs)
+    out = check_writable_dir(args.out, "plots output folder")
     written = write_plots(
-        load_plot_specs(args.specs),
+        specs,
         RunStore(args.runs_dir),
         profile,
-        Path(args.out),
+        out,
         overrides=overrides_from_args(args),
         data_root=resolve_data_root(args.data_dir),
     )

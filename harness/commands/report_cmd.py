@@ -22,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.commands.common import check_writable_file
     from harness.paths import resolve_data_root
     from harness.reporting.report import render_report, write_report
     from harness.reporting.tables import build_tables
@@ -30,17 +31,19 @@ def run(args: argparse.Namespace) -> int:
 
     profile = args.profile or "cpu"
     store = RunStore(args.runs_dir)
+    specs = load_table_specs(args.specs)
+    results = Path(args.results)
+    out = check_writable_file(Path(args.out) if args.out else results / "report.html", "report --out")
     tables = build_tables(
-        load_table_specs(args.specs),
+        specs,
         store,
         profile,
         overrides=overrides_from_args(args),
         data_root=resolve_data_root(args.data_dir),
     )
-    results = Path(args.results)
     records = [r for r in store.records() if (r.get("config") or {}).get("profile") == profile]
     text = render_report(
         tables, records, claims_dir=results / "claims", plots_dir=results / "plots", profile=profile
     )
-    print(write_report(text, Path(args.out) if args.out else results / "report.html"))
+    print(write_report(text, out))
     return 0

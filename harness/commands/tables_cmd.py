@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from harness.commands.common import add_override_arguments, overrides_from_args
 from harness.commands.grid_cmd import add_common_report_arguments
@@ -19,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_spec_paths
+    from harness.commands.common import check_spec_paths, check_writable_dir
     from harness.paths import resolve_data_root
     from harness.reporting.tables import build_tables, write_tables
     from harness.specs import load_table_specs
@@ -28,6 +27,9 @@ def run(args: argparse.Namespace) -> int:
     check_spec_paths(args.specs)
     profile = args.profile or "cpu"
     specs = load_table_specs(args.specs)
+    out = check_writable_dir(args.out, "tables output folder")
+    if any(spec.claims for spec in specs):
+        check_writable_dir(out.parent / "claims", "claims output folder")
     tables = build_tables(
         specs,
         RunStore(args.runs_dir),
@@ -35,11 +37,11 @@ def run(args: argparse.Namespace) -> int:
         overrides=overrides_from_args(args),
         data_root=resolve_data_root(args.data_dir),
     )
-    for path in write_tables(tables, Path(args.out)):
+    for path in write_tables(tables, out):
         print(path)
     if any(spec.claims for spec in specs):
         from harness.commands.claims_cmd import write_claims_for
 
-        for path in write_claims_for(args, Path(args.out).parent / "claims"):
+        for path in write_claims_for(args, out.parent / "claims"):
             print(path)
     return 0

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
+from harness.atomic import WriteError
 from harness.commands.common import (
     add_data_dir,
     add_setting_flags,
@@ -81,13 +83,15 @@ def run(args: argparse.Namespace) -> int:
             f"note: {run_id} already has a finished record; it is kept unless this run finishes "
             f"(then it moves to {store.attempts_dir(run_id)})"
         )
-    record = train_run(
-        config,
-        data_root,
-        store,
-        device=args.device,
-        save_checkpoint=args.save_checkpoint,
-    )
+    try:
+        record = train_run(config, data_root, store, device=args.device, save_checkpoint=args.save_checkpoint)
+    except WriteError as exc:  # a disk that filled up while training: what was written is kept
+        print(
+            f"harness train: error: {exc}; the run stopped: its record and last resume checkpoint (if "
+            "one was written) are kept, and the same command resumes it once there is room",
+            file=sys.stderr,
+        )
+        return 1
     best = record.get("best_stsb_dev")
     best_text = f"{best:.2f}" if isinstance(best, float) else "n/a"
     print(f"best step {record['best_step']} (STS-B dev {best_text})")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.atomic import save_figure, write_text
 from harness.claims import ClaimResult, evaluate, seed_values
 from harness.grid import expand
 from harness.reporting.tables import index_records, latex_text
@@ -274,27 +275,24 @@ def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> lis
     )
     fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=4, frameon=False)
     fig.tight_layout(rect=(0.0, 0.45 / height, 1.0, 1.0))
-    paths = []
-    for suffix, dpi in ((".png", 300), (".pdf", None)):
-        path = stem.with_suffix(suffix)
-        fig.savefig(path, dpi=dpi)
-        paths.append(path)
-    plt.close(fig)
-    return paths
+    try:
+        return [
+            save_figure(fig, stem.with_suffix(suffix), dpi=dpi)
+            for suffix, dpi in ((".png", 300), (".pdf", None))
+        ]
+    finally:
+        plt.close(fig)
 
 
 def write_claims(results: Sequence[ClaimResult], profile: str, out_dir: Path) -> list[Path]:
-    """Write claims.md, claims.tex, claims.json and the forest plot (PNG, PDF) into ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, text in (
-        ("claims.md", render_markdown(results, profile)),
-        ("claims.tex", render_latex(results, profile)),
-        ("claims.json", json.dumps(to_json(results, profile), indent=2) + "\n"),
-    ):
-        path = out_dir / name
-        path.write_text(text, encoding="utf-8")
-        paths.append(path)
+    """Write claims.md, claims.tex, claims.json and the forest plot (PNG, PDF) into ``out_dir``
+    (each file atomically: a failure leaves that file and the ones after it as they were)."""
+    texts = {
+        "claims.md": render_markdown(results, profile),
+        "claims.tex": render_latex(results, profile),
+        "claims.json": json.dumps(to_json(results, profile), indent=2) + "\n",
+    }
+    paths = [write_text(out_dir / name, text) for name, text in texts.items()]
     paths += forest_plot(results, profile, out_dir / "claims_forest")
     return paths
 

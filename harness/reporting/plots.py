@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.atomic import save_figure
 from harness.grid import expand
 from harness.reporting.tables import index_records
 from harness.specs import PlotSpec
@@ -260,13 +261,10 @@ def write_plots(
     data_root: Path | None = None,
 ) -> list[Path]:
     """Draw every plot spec and save ``<name>.png`` and ``<name>.pdf``; return the paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for spec in specs:
         series = collect_series(spec, store, profile, overrides=overrides, data_root=data_root)
         fig = draw_plot(spec, series, profile)
-        for suffix in ("png", "pdf"):
-            path = out_dir / f"{spec.name}.{suffix}"
-            fig.savefig(path, dpi=300)
-            written.append(path)
+        for suffix in ("png", "pdf"):  # each atomically: a failure leaves the file as it was
+            written.append(save_figure(fig, out_dir / f"{spec.name}.{suffix}", dpi=300))
     return written

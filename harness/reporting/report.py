@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.atomic import write_text
 from harness.reporting.tables import OURS_MARK, Line, RenderedTable, Text
 
 NO_CLAIMS = "No claims computed."
@@ -274,7 +275,5 @@ def render_report(
 
 
 def write_report(text: str, out: Path) -> Path:
-    """Write the report to ``out`` (folders created); return the path."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    return out
+    """Write the report to ``out`` atomically (folders created); return the path."""
+    return write_text(out, text)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from harness.atomic import write_text
 from harness.evaluation.tasks import year_task_names
 from harness.grid import Cell, expand
 from harness.record import record_metric
@@ -643,14 +644,11 @@ def render_markdown_preview(tables: Sequence[RenderedTable]) -> str:
 
 
 def write_tables(tables: Sequence[RenderedTable], out_dir: Path) -> list[Path]:
-    """Write ``<name>.tex`` per table and ``tables.md`` with all of them; return the paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for table in tables:
-        path = out_dir / f"{table.name}.tex"
-        path.write_text(render_latex(table), encoding="utf-8")
-        written.append(path)
-    preview = out_dir / "tables.md"
-    preview.write_text(render_markdown_preview(tables), encoding="utf-8")
-    written.append(preview)
-    return written
+    """Write ``<name>.tex`` per table and ``tables.md`` with all of them; return the paths.
+
+    Everything is rendered first, then each file is written atomically
+    (:func:`harness.atomic.write_text`): a failure leaves that file and the ones after it as they were.
+    """
+    texts = {out_dir / f"{table.name}.tex": render_latex(table) for table in tables}
+    texts[out_dir / "tables.md"] = render_markdown_preview(tables)
+    return [write_text(path, text) for path, text in texts.items()]
