@@ -11,7 +11,8 @@ Schema history:
   whitening groups); ``config`` gains ``threads``. Later, still 2: the optional ``peak_rss_mb``
   (the run's peak resident memory, host side; see :mod:`harness.memory`). Later, still 2:
   ``final.sts_tasks`` and ``final.transfer_tasks``, the tasks each ``avg`` covers; a record without
-  them covers the seven standard tasks of each group (:func:`record_tasks`).
+  them covers the seven standard tasks of each group (:func:`record_tasks`). Later, still 2: the
+  optional ``error_details`` (what a failed run's one-line ``error`` leaves out).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class RunRecord(TypedDict):
     group_id: str
     status: Status
     error: str | None
+    error_details: NotRequired[str]  # what the one-line error leaves out (e.g. the eigenvalues)
     config: dict[str, Any]
     code_version: str
     provenance: Provenance | None
@@ -184,6 +186,7 @@ _FIELD_TYPES: dict[str, tuple[str, ...]] = {
     "schema_version": ("int",),
     "group_id": ("str",),
     "error": ("str", "null"),
+    "error_details": ("str",),
     "code_version": ("str",),
     "provenance": ("object", "null"),
     "method_notes": ("object",),

@@ -491,6 +491,9 @@ class TrainingRun:
                 self.final_evaluation()
             except BaseException as exc:
                 status: Status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                notes = getattr(exc, "__notes__", None)  # details kept out of the one-line error
+                if notes:
+                    self.record["error_details"] = "\n".join(str(n) for n in notes)
                 self._end(status, f"{type(exc).__name__}: {exc}")
                 raise
         self._end("finished")
