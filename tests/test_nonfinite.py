@@ -94,3 +94,22 @@ def test_a_temperature_that_overflows_the_logits_fails_the_run_at_its_first_step
     saved = store.load(config.run_id())
     assert saved is not None and saved["status"] == "failed" and saved["trajectory"][-1]["step"] == 0
     assert LOSS_LIMIT == 65504.0
+
+
+def test_a_singular_whitening_error_is_one_short_line_and_the_record_keeps_the_eigenvalues(
+    data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final_with(71.5))
+    config = resolve_config(
+        "whitenedcse", {"num_groups": 1, "eps": 0.0}, "smoke", {"max_steps": 2}, data_root=data_root
+    )
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(TrainingError) as caught:
+        train_run(config, data_root, store, log=None)
+    line = str(caught.value)
+    assert "step 1: " in line and "block 0, group 0 is singular or non-finite" in line
+    assert len(line) < 250 and "[" not in line, line  # not the eigenvalues themselves
+    saved = store.load(config.run_id())
+    assert saved is not None and saved["status"] == "failed" and saved["error"] == f"TrainingError: {line}"
+    details = saved["error_details"]
+    assert details.startswith("eigenvalues of block 0, group 0: [") and details.count(",") >= 63
