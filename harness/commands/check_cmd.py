@@ -178,20 +178,15 @@ def check_ray(address: str, cpus: int, gpus: float | None, report: Report) -> No
 
 def run(args: argparse.Namespace) -> int:
     """Plan the grid as ``harness grid`` would, check what its runs need, print one list."""
-    from harness.commands.common import (
-        check_finite_overrides,
-        check_resource_request,
-        check_spec_paths,
-        overrides_from_args,
-    )
+    from harness.commands.common import check_spec_paths, overrides_from_args
+    from harness.commands.grid_cmd import check_options
     from harness.specs import load_table_specs
     from harness.store import RunStore
 
     report = Report()
     profile = args.profile or "cpu"
     overrides = overrides_from_args(args)
-    check_finite_overrides(overrides, "override")
-    check_resource_request(args.cpus_per_trial, args.gpus_per_trial)
+    check_options(args, overrides)  # as grid does: seeds, CPUs/GPUs per trial, threads, HARNESS_*
     check_spec_paths(args.specs)
     specs = load_table_specs(args.specs)  # a bad spec is one error line (exit 2), as for grid
     data_root = _data_root(args.data_dir, report)

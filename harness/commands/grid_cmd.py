@@ -135,7 +135,7 @@ def plan_grid(args: argparse.Namespace) -> PlannedGrid:
 
     profile = args.profile or ("smoke" if args.smoke else "cpu")
     overrides = overrides_from_args(args)
-    check_finite_overrides(overrides, "override")
+    check_options(args, overrides)
     check_spec_paths(args.specs)
     specs = load_table_specs(args.specs)
     extra = []
@@ -164,6 +164,20 @@ def plan_grid(args: argparse.Namespace) -> PlannedGrid:
             f"warning: corpus {corpus} not found: run ids below are provisional (its content enters the id)"
         )
     return PlannedGrid(specs, profile, plan, store, data_root, retry=not args.skip_failed)
+
+
+def check_options(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
+    """Every numeric option and ``HARNESS_*`` setting, before anything is planned or printed (grid,
+    ``--dry-run`` and check alike): one error line, exit 2."""
+    from harness.commands.common import check_environment, check_threads
+    from harness.grid import check_seed_count
+    from harness.resources import check_resource_request
+
+    check_finite_overrides(overrides, "override")
+    check_seed_count(args.seeds)
+    check_resource_request(args.cpus_per_trial, args.gpus_per_trial)
+    check_threads(overrides.get("threads"))
+    check_environment()
 
 
 def dry_run(args: argparse.Namespace, grid: PlannedGrid) -> int:

@@ -19,13 +19,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_spec_paths
+    from harness.commands.common import check_runs_dir, check_spec_paths
     from harness.paths import resolve_data_root
     from harness.reporting.plots import write_plots
     from harness.specs import load_plot_specs
     from harness.store import RunStore
 
     check_spec_paths(args.specs)
+    check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
     profile = args.profile or "cpu"
     written = write_plots(
         load_plot_specs(args.specs),
