@@ -128,13 +128,11 @@ def read_subset_files(paths: Sequence[Path], name: str) -> StsPairs:
     input_lines = _read_text(input_path).splitlines()
     gold_lines = _read_text(gold_path).splitlines()
     if len(input_lines) != len(gold_lines):
-        short, other = (
-            (gold_path, input_path) if len(gold_lines) < len(input_lines) else (input_path, gold_path)
-        )
-        ends, longer = sorted((len(input_lines), len(gold_lines)))
+        short = gold_path if len(gold_lines) < len(input_lines) else input_path
+        ends = min(len(input_lines), len(gold_lines))  # the last line they share
         raise DataError(
-            f"{short}:{ends}: ends after {ends} lines but {other} has {longer}; "
-            "they must pair up line by line"
+            f"{short}:{ends}: {input_path} has {len(input_lines)} lines but {gold_path} has "
+            f"{len(gold_lines)}; they must pair up line by line"
         )
     kept: list[_Kept] = []
     for number, (pair_line, gold_line) in enumerate(zip(input_lines, gold_lines), start=1):
