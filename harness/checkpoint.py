@@ -42,16 +42,34 @@ DEFAULT_EVERY_S = 300.0
 EVERY_ENV = "HARNESS_CHECKPOINT_EVERY_S"
 
 
+def every_from_env(strict: bool = False) -> float:
+    """``$HARNESS_CHECKPOINT_EVERY_S`` (unset or empty: :data:`DEFAULT_EVERY_S`).
+
+    Not a number: the default, or with ``strict`` (the commands check it before any work) a
+    ConfigError naming the variable, as is a negative or non-finite number.
+    """
+    from harness.errors import ConfigError
+
+    text = os.environ.get(EVERY_ENV, "").strip()
+    if not text:
+        return DEFAULT_EVERY_S
+    try:
+        every = float(text)
+    except ValueError:
+        every = float("nan") if strict else DEFAULT_EVERY_S
+    if strict and not 0 <= every < float("inf"):
+        raise ConfigError(
+            f"{EVERY_ENV} must be a number of seconds >= 0 (0 = at every evaluation), got {text!r}"
+        )
+    return every
+
+
 class CheckpointClock:
     """Decides at which evaluation points a checkpoint is written (see the module docstring)."""
 
     def __init__(self, every_s: float | None = None) -> None:
         if every_s is None:
-            text = os.environ.get(EVERY_ENV, "").strip()
-            try:
-                every_s = float(text) if text else DEFAULT_EVERY_S
-            except ValueError:
-                every_s = DEFAULT_EVERY_S
+            every_s = every_from_env()
         self.every_s = max(0.0, every_s)
         self.last: float | None = None
 

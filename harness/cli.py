@@ -10,9 +10,11 @@ that filled up mid-way: the files the harness writes are atomic, see :mod:`harne
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from harness.atomic import cause_of
@@ -59,7 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args._module.run(args) or 0)
+        with _one_line_warnings():
+            return int(args._module.run(args) or 0)
     except HarnessError as exc:
         print(f"harness {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -70,6 +73,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"harness {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """A warning (e.g. a skipped run record) is one line, ``warning: ...``, shown once."""
+    shown: set[str] = set()
+
+    def one_line(message: Warning | str, *_where: object, **_line: object) -> str:
+        text = f"warning: {message}\n"
+        if text in shown:  # each command that reads the store again would repeat it
+            return ""
+        shown.add(text)
+        return text
+
+    previous, warnings.formatwarning = warnings.formatwarning, one_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = previous
 
 
 def _interruptible() -> None:

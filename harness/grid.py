@@ -175,11 +175,27 @@ class _Resolver:
         return Cell(spec, key, "run", configs=configs, hidden_size=hidden)
 
 
+SEEDS_MAX = 1000
+"""The most seeds per run a grid plans: each seed is a whole run of every planned cell (the papers'
+claims are tested on 5 to 20), and a plan is listed in full before anything runs."""
+
+
 def seed_list(n: int, base: int) -> tuple[int, ...]:
     """``n`` consecutive seeds starting at ``base`` (the profile's seed)."""
+    check_seed_count(n)
+    if base + n - 1 > 2**32 - 1:
+        raise ConfigError(f"--seeds {n} from seed {base} passes 2**32 - 1 (NumPy's largest seed)")
+    return tuple(base + i for i in range(n))
+
+
+def check_seed_count(n: int) -> None:
+    """``--seeds`` must be in 1..:data:`SEEDS_MAX` (checked before anything is planned or printed)."""
     if n < 1:
         raise ConfigError(f"--seeds must be >= 1, got {n}")
-    return tuple(base + i for i in range(n))
+    if n > SEEDS_MAX:
+        raise ConfigError(
+            f"--seeds must be at most {SEEDS_MAX}, got {n}: each seed is a whole run of every planned cell"
+        )
 
 
 def expand(

@@ -11,7 +11,8 @@ Schema history:
   whitening groups); ``config`` gains ``threads``. Later, still 2: the optional ``peak_rss_mb``
   (the run's peak resident memory, host side; see :mod:`harness.memory`). Later, still 2:
   ``final.sts_tasks`` and ``final.transfer_tasks``, the tasks each ``avg`` covers; a record without
-  them covers the seven standard tasks of each group (:func:`record_tasks`).
+  them covers the seven standard tasks of each group (:func:`record_tasks`). Later, still 2: the
+  optional ``error_details`` (what a failed run's one-line ``error`` leaves out).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class RunRecord(TypedDict):
     group_id: str
     status: Status
     error: str | None
+    error_details: NotRequired[str]  # what the one-line error leaves out (e.g. the eigenvalues)
     config: dict[str, Any]
     code_version: str
     provenance: Provenance | None
@@ -178,6 +180,148 @@ def record_metric(
     return _finite((final.get(scores) or {}).get(column))
 
 
+# -- validation on load ----------------------------------------------------------------------------
+_NUMBER = "number"
+_FIELD_TYPES: dict[str, tuple[str, ...]] = {
+    "schema_version": ("int",),
+    "group_id": ("str",),
+    "error": ("str", "null"),
+    "error_details": ("str",),
+    "code_version": ("str",),
+    "provenance": ("object", "null"),
+    "method_notes": ("object",),
+    "trajectory": ("list",),
+    "best_step": ("int", "null"),
+    "best_stsb_dev": (_NUMBER, "null"),
+    "final": ("object",),
+    "wall_time_s": (_NUMBER, "null"),
+    "train_time_s": (_NUMBER, "null"),
+    "eval_time_s": (_NUMBER, "null"),
+    "final_time_s": (_NUMBER, "null"),
+    "final_seconds": ("object",),
+    "peak_rss_mb": (_NUMBER, "null"),
+    "started_at": ("str",),
+    "finished_at": ("str", "null"),
+    "host": ("str",),
+    "checkpoint": ("str",),
+    "resumed_from_step": ("int",),
+    "step0_probe_cached": ("bool",),
+    "attempt": ("int",),
+}
+"""The JSON type of each field of :class:`RunRecord` (besides ``run_id``, ``status`` and ``config``,
+without which a record is not read at all). ``number`` fields may be null: the store writes a
+NaN or an infinity as null."""
+
+_BLANK: dict[str, Any] = {"final": {}, "trajectory": [], "method_notes": {}, "provenance": None}
+"""What a field of the wrong type becomes: these stay present (empty), any other is removed."""
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind == "null":
+        return value is None
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _NUMBER:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "list":
+        return isinstance(value, list)
+    return isinstance(value, dict)  # "object"
+
+
+def _type_name(value: Any) -> str:
+    names = {bool: "bool", int: "int", float: "number", str: "str", list: "list", dict: "object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _numbers(scores: dict[str, Any], where: str, problems: list[str]) -> dict[str, Any]:
+    """``scores`` without its entries that are not a number or null (each named in ``problems``)."""
+    kept = {}
+    for key, value in scores.items():
+        if value is None or _is(value, _NUMBER):
+            kept[key] = value
+        else:
+            problems.append(f"{where}.{key} (a {_type_name(value)}, not a number)")
+    return kept
+
+
+def _check_final(final: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """``final`` with its score groups, task lists and aggregates checked."""
+    out = dict(final)
+    for key, value in final.items():
+        where = f"final.{key}"
+        if key in ("sts", "transfer", "sts_aggregates") and not isinstance(value, dict):
+            problems.append(f"{where} (a {_type_name(value)}, not an object)")
+            del out[key]
+        elif key in ("sts", "transfer"):
+            out[key] = _numbers(value, where, problems)
+        elif key == "sts_aggregates":
+            out[key] = {}
+            for year, numbers in value.items():
+                if isinstance(numbers, dict):
+                    out[key][year] = _numbers(numbers, f"{where}.{year}", problems)
+                else:
+                    problems.append(f"{where}.{year} (a {_type_name(numbers)}, not an object)")
+        elif key.endswith("_tasks") and not (
+            isinstance(value, list) and all(isinstance(t, str) for t in value)
+        ):
+            problems.append(f"{where} (not a list of task names)")
+            del out[key]
+    return out
+
+
+def _check_trajectory(points: list[Any], problems: list[str]) -> list[dict[str, Any]]:
+    """The points that are objects with an integer step; their other values numbers or null."""
+    kept = []
+    for i, point in enumerate(points):
+        if not isinstance(point, dict) or not _is(point.get("step"), "int"):
+            problems.append(f"trajectory[{i}] (not a point with an integer step)")
+            continue
+        kept.append(_numbers(point, f"trajectory[{i}]", problems))
+    return kept
+
+
+def check_record(data: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]]:
+    """Validate a record read from disk against :class:`RunRecord` (reporting reads it typed).
+
+    A field of the wrong type is dropped (``final``, ``trajectory``, ``method_notes`` and
+    ``provenance`` become empty); a score, aggregate or trajectory value that is not a number is
+    dropped alone. A record whose ``status`` is not one of :data:`STATUSES` or whose ``config`` is
+    not an object cannot be used at all: None.
+
+    Returns:
+        The record to use (``data`` itself when nothing is wrong) or None, and what was wrong: one
+        ``field (why)`` per problem, e.g. ``final.sts (a str, not an object)``.
+    """
+    problems: list[str] = []
+    status = data.get("status", "running")
+    if status not in STATUSES:
+        return None, [f"status ({status!r} is not one of {', '.join(STATUSES)})"]
+    if "config" in data and not isinstance(data["config"], dict):
+        return None, [f"config (a {_type_name(data['config'])}, not an object)"]
+    out = dict(data)
+    for key, kinds in _FIELD_TYPES.items():
+        if key not in data:
+            continue
+        value = data[key]
+        if not any(_is(value, kind) for kind in kinds):
+            problems.append(f"{key} (a {_type_name(value)}, not {' or '.join(kinds)})")
+            if key in _BLANK:
+                out[key] = _BLANK[key]
+            else:
+                del out[key]
+        elif key == "final":
+            out[key] = _check_final(value, problems)
+        elif key == "trajectory":
+            out[key] = _check_trajectory(value, problems)
+        elif key == "final_seconds":
+            out[key] = _numbers(value, key, problems)
+    return (out if problems else data), problems
+
+
 def provenance(device: str, threads: int) -> Provenance:
     """The provenance of a run on ``device`` with ``threads`` torch CPU threads."""
     import numpy
@@ -213,6 +357,7 @@ __all__ = [
     "STATUSES",
     "Provenance",
     "RunRecord",
+    "check_record",
     "covers_registered_tasks",
     "new_record",
     "provenance",

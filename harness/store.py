@@ -12,7 +12,9 @@ The record's typed shape and schema version live in :mod:`harness.record` (``Run
 
 Records are written to a temporary file in the same folder and moved into place with
 :func:`os.replace`, so a reader (a table reporter, another Ray trial) never sees half a record.
-Reading never crashes on a bad file: it is skipped with a warning.
+Reading never crashes on a bad file: it is skipped with a warning; a record is validated against
+:class:`~harness.record.RunRecord` as it is read (:func:`~harness.record.check_record`), and a field
+of the wrong type is skipped with one warning line naming the file and the field.
 
 No finished result is ever lost: :meth:`RunStore.save` never replaces a ``finished`` record by one
 that is not finished (a re-run that is running, failed or interrupted). That attempt is written to
@@ -37,7 +39,7 @@ from typing import Any
 from harness.atomic import WriteError, atomic_write, failed_write
 from harness.errors import ConfigError, GridLockedError
 from harness.provenance import code_version, now_iso
-from harness.record import SCHEMA_VERSION, STATUSES, new_record
+from harness.record import SCHEMA_VERSION, STATUSES, check_record, new_record
 
 LOCK_NAME = "grid.lock"
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -370,7 +372,15 @@ def _read(path: Path) -> dict[str, Any] | None:
             f"skipping run record {path}: not a run record (no run_id)", RuntimeWarning, stacklevel=3
         )
         return None
-    return data
+    record, problems = check_record(data)
+    if record is None:
+        warnings.warn(f"skipping run record {path}: wrong {problems[0]}", RuntimeWarning, stacklevel=3)
+    elif problems:
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        warnings.warn(
+            f"run record {path}: skipping field(s) of the wrong type: {shown}", RuntimeWarning, stacklevel=3
+        )
+    return record
 
 
 def _finite(value: Any) -> Any:

@@ -19,7 +19,9 @@ The shared recipe of METHODS.md section 1, method-agnostic:
 * at the end the best state is loaded, the method's head is copied into the model's pooler (so the
   ``cls`` pooler uses it) and the final tasks are evaluated, optionally on post-whitened embeddings.
 
-A non-finite loss raises :class:`~harness.errors.TrainingError` naming the step. Whatever fails, the
+A non-finite loss, or one beyond float16's range (:data:`LOSS_LIMIT`: overflowing logits), raises
+:class:`~harness.errors.TrainingError` naming the step; so do final scores that are not finite (the
+run is failed, not finished). Whatever fails, the
 record is written with ``status: failed``, the error text and the trajectory so far, then the error
 propagates. The record is also written at the start and after every evaluation.
 
@@ -141,6 +143,22 @@ def linear_schedule(total: int, warmup: int = 0) -> Callable[[int], float]:
 
 
 # -- one optimiser step ---------------------------------------------------------------------------
+LOSS_LIMIT = float(torch.finfo(torch.float16).max)
+"""The largest loss a step accepts (float16's largest number, 65504). The methods' losses stay far
+below it (InfoNCE is about log(batch); the Barlow terms are bounded by d and d**2 x their weights),
+so a larger loss means overflowing logits (e.g. ``--set temperature=1e-30``: logits up to 1e30, a
+loss of 3e28): the run fails at that step instead of training to meaningless numbers."""
+
+
+def overflow_message(loss: float, step: int, config: RunConfig) -> str:
+    """One line: the loss, the limit, and the temperature when the run's method has one."""
+    text = f"loss {loss:.3g} at step {step} is beyond {LOSS_LIMIT:g} (float16's range): the logits overflow"
+    temperature = getattr(config.params, "temperature", None)
+    if isinstance(temperature, int | float) and temperature > 0:
+        text += f" (temperature {temperature:g} scales cosines up to {1 / temperature:.3g})"
+    return text + "; the run's numbers would mean nothing"
+
+
 class TrainStep:
     """Tokenise, compute the method's loss, back-propagate, clip, step: one optimiser step.
 
@@ -195,7 +213,8 @@ class TrainStep:
         The method's ``after_step`` hook runs after the optimiser step; its metrics are merged in.
 
         Raises:
-            TrainingError: the loss is NaN or infinite (nothing is updated).
+            TrainingError: the loss is NaN or infinite, or beyond :data:`LOSS_LIMIT` (nothing is
+                updated).
         """
         batch = self.encoder.tokenize(sentences, self.config.max_length)
         self.optimizer.zero_grad(set_to_none=True)
@@ -205,6 +224,8 @@ class TrainStep:
         value = float(loss.detach().float().item())
         if not math.isfinite(value):
             raise TrainingError(f"non-finite loss ({value}) at step {step}")
+        if abs(value) > LOSS_LIMIT:
+            raise TrainingError(overflow_message(value, step, self.config))
         loss.backward()
         if self.config.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
@@ -470,6 +491,9 @@ class TrainingRun:
                 self.final_evaluation()
             except BaseException as exc:
                 status: Status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                notes = getattr(exc, "__notes__", None)  # details kept out of the one-line error
+                if notes:
+                    self.record["error_details"] = "\n".join(str(n) for n in notes)
                 self._end(status, f"{type(exc).__name__}: {exc}")
                 raise
         self._end("finished")
@@ -759,6 +783,28 @@ class TrainingRun:
         self.record["final"] = final
         if isinstance(seconds, dict):
             self.record["final_seconds"] = seconds
+        bad = non_finite_scores(final)
+        if bad:  # the record keeps them (as null); the run is failed, not finished
+            shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+            raise TrainingError(f"final scores are not finite numbers: {shown}")
+
+
+def non_finite_scores(final: Mapping[str, Any]) -> list[str]:
+    """``group.task=value`` for each final score (``final.sts``, ``final.transfer``) that is not a
+    finite number."""
+    bad = []
+    for group in ("sts", "transfer"):
+        scores = final.get(group)
+        if not isinstance(scores, Mapping):
+            continue
+        for task, value in scores.items():
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                number = math.nan
+            if isinstance(value, bool) or not math.isfinite(number):
+                bad.append(f"{group}.{task}={value}")
+    return bad
 
 
 __all__ = [
@@ -768,6 +814,7 @@ __all__ = [
     "linear_schedule",
     "make_final_evaluator",
     "make_probe",
+    "non_finite_scores",
     "read_corpus",
     "seed_everything",
     "total_steps",

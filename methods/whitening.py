@@ -72,10 +72,15 @@ def _check_eigenvalues(
         block, group = divmod(first, groups_per_block)
         group += group_offset
         at = f"step {step}: " if step is not None else ""
-        raise TrainingError(
+        row = evals[first]
+        bad = int((~torch.isfinite(row) | (row <= 0)).sum())
+        error = TrainingError(
             f"{at}{what}: covariance of block {block}, group {group} is singular or non-finite "
-            f"(eigenvalues {evals[first].tolist()}); raise eps or use fewer channels per group"
+            f"({bad} of its {row.numel()} eigenvalues non-positive or non-finite, smallest "
+            f"{float(row.min()):.3g}); raise eps or use fewer channels per group"
         )
+        error.add_note(f"eigenvalues of block {block}, group {group}: {row.tolist()}")  # kept in the record
+        raise error
 
 
 def group_sizes(d: int, num_groups: int) -> list[int]:

@@ -12,6 +12,7 @@ from harness.cli import main
 from harness.config import RunConfig
 from harness.errors import ConfigError
 from harness.grid import attach_status, claims_only, complete_for, describe, expand
+from harness.paths import resolve_data_root
 from harness.specs import load_table_spec, load_table_specs
 from harness.store import RunStore, new_record
 from methods.whitenedcse import WhitenedCSEParams
@@ -337,6 +338,7 @@ def test_grid_starts_its_runs_longest_first(
         raise SystemExit(0)
 
     monkeypatch.setattr(tune_mod, "run_trials", fake_run_trials)
+    (data_root / "senteval").symlink_to(resolve_data_root(None) / "senteval")  # read before Ray starts
     args = ["grid", "simcsepp_table1", "--profile", "cpu", "--runs-dir", str(tmp_path / "runs")]
     with pytest.raises(SystemExit):
         main([*args, "--data-dir", str(data_root)])

@@ -108,6 +108,7 @@ def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
         "final_seconds",
         "peak_rss_mb",
         "step0_probe_cached",
+        "error_details",
     }
     assert set(rec) == set(RunRecord.__annotations__) - written_later
     assert rec["schema_version"] == 2 and rec["provenance"] is None and rec["method_notes"] == {}

@@ -259,6 +259,7 @@ def test_tune_failing_marks_the_running_runs_interrupted_and_the_grid_says_how_t
     from harness.cli import main
 
     data_root = _smoke_data(tmp_path)
+    (data_root / "senteval").symlink_to(resolve_data_root(None) / "senteval")  # read before Ray starts
     spec = FIXTURES / "specs" / "smoke_grid.toml"
     plan = expand([load_table_spec(spec)], "smoke", data_root=data_root)
     store = RunStore(tmp_path / "runs")

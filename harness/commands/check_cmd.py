@@ -1,7 +1,9 @@
 """``harness check``: a pre-flight check of everything a grid needs, in seconds, before the night.
 
 For the runs that ``harness grid SPEC... --profile P`` would plan: the data root, every SentEval file
-the runs' probe and final tasks read, the corpora (read and validated as training reads them), the
+the runs' probe and final tasks read (read with the runs' own readers: every malformed line, gold
+score that is not a finite number or lies outside the task's range, or gold file that does not pair
+up with its input is listed as ``file:line``), the corpora (read and validated as training reads them), the
 encoders (packaged, random, a local folder, or a hub name found in the local Hugging Face cache:
 never downloaded, never waited on when offline) with their hidden sizes, the runs folder (writable,
 not held by another grid), free disk, GPUs, and with ``--address`` the Ray cluster (reachable, its
@@ -176,20 +178,15 @@ def check_ray(address: str, cpus: int, gpus: float | None, report: Report) -> No
 
 def run(args: argparse.Namespace) -> int:
     """Plan the grid as ``harness grid`` would, check what its runs need, print one list."""
-    from harness.commands.common import (
-        check_finite_overrides,
-        check_resource_request,
-        check_spec_paths,
-        overrides_from_args,
-    )
+    from harness.commands.common import check_spec_paths, overrides_from_args
+    from harness.commands.grid_cmd import check_options
     from harness.specs import load_table_specs
     from harness.store import RunStore
 
     report = Report()
     profile = args.profile or "cpu"
     overrides = overrides_from_args(args)
-    check_finite_overrides(overrides, "override")
-    check_resource_request(args.cpus_per_trial, args.gpus_per_trial)
+    check_options(args, overrides)  # as grid does: seeds, CPUs/GPUs per trial, threads, HARNESS_*
     check_spec_paths(args.specs)
     specs = load_table_specs(args.specs)  # a bad spec is one error line (exit 2), as for grid
     data_root = _data_root(args.data_dir, report)
@@ -351,8 +348,18 @@ def _check_data(data_root: Path, configs: list[Any], report: Report, read_corpus
         report.problem(f"SentEval file missing: {path}")
     for path in empty:
         report.problem(f"SentEval file empty: {path}")
-    if not missing and not empty:
-        report.ok(f"{len(files)} SentEval file(s) for the probe and final tasks ({', '.join(sorted(tasks))})")
+    from harness.evaluation.tasks import data_problems
+
+    read, problems = data_problems(senteval, tasks)
+    absent = [str(p) for p in (*missing, *empty)]
+    problems = [p for p in problems if not any(a in p for a in absent)]  # already reported above
+    for text in problems:
+        report.problem(text)
+    if not missing and not empty and not problems:
+        report.ok(
+            f"{len(files)} SentEval file(s) for the probe and final tasks ({', '.join(sorted(tasks))}): "
+            f"{read} task part(s) read as the runs read them"
+        )
     need: dict[str, int] = {}
     for config in configs:
         need[str(config.corpus)] = max(need.get(str(config.corpus), 0), int(config.batch_size))

@@ -19,9 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_spec_paths, check_writable_dir
+    from harness.commands.common import check_runs_dir, check_spec_paths, check_writable_dir
 
     check_spec_paths(args.specs)
+    check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
     out = check_writable_dir(args.out, "claims output folder")
     for path in write_claims_for(args, out):
         print(path)

@@ -166,8 +166,13 @@ def check_seed(seed: Any) -> None:
         raise ConfigError(f"--seed must be an integer from 0 to {SEED_MAX} (NumPy's range), got {seed!r}")
 
 
+THREADS_MAX = 1024
+"""More torch threads than this is a typo (a trial's threads are its CPUs: --cpus-per-trial)."""
+
+
 def check_threads(threads: int | str | None) -> None:
-    """``--threads`` must be a positive count (``none`` = torch's default is left to the config)."""
+    """``--threads`` must be a count in 1..:data:`THREADS_MAX` (``none`` = torch's default is left
+    to the config)."""
     if threads is None:
         return
     try:
@@ -176,6 +181,36 @@ def check_threads(threads: int | str | None) -> None:
         return  # "none" or a typo: the run settings say what is accepted
     if count <= 0:
         raise ConfigError(f"--threads must be >= 1, got {count}")
+    if count > THREADS_MAX:
+        raise ConfigError(f"--threads must be at most {THREADS_MAX} (torch threads of one run), got {count}")
+
+
+def check_environment() -> None:
+    """The ``HARNESS_*`` settings read from the environment, checked before any work (one line
+    naming the variable): the data root is checked where it is resolved; the checkpoint interval
+    here (:func:`harness.checkpoint.every_from_env`)."""
+    from harness.checkpoint import every_from_env
+
+    every_from_env(strict=True)
+
+
+def check_runs_dir(path: str | os.PathLike[str]) -> Path:
+    """The runs folder a report reads (tables, claims, plots, report) must exist: a misspelt
+    ``--runs-dir`` is one error line, not a report of ``--`` cells written over the last one. A
+    folder without records is said on stderr (one line) and reported as it is."""
+    import sys
+
+    folder = Path(path)
+    if not folder.exists():
+        raise ConfigError(
+            f"runs folder {folder} does not exist (is --runs-dir spelt right?): nothing written"
+        )
+    if not folder.is_dir():
+        raise ConfigError(f"runs folder {folder} is a file, not a folder")
+    records = folder / "records"
+    if not records.is_dir() or not any(records.glob("*.json")):
+        print(f"warning: runs folder {folder} holds no run records: every cell shows --", file=sys.stderr)
+    return folder
 
 
 def check_device(device: str | None) -> None:

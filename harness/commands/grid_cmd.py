@@ -1,5 +1,8 @@
 """``harness grid``: expand table specs under a profile and run the missing runs through Ray Tune.
 
+Before Ray starts, the pending runs' corpora and every SentEval file they will read are read with the
+runs' own readers: a bad line stops the grid at once, naming its file and line.
+
 Runs are deduplicated across specs and skipped when a finished record exists, so the command can be
 killed and started again: it finishes the remaining runs without redoing finished ones. Runs left
 ``running`` by a kill or ``interrupted`` by Ctrl-C are run again; ``failed`` ones are retried too
@@ -132,7 +135,7 @@ def plan_grid(args: argparse.Namespace) -> PlannedGrid:
 
     profile = args.profile or ("smoke" if args.smoke else "cpu")
     overrides = overrides_from_args(args)
-    check_finite_overrides(overrides, "override")
+    check_options(args, overrides)
     check_spec_paths(args.specs)
     specs = load_table_specs(args.specs)
     extra = []
@@ -161,6 +164,20 @@ def plan_grid(args: argparse.Namespace) -> PlannedGrid:
             f"warning: corpus {corpus} not found: run ids below are provisional (its content enters the id)"
         )
     return PlannedGrid(specs, profile, plan, store, data_root, retry=not args.skip_failed)
+
+
+def check_options(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
+    """Every numeric option and ``HARNESS_*`` setting, before anything is planned or printed (grid,
+    ``--dry-run`` and check alike): one error line, exit 2."""
+    from harness.commands.common import check_environment, check_threads
+    from harness.grid import check_seed_count
+    from harness.resources import check_resource_request
+
+    check_finite_overrides(overrides, "override")
+    check_seed_count(args.seeds)
+    check_resource_request(args.cpus_per_trial, args.gpus_per_trial)
+    check_threads(overrides.get("threads"))
+    check_environment()
 
 
 def dry_run(args: argparse.Namespace, grid: PlannedGrid) -> int:
@@ -211,6 +228,7 @@ def longest_first_with_estimate(
     from harness.cost import hours, longest_first, makespan
 
     check_corpora([r.config for r in pending])
+    check_data_files(grid.data_root, [r.config for r in pending])
     model, slots = cost_model(args, grid.store, [r.config for r in pending])
     ordered: list[Any] = longest_first([r.config for r in pending], model)
     seconds = [model.run_seconds(c) for c in ordered]
@@ -322,3 +340,23 @@ def check_corpora(configs: list[Any]) -> None:
         need[str(config.corpus)] = max(need.get(str(config.corpus), 0), int(config.batch_size))
     for corpus, batch in need.items():
         read_corpus(Path(corpus), min_sentences=batch)
+
+
+def check_data_files(data_root: Path, configs: list[Any]) -> None:
+    """Read every SentEval file the runs will read (before Ray starts), so a bad line fails the grid
+    at once instead of every run at its final evaluation.
+
+    Raises:
+        DataError: after printing each problem (``file:line``) on stderr.
+    """
+    from harness.errors import DataError
+    from harness.evaluation.tasks import data_problems
+    from harness.paths import senteval_dir
+
+    _, problems = data_problems(senteval_dir(data_root), {str(c.final_tasks) for c in configs})
+    if problems:
+        for text in problems:
+            print(f"harness grid: data problem: {text}", file=sys.stderr)
+        raise DataError(
+            f"{len(problems)} data file problem(s) above: nothing was run (`harness check` lists them too)"
+        )

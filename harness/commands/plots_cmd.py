@@ -18,13 +18,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_spec_paths, check_writable_dir
+    from harness.commands.common import check_runs_dir, check_spec_paths, check_writable_dir
     from harness.paths import resolve_data_root
     from harness.reporting.plots import write_plots
     from harness.specs import load_plot_specs
     from harness.store import RunStore
 
     check_spec_paths(args.specs)
+    check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
     profile = args.profile or "cpu"
     specs = load_plot_specs(args.specs)
     out = check_writable_dir(args.out, "plots output folder")

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_writable_file
+    from harness.commands.common import check_runs_dir, check_writable_file
     from harness.paths import resolve_data_root
     from harness.reporting.report import render_report, write_report
     from harness.reporting.tables import build_tables
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.store import RunStore
 
     profile = args.profile or "cpu"
-    store = RunStore(args.runs_dir)
+    store = RunStore(check_runs_dir(args.runs_dir))  # a misspelt folder: one line, exit 2
     specs = load_table_specs(args.specs)
     results = Path(args.results)
     out = check_writable_file(Path(args.out) if args.out else results / "report.html", "report --out")

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_spec_paths, check_writable_dir
+    from harness.commands.common import check_runs_dir, check_spec_paths, check_writable_dir
     from harness.paths import resolve_data_root
     from harness.reporting.tables import build_tables, write_tables
     from harness.specs import load_table_specs
@@ -27,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     check_spec_paths(args.specs)
     profile = args.profile or "cpu"
     specs = load_table_specs(args.specs)
+    check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
     out = check_writable_dir(args.out, "tables output folder")
     if any(spec.claims for spec in specs):
         check_writable_dir(out.parent / "claims", "claims output folder")

@@ -11,6 +11,7 @@ from harness.commands.common import (
     add_data_dir,
     add_setting_flags,
     check_device,
+    check_environment,
     check_finite_overrides,
     check_seed,
     check_threads,
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     check_finite_overrides({f"--{k.replace('_', '-')}": v for k, v in overrides.items()}, "")
     check_seed(overrides.get("seed"))
     check_threads(overrides.get("threads"))
+    check_environment()  # HARNESS_CHECKPOINT_EVERY_S
     check_device(args.device)
     data_root = resolve_data_root(args.data_dir)
     config = resolve_config(args.method, params, args.profile, overrides, data_root=data_root)

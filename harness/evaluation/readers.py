@@ -17,6 +17,7 @@ The protocol behind every detail is ``shared/docs/SENTEVAL_PROTOCOL.md``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,13 +39,16 @@ class StsPairs:
         name: subset (``"MSRpar"``) or split (``"test"``) name.
         sent1: first sentences, whitespace-normalised (``' '.join(s.split())``), length n.
         sent2: second sentences, same form, length n.
-        gold: gold similarity scores, float64 array ``[n]``.
+        gold: gold similarity scores, float64 array ``[n]``, every one finite.
+        gold_lines: where each gold score stands: ``(file, line number)`` (empty when built by
+            hand), so a score outside the task's range is reported as ``file:line``.
     """
 
     name: str
     sent1: tuple[str, ...]
     sent2: tuple[str, ...]
     gold: np.ndarray
+    gold_lines: tuple[tuple[Path, int], ...] = ()
 
     def __len__(self) -> int:
         return len(self.gold)
@@ -68,13 +72,38 @@ def _read_text(path: Path) -> str:
 
 
 def _parse_gold(value: str, path: Path, line: int) -> float:
+    """A gold score: a finite number (``nan`` or ``inf`` would make every correlation NaN)."""
     try:
-        return float(value)
+        score = float(value)
     except ValueError:
         raise DataError(f"{path}:{line}: gold score {value.strip()!r} is not a number") from None
+    if not math.isfinite(score):
+        raise DataError(f"{path}:{line}: gold score {value.strip()!r} is not a finite number")
+    return score
 
 
-def _sts_sort_key(item: tuple[list[str], list[str], float]) -> tuple[int, int, float]:
+def check_gold_range(pairs: StsPairs, low: float, high: float, task: str) -> None:
+    """Every gold score of ``pairs`` must lie in ``low..high`` (the task's scale).
+
+    Raises:
+        DataError: ``file:line`` of the first score outside, and how many there are.
+    """
+    outside = [i for i, g in enumerate(pairs.gold) if not low <= g <= high]
+    if not outside:
+        return
+    first = outside[0]
+    where = pairs.gold_lines[first] if first < len(pairs.gold_lines) else None
+    place = f"{where[0]}:{where[1]}" if where else f"{task} {pairs.name} pair {first + 1}"
+    more = f" ({len(outside) - 1} more outside)" if len(outside) > 1 else ""
+    raise DataError(
+        f"{place}: gold score {pairs.gold[first]:g} is outside {task}'s range {low:g}..{high:g}{more}"
+    )
+
+
+_Kept = tuple[list[str], list[str], float, int]
+
+
+def _sts_sort_key(item: _Kept) -> tuple[int, int, float]:
     return len(item[0]), len(item[1]), item[2]
 
 
@@ -92,17 +121,20 @@ def read_subset_files(paths: Sequence[Path], name: str) -> StsPairs:
 
     Raises:
         DataError: a file is missing or not UTF-8, an input line has not exactly two tab-separated
-            fields, a gold line is not a number, the two files differ in length, or nothing is kept.
+            fields, a gold line is not a finite number, the two files differ in length, or nothing is
+            kept.
     """
     input_path, gold_path = paths
     input_lines = _read_text(input_path).splitlines()
     gold_lines = _read_text(gold_path).splitlines()
     if len(input_lines) != len(gold_lines):
+        short = gold_path if len(gold_lines) < len(input_lines) else input_path
+        ends = min(len(input_lines), len(gold_lines))  # the last line they share
         raise DataError(
-            f"{input_path} has {len(input_lines)} lines but {gold_path} has {len(gold_lines)}; "
-            "they must pair up line by line"
+            f"{short}:{ends}: {input_path} has {len(input_lines)} lines but {gold_path} has "
+            f"{len(gold_lines)}; they must pair up line by line"
         )
-    kept: list[tuple[list[str], list[str], float]] = []
+    kept: list[_Kept] = []
     for number, (pair_line, gold_line) in enumerate(zip(input_lines, gold_lines), start=1):
         fields = pair_line.split("\t")
         if len(fields) != 2:
@@ -111,15 +143,17 @@ def read_subset_files(paths: Sequence[Path], name: str) -> StsPairs:
             )
         if gold_line == "":
             continue
-        kept.append((fields[0].split(), fields[1].split(), _parse_gold(gold_line, gold_path, number)))
+        gold = _parse_gold(gold_line, gold_path, number)
+        kept.append((fields[0].split(), fields[1].split(), gold, number))
     if not kept:
         raise DataError(f"{gold_path}: no scored pairs")
     kept.sort(key=_sts_sort_key)
     return StsPairs(
         name=name,
-        sent1=tuple(" ".join(t1) for t1, _, _ in kept),
-        sent2=tuple(" ".join(t2) for _, t2, _ in kept),
-        gold=np.array([g for _, _, g in kept], dtype=np.float64),
+        sent1=tuple(" ".join(t1) for t1, _, _, _ in kept),
+        sent2=tuple(" ".join(t2) for _, t2, _, _ in kept),
+        gold=np.array([g for _, _, g, _ in kept], dtype=np.float64),
+        gold_lines=tuple((gold_path, n) for _, _, _, n in kept),
     )
 
 
@@ -144,7 +178,8 @@ class TsvPairs:
         """Read ``paths[0]`` (the one file of a split) as the pairs called ``name``.
 
         Raises:
-            DataError: missing file, or a line with too few fields or a non-numeric gold score.
+            DataError: missing file, or a line with too few fields or a gold score that is not a
+                finite number.
         """
         (path,) = paths
         text = _read_text(path)
@@ -156,6 +191,7 @@ class TsvPairs:
         sent1: list[str] = []
         sent2: list[str] = []
         gold: list[float] = []
+        numbers: list[int] = []
         for number, line in enumerate(lines, start=1):
             if self.skip_header and number == 1:
                 continue
@@ -167,10 +203,15 @@ class TsvPairs:
             sent1.append(_normalise(fields[self.sent_fields[0]]))
             sent2.append(_normalise(fields[self.sent_fields[1]]))
             gold.append(_parse_gold(fields[self.gold_field], path, number))
+            numbers.append(number)
         if not gold:
             raise DataError(f"{path}: no sentence pairs")
         return StsPairs(
-            name=name, sent1=tuple(sent1), sent2=tuple(sent2), gold=np.array(gold, dtype=np.float64)
+            name=name,
+            sent1=tuple(sent1),
+            sent2=tuple(sent2),
+            gold=np.array(gold, dtype=np.float64),
+            gold_lines=tuple((path, n) for n in numbers),
         )
 
 

@@ -20,16 +20,18 @@ Adding a task is its entry here plus its test (``CONTRIBUTING.md``, "Adding an e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from harness.errors import ConfigError, did_you_mean
+from harness.errors import ConfigError, DataError, did_you_mean
 from harness.evaluation.readers import (
     StsPairs,
     TaskText,
     TsvPairs,
+    check_gold_range,
     read_binary,
     read_mrpc,
     read_sst2,
@@ -83,6 +85,8 @@ class StsTask:
             those of the tasks before it in the registry (the pass embeds each distinct sentence
             once; the cost model sums these). ``tests/evaluation/test_tasks.py`` counts them in
             the real files.
+        gold_range: the scale of the gold scores (``(0, 5)`` for STS12-16 and STS-B, ``(1, 5)``
+            for SICK-R): :meth:`read` refuses a score outside it, naming its file and line.
     """
 
     name: str
@@ -91,6 +95,7 @@ class StsTask:
     parts: tuple[StsPart, ...]
     reader: PairReader
     sentences: int
+    gold_range: tuple[float, float] = (0.0, 5.0)
 
     def __post_init__(self) -> None:
         if self.scoring not in ("all_subsets", "test_split"):
@@ -117,8 +122,18 @@ class StsTask:
         return [senteval / f for part in self.parts_for(splits) for f in part.files]
 
     def read(self, senteval: Path, splits: Sequence[str] = (REPORTED_SPLIT,)) -> dict[str, StsPairs]:
-        """The pairs of every part read for ``splits``, by part name, in the task's order."""
-        return {p.name: self.reader([senteval / f for f in p.files], p.name) for p in self.parts_for(splits)}
+        """The pairs of every part read for ``splits``, by part name, in the task's order.
+
+        Raises:
+            DataError: the reader's (``file:line``), or a gold score outside :attr:`gold_range`.
+        """
+        return {p.name: self.read_part(senteval, p) for p in self.parts_for(splits)}
+
+    def read_part(self, senteval: Path, part: StsPart) -> StsPairs:
+        """One part's pairs, their gold scores checked against :attr:`gold_range`."""
+        pairs = self.reader([senteval / f for f in part.files], part.name)
+        check_gold_range(pairs, *self.gold_range, task=self.name)
+        return pairs
 
 
 @dataclass(frozen=True)
@@ -213,6 +228,7 @@ STS_REGISTRY: dict[str, StsTask] = {
             ),
             reader=TsvPairs(gold_field=3, sent_fields=(1, 2), skip_header=True),
             sentences=5007,
+            gold_range=(1.0, 5.0),
         ),
     )
 }
@@ -378,3 +394,61 @@ def stsb_dev_file(senteval: Path) -> Path:
     """The file of the training's STS-B dev probe."""
     task, split = STSB_DEV_PROBE
     return sts_task(task).files(senteval, (split,))[0]
+
+
+# -- the pre-flight read ---------------------------------------------------------------------------
+_READ_OK: set[tuple[str, str, tuple[tuple[str, int, int], ...]]] = set()
+"""What :func:`data_problems` read without a problem, by task, part and its files' (path, size,
+mtime): a second check in the same process does not read them again."""
+
+
+def _stamp(paths: Sequence[Path]) -> tuple[tuple[str, int, int], ...] | None:
+    try:
+        stats = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths]
+    except OSError:
+        return None
+    return tuple(stats)
+
+
+def _read_checked(key: str, part: str, paths: Sequence[Path], read: Callable[[], object]) -> str | None:
+    """``read()``; its DataError as one line, or None (remembered by the files' size and mtime)."""
+    stamp = _stamp(paths)
+    if stamp is not None and (key, part, stamp) in _READ_OK:
+        return None
+    try:
+        read()
+    except DataError as exc:
+        return str(exc)
+    if stamp is not None:
+        _READ_OK.add((key, part, stamp))
+    return None
+
+
+def data_problems(senteval: Path, final_tasks: Iterable[str]) -> tuple[int, list[str]]:
+    """Read every file the runs will read, with the readers the runs use (``harness check`` and
+    the start of a grid, before anything trains).
+
+    Args:
+        senteval: the SentEval root.
+        final_tasks: the runs' ``final_tasks`` values (``"sts"``, ``"transfer"``, ``"all"``,
+            ``"none"``); the STS-B dev probe is read whatever they are.
+
+    Returns:
+        How many parts and tasks were read, and one line per problem (``file:line: ...``): a
+        malformed line, a gold score that is not a finite number or is outside the task's range,
+        files that do not pair up. A missing file is a problem of its own reader too.
+    """
+    groups = set(final_tasks)
+    jobs: list[tuple[str, str, list[Path], Callable[[], object]]] = []
+    probe_task, probe_split = STSB_DEV_PROBE
+    sts_parts = {(probe_task, p.name): p for p in sts_task(probe_task).parts_for((probe_split,))}
+    if groups & {"sts", "all"}:
+        sts_parts.update({(t.name, p.name): p for t in STS_REGISTRY.values() for p in t.parts_for()})
+    for (name, part_name), part in sts_parts.items():
+        paths = [senteval / f for f in part.files]
+        jobs.append((name, part_name, paths, partial(STS_REGISTRY[name].read_part, senteval, part)))
+    if groups & {"transfer", "all"}:
+        for transfer in TRANSFER_REGISTRY.values():
+            jobs.append((transfer.name, "", transfer.paths(senteval), partial(transfer.read, senteval)))
+    problems = [p for job in jobs if (p := _read_checked(*job)) is not None]
+    return len(jobs), problems
