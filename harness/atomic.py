@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -165,8 +166,25 @@ def write_json(target: str | os.PathLike[str], data: Any, **dumps: Any) -> Path:
     """Write ``json.dumps(data, **dumps)`` and a newline to ``target`` atomically; return the path.
 
     The text is made before the file is opened, so data JSON cannot encode leaves the target alone.
+    Non-finite numbers are written as null (:func:`strict_json`): the file is always strict JSON.
     """
-    return write_text(target, json.dumps(data, **dumps) + "\n")
+    return write_text(target, json.dumps(strict_json(data), allow_nan=False, **dumps) + "\n")
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with NaN and infinities replaced by None, so that it is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        try:
+            return strict_json(value.item())
+        except (TypeError, ValueError):
+            return value
+    return value
 
 
 def save_figure(fig: Any, target: str | os.PathLike[str], **savefig: Any) -> Path:
@@ -303,6 +321,7 @@ __all__ = [
     "failed_write",
     "free_bytes",
     "save_figure",
+    "strict_json",
     "write_json",
     "write_text",
 ]

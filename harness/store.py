@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
-import math
 import os
 import re
 import socket
@@ -36,7 +35,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import WriteError, atomic_write, failed_write
+from harness.atomic import WriteError, atomic_write, failed_write, strict_json
 from harness.errors import ConfigError, GridLockedError
 from harness.provenance import code_version, now_iso
 from harness.record import SCHEMA_VERSION, STATUSES, check_record, new_record
@@ -169,7 +168,7 @@ class RunStore:
             raise
 
     def _write(self, record: Mapping[str, Any], target: Path) -> Path:
-        text = json.dumps(_finite(record), indent=2, sort_keys=False, allow_nan=False)
+        text = json.dumps(strict_json(record), indent=2, sort_keys=False, allow_nan=False)
         with atomic_write(target) as handle:
             handle.write(text)
             handle.write("\n")
@@ -381,22 +380,6 @@ def _read(path: Path) -> dict[str, Any] | None:
             f"run record {path}: skipping field(s) of the wrong type: {shown}", RuntimeWarning, stacklevel=3
         )
     return record
-
-
-def _finite(value: Any) -> Any:
-    """Replace NaN and infinities by None so the record stays strict JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
-        try:
-            return _finite(value.item())
-        except (TypeError, ValueError):
-            return value
-    return value
 
 
 __all__ = [

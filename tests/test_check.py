@@ -117,6 +117,15 @@ def test_a_grid_holding_the_runs_folder_is_a_problem(
     assert "stale grid lock" in capsys.readouterr().out
 
 
+def test_a_grid_lock_that_is_a_folder_is_a_problem(
+    good_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "runs"
+    (runs / "grid.lock").mkdir(parents=True)
+    assert main(check(good_root, runs)) == 1
+    assert f"the grid lock {runs / 'grid.lock'} is a folder, not a file" in capsys.readouterr().out
+
+
 def test_an_unreachable_ray_address_is_a_problem_not_a_wait(
     good_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -244,3 +244,27 @@ def test_eval_post_whitening_missing_corpus(
     )
     assert code == 2
     assert "corpus file not found" in err and "Traceback" not in err
+
+
+def test_eval_writes_non_finite_scores_as_null_and_says_so(
+    mini_data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A degenerate encoder (constant embeddings) gives NaN correlations: strict JSON, one line, exit 1."""
+    import torch
+
+    from harness.evaluation import runner
+
+    real = runner.encoder_functions
+
+    def constant(*args: object, **kwargs: object) -> object:
+        embed, lengths = real(*args, **kwargs)  # type: ignore[arg-type]
+        return (lambda sentences: torch.ones(len(sentences), 8)), lengths
+
+    monkeypatch.setattr(runner, "encoder_functions", constant)
+    output = tmp_path / "result.json"
+    argv = ["--model", "random:tiny", "--tasks", "sts", "--data-dir", str(mini_data_root)]
+    code, _, err = _run([*argv, "--output", str(output)], capsys)
+    assert code == 1
+    text = output.read_text(encoding="utf-8")
+    assert "NaN" not in text and json.loads(text)["sts"]["STS12"] is None
+    assert err.strip().splitlines()[-1].startswith("harness eval: error: scores that are not finite numbers")

@@ -393,6 +393,9 @@ def _check_runs_folder(store: Any, report: Report) -> None:
             with contextlib.suppress(OSError):
                 folder.rmdir()
     lock = store.lock()
+    if lock.path.exists() and not lock.path.is_file():
+        report.problem(f"the grid lock {lock.path} is a folder, not a file: remove it")
+        return
     if lock.is_held():
         report.problem(f"runs folder {root} is in use by {lock.describe()}")
         return

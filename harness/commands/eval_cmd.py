@@ -139,7 +139,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"harness eval: error: {exc}; the scores above were not saved", file=sys.stderr)
         return 1
     print(f"wrote {inputs.output}", file=sys.stderr)
+    bad = _non_finite(report.results)
+    if bad:  # a degenerate encoder (e.g. constant embeddings): the file holds null there
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        print(
+            f"harness eval: error: scores that are not finite numbers (written as null): {shown}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _non_finite(results: dict[str, Any], prefix: str = "") -> list[str]:
+    """The dotted names of the scores in ``results`` that are NaN or infinite."""
+    import math
+
+    out: list[str] = []
+    for key, value in results.items():
+        if isinstance(value, dict):
+            out += _non_finite(value, f"{prefix}{key}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            out.append(f"{prefix}{key}")
+    return out
 
 
 def _check_inputs(args: argparse.Namespace) -> _Inputs:
