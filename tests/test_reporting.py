@@ -174,7 +174,7 @@ def test_latex_is_booktabs_and_escaped(rendered: list[RenderedTable]) -> None:
         r"\textbf{",
         r"\underline{",
         r"$\pm$",
-        r"$^\dagger$",
+        r"$\dagger$",  # full size: a superscript would print below 7 pt
     ):
         assert piece in tex
     assert r"100\% \& more\_stuff" in tex
@@ -263,7 +263,7 @@ def test_latex_typography(rendered: list[RenderedTable]) -> None:
     assert not re.search(r"\\\\\s*\*", tex)
     assert "{*}\\,SimCSE++-BERT-base" in tex
     assert r"\texttt{harness grid report\_rows -{}-{}profile smoke}" in tex
-    assert "--profile" not in tex.split("\\begin{table}")[1]
+    assert "--profile" not in tex.split("\\begin{table")[1]
     assert "'paper'" not in tex and "`measured'" in tex
     assert latex_text("'paper' lines") == "`paper' lines"
     assert latex_text("lambda") == r"$\lambda$" and latex_text("lambda_dcl=0.1") == r"lambda\_dcl=0.1"
@@ -272,7 +272,15 @@ def test_latex_typography(rendered: list[RenderedTable]) -> None:
     assert latex_text("a -- b") == "a -- b"  # a real en dash stays one
     assert latex_text("run --seeds 3") == "run -{}-{}seeds 3"
     # several seeds: mean $\pm$ std with the seed count
-    assert r"61.00 $\pm$ 1.41$_{\,n=2}$" in tex
+    # the sd on the row below the means, the seed count in a note (or after each sd where they differ)
+    assert r"\quad\textit{measured} & \textbf{61.00} & \underline{70.50} & \textbf{65.50} \\" in tex
+    assert r" & $\pm$1.41 & $\pm$0.71 & $\pm$0.71 \\" in tex
+    assert "Every mean $\\pm$ sd is over n = 2 finished seeds." in tex
+    from harness.reporting.tables import Text, _split_cell
+
+    assert _split_cell(Text("61.00 \u00b1 1.41", seeds=2), None) == ("61.00", "\u00b11.41 (2)")
+    assert _split_cell(Text("61.00 \u00b1 1.41", seeds=2), 2) == ("61.00", "\u00b11.41")
+    assert _split_cell(Text("61.00"), None) == ("61.00", "")
     assert "ranked separately among measured numbers and among paper numbers" in tex
 
 
