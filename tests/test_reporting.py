@@ -473,10 +473,16 @@ def test_report_html_structure(tmp_path: Path) -> None:
     assert "(run <code>harness grid report_rows --profile smoke</code>)" in text
     # the claims file (escaped) and every run's provenance
     assert "claim &lt;one&gt; holds" in text and "No claims computed" not in text
-    runs = [a.get("id") for t, a in tags if t == "details"]
+    runs = [a.get("id") for t, a in tags if t == "tr" and (a.get("id") or "").startswith("run-")]
     assert len(runs) == len(RunStore(tmp_path / "runs").records())
-    for key in ("provenance.torch", "provenance.git_commit", "code_version", "host", "config"):
+    # provenance: every key once per distinct value, with the runs that share it
+    for key in ("torch", "git_commit", "code_version", "host", "config.method", "config.seed"):
         assert f"<td>{key}</td>" in text
+    assert "<td>provenance." not in text and "<td>config</td>" not in text
+    assert text.count("<td>code_version</td>") == 1 and text.count("<td>host</td>") == 1
+    assert text.count("<td>torch</td>") == 1  # one run has it: named, not "all runs"
+    assert f"all {len(runs)} runs</td>" in text
+    assert "1 tables" not in text and "2 tables from 13 run records" in text
 
 
 def test_report_without_claims_says_so(tmp_path: Path) -> None:
@@ -553,6 +559,6 @@ def test_report_shows_harness_claims_as_a_table(tmp_path: Path) -> None:
     (tmp_path / "claims.json").write_text(json.dumps(claims), encoding="utf-8")
     (tmp_path / "claims.md").write_text("the markdown", encoding="utf-8")
     text = claims_html(tmp_path)
-    assert '<table class="claims">' in text and "the markdown" not in text
+    assert '<table class="results claims">' in text and "the markdown" not in text
     assert "A beats &lt;B&gt;" in text and "[-1.20, -0.28]" in text
     assert "+2.53" in text and ">reversed<" in text
