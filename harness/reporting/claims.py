@@ -18,6 +18,8 @@ from harness.grid import expand
 from harness.reporting.tables import index_records, latex_text
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from harness.specs import TableSpec
     from harness.store import RunStore
 
@@ -223,27 +225,49 @@ def to_json(results: Sequence[ClaimResult], profile: str) -> dict[str, Any]:
     }
 
 
-def claim_label(result: ClaimResult, results: Sequence[ClaimResult]) -> str:
-    """``spec: text``; where one statement stands for several pairs (an order, a sweep over another),
-    the pair is named too, so that every line of the plot says what it compares."""
+def claim_label(result: ClaimResult, results: Sequence[ClaimResult], with_spec: bool = True) -> str:
+    """``spec: text`` (``text`` alone without ``with_spec``); where one statement stands for several
+    pairs (an order, a sweep over another), the pair is named too, so that every line of the plot
+    says what it compares."""
     claim = result.claim
-    label = f"{claim.spec}: {claim.text}"
+    label = f"{claim.spec}: {claim.text}" if with_spec else claim.text
     twins = sum(1 for r in results if r.claim.spec == claim.spec and r.claim.text == claim.text)
     return f"{label} ({claim.better} > {claim.worse})" if twins > 1 else label
 
 
 def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> list[Path]:
-    """One line per claim: measured interval and mean, the paper's delta marked; PNG and PDF."""
+    """Draw :func:`draw_forest` and save it as ``<stem>.png`` and ``<stem>.pdf``; return the paths."""
+    import matplotlib.pyplot as plt
+
+    fig = draw_forest(results, profile)
+    paths = []
+    for suffix, dpi in ((".png", 300), (".pdf", None)):
+        path = stem.with_suffix(suffix)
+        fig.savefig(path, dpi=dpi)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def draw_forest(results: Sequence[ClaimResult], profile: str) -> Figure:
+    """One line per claim: measured interval and mean, the paper's delta marked.
+
+    Claims of one table are labelled by their text alone (the table is named in the title); claims
+    of several tables carry the table's name. The figure is as wide as its labels need plus a fixed
+    width for the intervals, laid out by matplotlib's constrained layout.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     shown = list(results)
-    labels = [claim_label(r, shown) for r in reversed(shown)]
-    height = max(2.2, 0.28 * len(shown) + 1.4)
-    width = max(6.8, 3.6 + 0.05 * max((len(label) for label in labels), default=0))  # room for the labels
-    fig, ax = plt.subplots(figsize=(width, height))
+    specs = sorted({r.claim.spec for r in shown})
+    labels = [claim_label(r, shown, with_spec=len(specs) > 1) for r in reversed(shown)]
+    height = max(2.0, 0.26 * len(shown) + 1.3)
+    width = min(11.0, 3.8 + 0.055 * max((len(label) for label in labels), default=0))
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
     colours = {"holds": "#1b7837", "reversed": "#b2182b", "inconclusive": "#555555"}
     for i, r in enumerate(shown):
         y = len(shown) - 1 - i
@@ -258,29 +282,25 @@ def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> lis
         )
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(shown)))
-    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_yticklabels(labels, fontsize=8)
     ax.set_ylim(-0.7, len(shown) - 0.3)
-    ax.set_xlabel("better - worse, paired by seed (score points)", fontsize=8)
+    ax.margins(x=0.08)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_xlabel("better \u2212 worse, paired by seed (score points)", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
-    ax.set_title(f"Claims, profile {profile}", fontsize=9)
-    from matplotlib.lines import Line2D
-
+    title = f"Claims of {specs[0]}" if len(specs) == 1 else "Claims"
+    ax.set_title(f"{title}, profile {profile}", fontsize=9)
+    used = {r.summary.verdict for r in shown}
     handles = [
         Line2D([], [], color=colour, linewidth=2, marker="o", markersize=4, label=f"{verdict}: mean, 95% CI")
         for verdict, colour in colours.items()
+        if verdict in used
     ]
     handles.append(
         Line2D([], [], color="#2166ac", marker="D", markerfacecolor="none", linestyle="", label="paper delta")
     )
-    fig.legend(handles=handles, fontsize=7, loc="lower center", ncol=4, frameon=False)
-    fig.tight_layout(rect=(0.0, 0.45 / height, 1.0, 1.0))
-    paths = []
-    for suffix, dpi in ((".png", 300), (".pdf", None)):
-        path = stem.with_suffix(suffix)
-        fig.savefig(path, dpi=dpi)
-        paths.append(path)
-    plt.close(fig)
-    return paths
+    fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=len(handles), frameon=False)
+    return fig
 
 
 def write_claims(results: Sequence[ClaimResult], profile: str, out_dir: Path) -> list[Path]:
@@ -302,6 +322,7 @@ def write_claims(results: Sequence[ClaimResult], profile: str, out_dir: Path) ->
 __all__ = [
     "build_claims",
     "claim_label",
+    "draw_forest",
     "render_latex",
     "render_markdown",
     "to_json",
