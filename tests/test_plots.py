@@ -86,9 +86,11 @@ def test_trajectory_marks_the_evaluated_steps() -> None:
     data = [series("SimCSE", 3, 3, 40), series("WhitenedCSE", 3, 3, 40)]
     fig = draw_plot(spec("trajectory"), data, "demo")
     for ax in fig.axes:
-        lines = [ln for ln in ax.get_lines() if ln.get_label().endswith("(n=3)")]
+        lines = [ln for ln in ax.get_lines() if str(ln.get_label()).endswith("(n=3)")]
         assert len(lines) == 2
-        assert all(ln.get_marker() == "o" and list(ln.get_xdata()) == [0, 20, 40] for ln in lines)
+        assert all(
+            ln.get_marker() == "o" and np.asarray(ln.get_xdata()).tolist() == [0, 20, 40] for ln in lines
+        )
         assert list(ax.get_xticks()) == [0, 20, 40] and list(ax.get_xticks(minor=True)) == []
     # many evaluations: round labelled ticks, every evaluated step a minor tick, no marker clutter
     dense = [series("SimCSE", 126, 3, 15625)]
@@ -118,6 +120,7 @@ def test_the_joint_legend_draws_each_series_as_plotted() -> None:
     data = [series(name, 3, 3, 40) for name in ("SimCSE", "WhitenedCSE")]
     fig = draw_plot(spec("joint"), data, "demo")
     legend = fig.axes[0].get_legend()
+    assert legend is not None
     assert legend.get_title().get_text() == ""  # no "light to dark" beside single-colour samples
     assert [t.get_text() for t in legend.get_texts()] == ["SimCSE", "WhitenedCSE"]
     assert "light (early) to dark (late)" in _caption(fig)

@@ -250,6 +250,8 @@ def test_tables_and_plots_commands(tmp_path: Path, capsys: pytest.CaptureFixture
     assert (out / "report_rows.tex").is_file() and (out / "tables.md").is_file()
     assert main(["plots", *common, "--out", str(tmp_path / "plots")]) == 0
     assert (tmp_path / "plots" / "align_uniform_joint.pdf").is_file()
+    # the figures' captions speak only of what they draw: the command names what it left out
+    assert "align_uniform_joint: not drawn: Barlow probe" in capsys.readouterr().err
     assert main(["tables", "no_such_table", *common]) == 2
     assert "unknown table spec 'no_such_table'" in capsys.readouterr().err
 

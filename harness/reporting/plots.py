@@ -24,7 +24,7 @@ Nothing here writes files except :func:`write_plots`.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -321,12 +321,19 @@ def write_plots(
     *,
     overrides: Mapping[str, Any] | None = None,
     data_root: Path | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[Path]:
-    """Draw every plot spec and save ``<name>.png`` and ``<name>.pdf``; return the paths."""
+    """Draw every plot spec and save ``<name>.png`` and ``<name>.pdf``; return the paths.
+
+    ``note`` (when given) hears ``<name>: not drawn: <series>: <reason>`` for every series left out.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     for spec in specs:
         series = collect_series(spec, store, profile, overrides=overrides, data_root=data_root)
+        if note is not None:
+            for line in not_drawn(series):
+                note(f"{spec.name}: not drawn: {line}")
         fig = draw_plot(spec, series, profile)
         for suffix in ("png", "pdf"):
             path = out_dir / f"{spec.name}.{suffix}"
