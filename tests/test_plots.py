@@ -119,7 +119,7 @@ def test_captions_speak_only_of_what_is_drawn() -> None:
 def test_the_joint_legend_draws_each_series_as_plotted() -> None:
     data = [series(name, 3, 3, 40) for name in ("SimCSE", "WhitenedCSE")]
     fig = draw_plot(spec("joint"), data, "demo")
-    legend = fig.axes[0].get_legend()
+    legend = fig.axes[0].get_legend()  # above the axes, clear of the paths
     assert legend is not None
     assert legend.get_title().get_text() == ""  # no "light to dark" beside single-colour samples
     assert [t.get_text() for t in legend.get_texts()] == ["SimCSE", "WhitenedCSE"]

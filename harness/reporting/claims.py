@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -249,6 +250,10 @@ def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> lis
     return paths
 
 
+LABEL_CHARS = 64
+"""A forest plot's claim labels wrap at this many characters, so the intervals keep most of the width."""
+
+
 def draw_forest(results: Sequence[ClaimResult], profile: str) -> Figure:
     """One line per claim: measured interval and mean, the paper's delta marked.
 
@@ -264,9 +269,12 @@ def draw_forest(results: Sequence[ClaimResult], profile: str) -> Figure:
 
     shown = list(results)
     specs = sorted({r.claim.spec for r in shown})
-    labels = [claim_label(r, shown, with_spec=len(specs) > 1) for r in reversed(shown)]
-    height = max(2.0, 0.26 * len(shown) + 1.3)
-    width = min(11.0, 3.8 + 0.055 * max((len(label) for label in labels), default=0))
+    labels = [
+        textwrap.fill(claim_label(r, shown, with_spec=len(specs) > 1), LABEL_CHARS) for r in reversed(shown)
+    ]
+    lines = sum(label.count("\n") + 1 for label in labels)
+    height = max(2.0, 0.16 * lines + 0.12 * len(shown) + 1.3)
+    width = 4.2 + 0.058 * max((len(line) for label in labels for line in label.splitlines()), default=0)
     fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
     colours = {"holds": "#1b7837", "reversed": "#b2182b", "inconclusive": "#555555"}
     for i, r in enumerate(shown):

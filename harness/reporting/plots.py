@@ -245,8 +245,10 @@ def _draw_joint(shown: Sequence[SeriesData]) -> Figure:
 
     fig = Figure(figsize=(3.4, 3.4), layout="constrained")
     ax = fig.subplots()
+    aligns = [a for s in shown for a in s.align]
+    middle = (min(aligns) + max(aligns)) / 2 if aligns else 0.0
     for i, s in enumerate(shown):
-        _draw_joint_series(ax, s, mpl.colors.to_rgba(f"C{i}"))
+        _draw_joint_series(ax, s, mpl.colors.to_rgba(f"C{i}"), middle)
     ax.set_xlabel("alignment (lower is better)", fontsize=MIN_FONT)
     ax.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
     ax.tick_params(labelsize=MIN_FONT)
@@ -271,18 +273,25 @@ def _joint_legend(ax: Any, shown: Sequence[SeriesData]) -> None:
             Line2D([], [], linestyle="", marker="o", markersize=3.5, color=(*rgba[:3], a)) for a in shades
         ]
         handles.append((Line2D([], [], color=rgba, linewidth=1.0, alpha=0.7), *marks))
-    ax.legend(
+    ax.legend(  # above the axes, outside them: the paths may cross any part of the axes
         handles,
         [s.label for s in shown],
         handler_map={tuple: HandlerTuple(ndivide=None, pad=0.0)},
         fontsize=MIN_FONT,
         frameon=False,
         handlelength=3.0,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.01),
+        ncol=2,
+        columnspacing=1.0,
     )
 
 
-def _draw_joint_series(ax: Any, s: SeriesData, rgba: tuple[float, float, float, float]) -> None:
-    """One series of the joint plot: its path, shaded markers, a few arrows, first and last step."""
+def _draw_joint_series(
+    ax: Any, s: SeriesData, rgba: tuple[float, float, float, float], middle: float
+) -> None:
+    """One series of the joint plot: its path, shaded markers, a few arrows, first and last step
+    (each number on the side of its point towards the middle of the plot, ``middle`` on x)."""
     ax.plot(s.align, s.uniform, color=rgba, linewidth=1.0, alpha=0.7, label=s.label)
     keep = thin(len(s.steps))
     shades = [0.25 + 0.75 * k / max(1, len(keep) - 1) for k in range(len(keep))]
@@ -301,13 +310,15 @@ def _draw_joint_series(ax: Any, s: SeriesData, rgba: tuple[float, float, float, 
             xytext=(s.align[k - 1], s.uniform[k - 1]),
             arrowprops={"arrowstyle": "->", "color": rgba, "lw": 0.9},
         )
-    for k, where in ((0, (-4, 4)), (len(s.steps) - 1, (4, -8))):
+    for k, dy in ((0, 4), (len(s.steps) - 1, -10)):
         if k == 0 or len(s.steps) > 1:
+            right = s.align[k] <= middle
             ax.annotate(
                 f"{s.steps[k]}",
                 (s.align[k], s.uniform[k]),
-                xytext=where,
+                xytext=(4 if right else -4, dy),
                 textcoords="offset points",
+                ha="left" if right else "right",
                 fontsize=MIN_FONT,
                 color=rgba,
             )
