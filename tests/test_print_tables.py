@@ -159,6 +159,30 @@ def test_every_table_prints_at_7pt_unshrunk_in_a_two_column_paper(tmp_path: Path
     assert not bad, bad
 
 
+@pytest.mark.parametrize("folder", ["demo", "night"])
+def test_the_claims_print_at_7pt_unshrunk(tmp_path: Path, data_root: Path, folder: str) -> None:
+    """claims.tex: full width, the claim text wrapping, a list longer than a page in several floats."""
+    from harness.reporting.claims import build_claims
+    from harness.reporting.claims import render_latex as render_claims
+
+    _pdflatex()
+    manifest = json.loads((ROOT / "docs" / folder / "manifest.json").read_text(encoding="utf-8"))
+    specs = sorted(
+        (s for s in load_table_specs() if s.name in manifest["specs"]),
+        key=lambda s: manifest["specs"].index(s.name),
+    )
+    store = RunStore(ROOT / "docs" / folder / "runs")
+    results = build_claims(
+        specs, store, manifest["profile"], overrides=manifest["overrides"], data_root=data_root
+    )
+    tex = render_claims(results, manifest["profile"])
+    printed = print_check(tex, tmp_path / "claims")
+    assert printed.problems == [] and printed.scale >= MIN_SCALE, printed
+    assert printed.text_pt >= MIN_TEXT_PT and printed.script_pt >= MIN_SCRIPT_PT, printed
+    floats = tex.count(r"\begin{table*}")
+    assert floats == (1 if folder == "demo" else 3), floats  # the night's 58 claims take three
+
+
 def test_a_table_too_wide_for_a_column_spans_the_page(tmp_path: Path, data_root: Path) -> None:
     demo = _committed_tables(ROOT / "docs" / "demo", data_root)[0]
     assert latex_layout(demo).wide and r"\begin{table*}[t]" in render_latex(demo)
