@@ -292,6 +292,26 @@ def test_the_forest_plot_names_the_pair_where_one_statement_covers_several() -> 
     ]
 
 
+def test_the_forest_plot_names_the_table_only_where_there_are_several() -> None:
+    from harness.claims import ClaimResult
+    from harness.reporting.claims import draw_forest
+
+    def result(spec: str, text: str) -> ClaimResult:
+        paired = pair_by_seed({1: 2.0, 2: 3.0, 3: 2.5}, {1: 1.0, 2: 1.5, 3: 1.2})
+        return ClaimResult(Claim(spec, "a", "b", "avg", 1.0, text), paired, summarise(paired.diffs))
+
+    one = draw_forest([result("cpu_demo", "A beats B"), result("cpu_demo", "C beats B")], "demo")
+    ax = one.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["C beats B", "A beats B"]
+    assert ax.get_title() == "Claims of cpu_demo, profile demo"
+    two = draw_forest([result("t1", "A beats B"), result("t2", "A beats B")], "demo")
+    assert [t.get_text() for t in two.axes[0].get_yticklabels()] == ["t2: A beats B", "t1: A beats B"]
+    legend = [t.get_text() for t in two.legends[0].get_texts()]
+    assert legend == ["holds: mean, 95% CI", "paper delta"]  # only the verdicts drawn
+    two.draw_without_rendering()  # the intervals take most of the width, the labels the rest
+    assert two.axes[0].get_position().width > 0.5
+
+
 @pytest.mark.parametrize("diffs", [(1.0, 1.5), (0.1, -0.2), (0.3, 0.1, 0.2)])
 def test_few_seeds_give_a_finite_mdd(diffs: tuple[float, ...]) -> None:
     # scipy's noncentral t returns NaN at one degree of freedom for some noncentralities; two seeds

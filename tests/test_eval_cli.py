@@ -257,7 +257,7 @@ def test_eval_writes_non_finite_scores_as_null_and_says_so(
     real = runner.encoder_functions
 
     def constant(*args: object, **kwargs: object) -> object:
-        embed, lengths = real(*args, **kwargs)  # type: ignore[arg-type]
+        _, lengths = real(*args, **kwargs)  # type: ignore[arg-type]
         return (lambda sentences: torch.ones(len(sentences), 8)), lengths
 
     monkeypatch.setattr(runner, "encoder_functions", constant)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.reporting.plots import SeriesData, draw_plot, step_ticks, thin
+from harness.reporting.plots import SeriesData, draw_plot, not_drawn, step_ticks, thin
 from harness.specs import PlotSpec, load_plot_specs
 
 
@@ -79,3 +79,59 @@ def test_pdf_is_vector(tmp_path: Path) -> None:
 def test_plot_specs_draw_the_probes_too() -> None:
     methods = {s.run.method for p in load_plot_specs() for s in p.series}
     assert {"simcse", "whitenedcse", "simcsepp", "barlow_probe", "noise_probe"} <= methods
+
+
+def test_trajectory_marks_the_evaluated_steps() -> None:
+    """A few evaluations: a marker and a labelled tick at each, nothing suggesting steps in between."""
+    data = [series("SimCSE", 3, 3, 40), series("WhitenedCSE", 3, 3, 40)]
+    fig = draw_plot(spec("trajectory"), data, "demo")
+    for ax in fig.axes:
+        lines = [ln for ln in ax.get_lines() if str(ln.get_label()).endswith("(n=3)")]
+        assert len(lines) == 2
+        assert all(
+            ln.get_marker() == "o" and np.asarray(ln.get_xdata()).tolist() == [0, 20, 40] for ln in lines
+        )
+        assert list(ax.get_xticks()) == [0, 20, 40] and list(ax.get_xticks(minor=True)) == []
+    # many evaluations: round labelled ticks, every evaluated step a minor tick, no marker clutter
+    dense = [series("SimCSE", 126, 3, 15625)]
+    ax = draw_plot(spec("trajectory"), dense, "paper").axes[0]
+    assert len(ax.get_xticks()) <= 8 and ax.get_xticks()[-1] == 15625
+    assert set(dense[0].steps) == {*ax.get_xticks(), *ax.get_xticks(minor=True)}
+    assert ax.get_lines()[0].get_marker() in ("None", "", None)
+
+
+def _caption(fig: object) -> str:
+    return fig._supxlabel.get_text()  # type: ignore[attr-defined]
+
+
+def test_captions_speak_only_of_what_is_drawn() -> None:
+    drawn = series("SimCSE", 3, 3, 40)
+    missing = SeriesData("Barlow probe", missing="no finished run")
+    for kind in ("trajectory", "joint"):
+        fig = draw_plot(spec(kind), [drawn, missing], "demo")
+        caption = _caption(fig)
+        assert "Barlow" not in caption and "not shown" not in caption and "+-" not in caption
+        assert "SimCSE n=3" in caption
+    assert "mean \u00b1 1 sd" in _caption(draw_plot(spec("trajectory"), [drawn], "demo"))
+    assert not_drawn([drawn, missing]) == ["Barlow probe: no finished run"]
+
+
+def test_the_joint_legend_draws_each_series_as_plotted() -> None:
+    data = [series(name, 3, 3, 40) for name in ("SimCSE", "WhitenedCSE")]
+    fig = draw_plot(spec("joint"), data, "demo")
+    legend = fig.axes[0].get_legend()  # above the axes, clear of the paths
+    assert legend is not None
+    assert legend.get_title().get_text() == ""  # no "light to dark" beside single-colour samples
+    assert [t.get_text() for t in legend.get_texts()] == ["SimCSE", "WhitenedCSE"]
+    assert "light (early) to dark (late)" in _caption(fig)
+
+
+def test_the_joint_plot_keeps_its_step_labels_inside_the_axes() -> None:
+    data = [series(name, 3, 3, 40) for name in ("SimCSE", "WhitenedCSE")]
+    fig = draw_plot(spec("joint"), data, "demo")
+    fig.draw_without_rendering()  # runs the constrained layout
+    ax = fig.axes[0]
+    box = ax.get_window_extent()
+    for text in (t for t in ax.texts if t.get_text()):
+        extent = text.get_window_extent()
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1 and box.y0 <= extent.y0 and extent.y1 <= box.y1

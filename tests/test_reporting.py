@@ -174,7 +174,7 @@ def test_latex_is_booktabs_and_escaped(rendered: list[RenderedTable]) -> None:
         r"\textbf{",
         r"\underline{",
         r"$\pm$",
-        r"$^\dagger$",
+        r"$\dagger$",  # full size: a superscript would print below 7 pt
     ):
         assert piece in tex
     assert r"100\% \& more\_stuff" in tex
@@ -250,6 +250,8 @@ def test_tables_and_plots_commands(tmp_path: Path, capsys: pytest.CaptureFixture
     assert (out / "report_rows.tex").is_file() and (out / "tables.md").is_file()
     assert main(["plots", *common, "--out", str(tmp_path / "plots")]) == 0
     assert (tmp_path / "plots" / "align_uniform_joint.pdf").is_file()
+    # the figures' captions speak only of what they draw: the command names what it left out
+    assert "align_uniform_joint: not drawn: Barlow probe" in capsys.readouterr().err
     assert main(["tables", "no_such_table", *common]) == 2
     assert "unknown table spec 'no_such_table'" in capsys.readouterr().err
 
@@ -263,7 +265,7 @@ def test_latex_typography(rendered: list[RenderedTable]) -> None:
     assert not re.search(r"\\\\\s*\*", tex)
     assert "{*}\\,SimCSE++-BERT-base" in tex
     assert r"\texttt{harness grid report\_rows -{}-{}profile smoke}" in tex
-    assert "--profile" not in tex.split("\\begin{table}")[1]
+    assert "--profile" not in tex.split("\\begin{table")[1]
     assert "'paper'" not in tex and "`measured'" in tex
     assert latex_text("'paper' lines") == "`paper' lines"
     assert latex_text("lambda") == r"$\lambda$" and latex_text("lambda_dcl=0.1") == r"lambda\_dcl=0.1"
@@ -272,7 +274,15 @@ def test_latex_typography(rendered: list[RenderedTable]) -> None:
     assert latex_text("a -- b") == "a -- b"  # a real en dash stays one
     assert latex_text("run --seeds 3") == "run -{}-{}seeds 3"
     # several seeds: mean $\pm$ std with the seed count
-    assert r"61.00 $\pm$ 1.41$_{\,n=2}$" in tex
+    # the sd on the row below the means, the seed count in a note (or after each sd where they differ)
+    assert r"\quad\textit{measured} & \textbf{61.00} & \underline{70.50} & \textbf{65.50} \\" in tex
+    assert r" & $\pm$1.41 & $\pm$0.71 & $\pm$0.71 \\" in tex
+    assert "Every mean $\\pm$ sd is over n = 2 finished seeds." in tex
+    from harness.reporting.tables import Text, _split_cell
+
+    assert _split_cell(Text("61.00 \u00b1 1.41", seeds=2), None) == ("61.00", "\u00b11.41 (2)")
+    assert _split_cell(Text("61.00 \u00b1 1.41", seeds=2), 2) == ("61.00", "\u00b11.41")
+    assert _split_cell(Text("61.00"), None) == ("61.00", "")
     assert "ranked separately among measured numbers and among paper numbers" in tex
 
 
@@ -465,10 +475,16 @@ def test_report_html_structure(tmp_path: Path) -> None:
     assert "(run <code>harness grid report_rows --profile smoke</code>)" in text
     # the claims file (escaped) and every run's provenance
     assert "claim &lt;one&gt; holds" in text and "No claims computed" not in text
-    runs = [a.get("id") for t, a in tags if t == "details"]
+    runs = [a.get("id") for t, a in tags if t == "tr" and (a.get("id") or "").startswith("run-")]
     assert len(runs) == len(RunStore(tmp_path / "runs").records())
-    for key in ("provenance.torch", "provenance.git_commit", "code_version", "host", "config"):
+    # provenance: every key once per distinct value, with the runs that share it
+    for key in ("torch", "git_commit", "code_version", "host", "config.method", "config.seed"):
         assert f"<td>{key}</td>" in text
+    assert "<td>provenance." not in text and "<td>config</td>" not in text
+    assert text.count("<td>code_version</td>") == 1 and text.count("<td>host</td>") == 1
+    assert text.count("<td>torch</td>") == 1  # one run has it: named, not "all runs"
+    assert f"all {len(runs)} runs</td>" in text
+    assert "1 tables" not in text and "2 tables from 13 run records" in text
 
 
 def test_report_without_claims_says_so(tmp_path: Path) -> None:
@@ -545,6 +561,6 @@ def test_report_shows_harness_claims_as_a_table(tmp_path: Path) -> None:
     (tmp_path / "claims.json").write_text(json.dumps(claims), encoding="utf-8")
     (tmp_path / "claims.md").write_text("the markdown", encoding="utf-8")
     text = claims_html(tmp_path)
-    assert '<table class="claims">' in text and "the markdown" not in text
+    assert '<table class="results claims">' in text and "the markdown" not in text
     assert "A beats &lt;B&gt;" in text and "[-1.20, -0.28]" in text
     assert "+2.53" in text and ">reversed<" in text

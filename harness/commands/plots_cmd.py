@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from harness.commands.common import add_override_arguments, overrides_from_args
 from harness.commands.grid_cmd import add_common_report_arguments
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         out,
         overrides=overrides_from_args(args),
         data_root=resolve_data_root(args.data_dir),
+        note=lambda line: print(line, file=sys.stderr),
     )
     for path in written:
         print(path)

@@ -5,23 +5,26 @@ Two kinds of figure, both read from the trajectories that runs log at every eval
 
 * ``trajectory``: alignment against the training step and uniformity against the step, side by
   side, one line per series (method or probe); with several seeds, the line is the per-step mean
-  and a band spans mean +- one sample standard deviation across seeds; the step axis always has a
-  tick at the last step;
+  and a band spans mean ± one sample standard deviation across seeds; a marker and a labelled tick
+  at every evaluated step when there are few (else round ticks, the evaluated steps as minor
+  ticks), so no line suggests a trajectory between samples; the step axis ends at the last step;
 * ``joint``: alignment on x, uniformity on y, one trajectory per series. It stays readable at
   paper scale (126 probes per run): markers are thinned to at most 12 per series, their shading
-  goes from light (early) to full (late) instead of per-point labels, a few arrows show the
-  direction of training, and only the first and last steps are labelled.
+  goes from light (early) to full (late) instead of per-point labels (the legend draws them so),
+  a few arrows show the direction of training, and only the first and last steps are labelled,
+  inside the axes.
 
 Figures are sized for a paper (the trajectory pair for a full text width of 7 in, the joint plot
 for one column of 3.4 in) with no text below 8 pt, saved as vector PDF and as 300 dpi PNG. Series
-without a finished run, or not valid under the profile, are left out and named in the figure's
-footnote, so a figure can be drawn at any time. Nothing here writes files except :func:`write_plots`.
+without a finished run, or not valid under the profile, are left out (the caption speaks only of
+what is drawn; :func:`not_drawn` names the rest), so a figure can be drawn at any time.
+Nothing here writes files except :func:`write_plots`.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,20 +123,47 @@ def collect_series(
 
 
 def _footnote(spec: PlotSpec, series: Sequence[SeriesData], profile: str) -> str:
+    """What the figure shows, and only that: the profile, the seeds behind each drawn series, and how
+    to read the marks (series without runs are not drawn and not mentioned: see :func:`not_drawn`)."""
     parts = [f"profile {profile}"]
-    seeds = sorted({s.seeds for s in series if s.steps})
+    shown = [s for s in series if s.steps]
+    seeds = sorted({s.seeds for s in shown})
     if seeds and seeds[-1] > 1:
-        counts = ", ".join(f"{s.label} n={s.seeds}" for s in series if s.steps)
-        band = "; band: mean +- 1 sd across seeds" if spec.kind == "trajectory" else ""
+        counts = ", ".join(f"{s.label} n={s.seeds}" for s in shown)
+        band = "; band: mean \u00b1 1 sd across seeds" if spec.kind == "trajectory" else ""
         parts.append(f"line: mean over seeds per step{band} ({counts})")
-    missing = [f"{s.label}: {s.missing}" for s in series if s.missing]
-    if missing:
-        parts.append("not shown: " + "; ".join(missing))
+    if shown and spec.kind == "trajectory":
+        parts.append("markers: the evaluated steps" if _marked(shown) else "ticks below: the evaluated steps")
+    elif shown:
+        parts.append("markers: evaluated steps, light (early) to dark (late); numbers: first and last step")
     return " | ".join(parts)
+
+
+def not_drawn(series: Sequence[SeriesData]) -> list[str]:
+    """``label: reason`` for every series the figure leaves out (no finished run, not valid here)."""
+    return [f"{s.label}: {s.missing}" for s in series if s.missing]
 
 
 MIN_FONT = 8.0
 MAX_MARKERS = 12
+MARKED_POINTS = 30
+"""A trajectory line of up to this many evaluated steps has a marker at each; denser ones show the
+steps as minor ticks instead."""
+LABELLED_TICKS = 8
+"""Up to this many evaluated steps are each a labelled tick; beyond, round ticks are labelled."""
+
+
+def _marked(shown: Sequence[SeriesData]) -> bool:
+    return max(len(s.steps) for s in shown) <= MARKED_POINTS
+
+
+def eval_ticks(steps: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Labelled and minor x ticks for the evaluated ``steps``: every step labelled when there are few,
+    else round ticks ending at the last step (:func:`step_ticks`) with every evaluated step a minor tick."""
+    points = sorted(set(steps))
+    if len(points) <= LABELLED_TICKS:
+        return points, []
+    return step_ticks(points[-1], points[0]), points
 
 
 def step_ticks(last: int, first: int = 0, target: int = 6) -> list[int]:
@@ -167,16 +197,28 @@ def draw_plot(spec: PlotSpec, series: Sequence[SeriesData], profile: str) -> Fig
 
 
 def _draw_trajectory(shown: Sequence[SeriesData]) -> Figure:
-    """Alignment and uniformity against the step, side by side; a band of +-1 sd over seeds."""
+    """Alignment and uniformity against the step, side by side; a band of ±1 sd over seeds; a marker
+    (or, for many, a minor tick) at every evaluated step."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7.0, 2.9), layout="constrained")
     ax_a, ax_u = fig.subplots(1, 2)
     last = max((s.steps[-1] for s in shown), default=0)
+    marker = "o" if shown and _marked(shown) else None
+    major, minor = eval_ticks([step for s in shown for step in s.steps])
     for i, s in enumerate(shown):
         colour = f"C{i}"
         for ax, mean, sd in ((ax_a, s.align, s.align_sd), (ax_u, s.uniform, s.uniform_sd)):
-            ax.plot(s.steps, mean, color=colour, linewidth=1.4, label=f"{s.label} (n={s.seeds})")
+            ax.plot(
+                s.steps,
+                mean,
+                color=colour,
+                linewidth=1.4,
+                marker=marker,
+                markersize=3.5,
+                clip_on=False,  # whole markers at the first and last step
+                label=f"{s.label} (n={s.seeds})",
+            )
             if s.seeds > 1:
                 lo = [m - d for m, d in zip(mean, sd, strict=True)]
                 hi = [m + d for m, d in zip(mean, sd, strict=True)]
@@ -189,7 +231,8 @@ def _draw_trajectory(shown: Sequence[SeriesData]) -> Figure:
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=MIN_FONT)
         if last:
-            ax.set_xticks(step_ticks(last))
+            ax.set_xticks(major)
+            ax.set_xticks(minor, minor=True)
             ax.set_xlim(0, last)
     if shown:
         ax_u.legend(fontsize=MIN_FONT, frameon=False)
@@ -203,24 +246,53 @@ def _draw_joint(shown: Sequence[SeriesData]) -> Figure:
 
     fig = Figure(figsize=(3.4, 3.4), layout="constrained")
     ax = fig.subplots()
+    aligns = [a for s in shown for a in s.align]
+    middle = (min(aligns) + max(aligns)) / 2 if aligns else 0.0
     for i, s in enumerate(shown):
-        _draw_joint_series(ax, s, mpl.colors.to_rgba(f"C{i}"))
+        _draw_joint_series(ax, s, mpl.colors.to_rgba(f"C{i}"), middle)
     ax.set_xlabel("alignment (lower is better)", fontsize=MIN_FONT)
     ax.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
     ax.tick_params(labelsize=MIN_FONT)
     ax.grid(alpha=0.3)
+    ax.margins(x=0.12, y=0.15)  # room inside the axes for the first and last steps' numbers
     if shown:
-        ax.legend(
-            fontsize=MIN_FONT,
-            frameon=False,
-            title="light to dark: early to late",
-            title_fontsize=MIN_FONT,
-        )
+        _joint_legend(ax, shown)
     return fig
 
 
-def _draw_joint_series(ax: Any, s: SeriesData, rgba: tuple[float, float, float, float]) -> None:
-    """One series of the joint plot: its path, shaded markers, a few arrows, first and last step."""
+def _joint_legend(ax: Any, shown: Sequence[SeriesData]) -> None:
+    """One entry per series drawn as the series is: its line and its markers, light to dark."""
+    import matplotlib as mpl
+    from matplotlib.legend_handler import HandlerTuple
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for i, s in enumerate(shown):
+        rgba = mpl.colors.to_rgba(f"C{i}")
+        shades = (0.25, 0.625, 1.0) if len(s.steps) > 2 else (0.25, 1.0)
+        marks = [
+            Line2D([], [], linestyle="", marker="o", markersize=3.5, color=(*rgba[:3], a)) for a in shades
+        ]
+        handles.append((Line2D([], [], color=rgba, linewidth=1.0, alpha=0.7), *marks))
+    ax.legend(  # above the axes, outside them: the paths may cross any part of the axes
+        handles,
+        [s.label for s in shown],
+        handler_map={tuple: HandlerTuple(ndivide=None, pad=0.0)},
+        fontsize=MIN_FONT,
+        frameon=False,
+        handlelength=3.0,
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.01),
+        ncol=2,
+        columnspacing=1.0,
+    )
+
+
+def _draw_joint_series(
+    ax: Any, s: SeriesData, rgba: tuple[float, float, float, float], middle: float
+) -> None:
+    """One series of the joint plot: its path, shaded markers, a few arrows, first and last step
+    (each number on the side of its point towards the middle of the plot, ``middle`` on x)."""
     ax.plot(s.align, s.uniform, color=rgba, linewidth=1.0, alpha=0.7, label=s.label)
     keep = thin(len(s.steps))
     shades = [0.25 + 0.75 * k / max(1, len(keep) - 1) for k in range(len(keep))]
@@ -239,13 +311,15 @@ def _draw_joint_series(ax: Any, s: SeriesData, rgba: tuple[float, float, float, 
             xytext=(s.align[k - 1], s.uniform[k - 1]),
             arrowprops={"arrowstyle": "->", "color": rgba, "lw": 0.9},
         )
-    for k, where in ((0, (-4, 4)), (len(s.steps) - 1, (4, -8))):
+    for k, dy in ((0, 4), (len(s.steps) - 1, -10)):
         if k == 0 or len(s.steps) > 1:
+            right = s.align[k] <= middle
             ax.annotate(
                 f"{s.steps[k]}",
                 (s.align[k], s.uniform[k]),
-                xytext=where,
+                xytext=(4 if right else -4, dy),
                 textcoords="offset points",
+                ha="left" if right else "right",
                 fontsize=MIN_FONT,
                 color=rgba,
             )
@@ -259,11 +333,18 @@ def write_plots(
     *,
     overrides: Mapping[str, Any] | None = None,
     data_root: Path | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[Path]:
-    """Draw every plot spec and save ``<name>.png`` and ``<name>.pdf``; return the paths."""
+    """Draw every plot spec and save ``<name>.png`` and ``<name>.pdf``; return the paths.
+
+    ``note`` (when given) hears ``<name>: not drawn: <series>: <reason>`` for every series left out.
+    """
     written: list[Path] = []
     for spec in specs:
         series = collect_series(spec, store, profile, overrides=overrides, data_root=data_root)
+        if note is not None:
+            for line in not_drawn(series):
+                note(f"{spec.name}: not drawn: {line}")
         fig = draw_plot(spec, series, profile)
         for suffix in ("png", "pdf"):  # each atomically: a failure leaves the file as it was
             written.append(save_figure(fig, out_dir / f"{spec.name}.{suffix}", dpi=300))

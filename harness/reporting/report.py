@@ -1,5 +1,9 @@
 """One self-contained HTML report: every table, the claims, the plots and each run's provenance.
 
+The page fits any window from 1,280 px: a table wider than the window scrolls inside its own box,
+its label column and its average column staying in view (sticky); provenance lists every key once
+per distinct value, with the runs that share it.
+
 The page has no external reference: CSS is inline, PNG plots are embedded as base64 ``data:`` URIs
 and SVG plots inline. Its inputs are the rendered tables (themselves built from run records only),
 ``results/claims/`` (``claims.md``, else ``claims.json``; "no claims computed" when neither exists),
@@ -27,32 +31,49 @@ PROVENANCE_KEYS: tuple[str, ...] = ("code_version", "host", "config")
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
-       max-width: 72em; padding: 0 1.5em; color: #1d1d1f; background: #fff; }
+       max-width: 110em; padding: 0 1.5em; color: #1d1d1f; background: #fff; }
 h1 { font-size: 1.7em; margin-bottom: .2em; } h2 { border-bottom: 2px solid #ddd; padding-bottom: .2em;
        margin-top: 2em; } h3 { margin-bottom: .3em; }
 nav ul { columns: 2; } .meta { color: #555; }
-table.results { border-collapse: collapse; margin: .6em 0; font-variant-numeric: tabular-nums; }
-table.results th, table.results td { padding: .25em .7em; text-align: right; white-space: nowrap; }
-table.results th:first-child, table.results td:first-child { text-align: left; }
+.scroll { overflow-x: auto; max-width: 100%; margin: .6em 0; }
+table.results { border-collapse: separate; border-spacing: 0; font-variant-numeric: tabular-nums; }
+table.results th, table.results td { padding: .25em .55em; text-align: right; white-space: nowrap;
+       background: #fff; vertical-align: top; }
+table.results th:first-child, table.results td:first-child { text-align: left; position: sticky; left: 0;
+       z-index: 1; }
+table.results.avg th:last-child, table.results.avg td:last-child { position: sticky; right: 0; z-index: 1;
+       border-left: 1px solid #ddd; }
 table.results thead th { border-top: 2px solid #222; border-bottom: 1px solid #222; }
 table.results tbody tr:last-child td { border-bottom: 2px solid #222; }
 table.results tr.rule td { border-top: 1px solid #888; padding: 0; }
 table.results tr.measured td { color: #0b4f8a; } table.results tr.measured td:first-child { padding-left: 2em;
        font-style: italic; }
 table.results tr.header td { font-style: italic; border-bottom: 1px solid #aaa; }
-td.best { font-weight: 700; } td.second { text-decoration: underline; }
-.n { font-size: .75em; color: #666; }
+td.best { font-weight: 700; } td.second::first-line { text-decoration: underline; }
+.n { display: block; font-size: .75em; color: #666; font-weight: 400; }
+table.claims td:nth-child(2), table.claims th:nth-child(2) { white-space: normal; min-width: 16em;
+       text-align: left; }
+table.claims th { white-space: normal; }
+td.verdict.holds { color: #1b7837; } td.verdict.reversed { color: #b2182b; }
 ul.notes { font-size: .85em; color: #444; max-width: 60em; }
 figure { display: inline-block; vertical-align: top; margin: .5em 1em 1em 0; max-width: 100%; }
 figure img, figure svg { display: block; max-width: min(100%, 46em); height: auto; border: 1px solid #eee; }
+figure.wide img { max-width: min(100%, 60em); }
 figcaption { font-size: .85em; color: #555; }
 pre { background: #f6f6f6; padding: .8em; overflow-x: auto; font-size: .85em; white-space: pre-wrap; }
 table.prov { border-collapse: collapse; font-size: .85em; margin-bottom: 1em; }
-table.prov td { border: 1px solid #ddd; padding: .2em .5em; vertical-align: top; }
+table.prov th, table.prov td { border: 1px solid #ddd; padding: .2em .5em; vertical-align: top;
+       text-align: left; }
 table.prov td:first-child { font-weight: 600; white-space: nowrap; }
+table.prov pre { margin: 0; max-height: 24em; overflow: auto; }
 details { margin: .4em 0; } summary { cursor: pointer; }
 .status-finished { color: #137333; } .status-failed { color: #b3261e; }
 """
+
+
+def plural(count: int, word: str) -> str:
+    """``1 table``, ``2 tables``, ``0 run records``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _esc(text: Any) -> str:
@@ -78,6 +99,12 @@ def _label(line: Line) -> str:
     return label + _esc(line.marks)
 
 
+def _table_class(table: RenderedTable) -> str:
+    """``results``, plus ``avg`` when the last column is the average: it then stays in view (sticky)
+    however far the table scrolls, as the label column does on the left."""
+    return "results avg" if table.header and table.header[-1].lower().startswith("avg") else "results"
+
+
 def table_html(table: RenderedTable) -> str:
     """One table: paper lines with their labels, the measured line below each, then the notes."""
     ncols = len(table.header)
@@ -86,7 +113,7 @@ def table_html(table: RenderedTable) -> str:
         f"<h3>{_esc(table.title)}</h3>",
         f'<p class="meta">{_esc(table.cites)}; profile <code>{_esc(table.profile)}</code>; '
         f"spec <code>{_esc(table.spec_path)}</code></p>",
-        '<table class="results"><thead><tr>',
+        f'<div class="scroll"><table class="{_table_class(table)}"><thead><tr>',
         *(f"<th>{_esc(h)}</th>" for h in table.header),
         "</tr></thead><tbody>",
     ]
@@ -100,7 +127,7 @@ def table_html(table: RenderedTable) -> str:
             cells = [f"<td>{_label(line)}</td>", *(_cell(c) for c in line.cells)]
         cells += ["<td></td>"] * (ncols - len(cells))
         out.append(f'<tr class="{line.kind}">' + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     out.append('<ul class="notes">' + "".join(f"<li>{_note(n)}</li>" for n in table.notes) + "</ul>")
     out.append("</section>")
     return "\n".join(out)
@@ -156,12 +183,32 @@ def _claims_table(data: Any) -> str | None:
         "sides); 95% CI: Student-t; MDD: smallest true difference a paired t-test detects with 80% power "
         "at this many seeds and spread.</p>"
     )
-    return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{note}'
+    return (
+        f'<div class="scroll"><table class="results claims"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>{note}"
+    )
+
+
+FOREST_PLOT = "claims_forest.png"
+"""The forest plot ``harness claims`` draws beside claims.json."""
 
 
 def claims_html(claims_dir: Path) -> str:
-    """``claims.json`` of ``harness claims`` as a table; else ``claims.md`` (shown as text), else another
-    ``claims.json`` (pretty-printed), else "no claims computed"."""
+    """The claims and their forest plot (``claims_forest.png`` when there is one).
+
+    The claims: ``claims.json`` of ``harness claims`` as a table; else ``claims.md`` (shown as text),
+    else another ``claims.json`` (pretty-printed), else "no claims computed".
+    """
+    body = _claims_body(claims_dir)
+    forest = claims_dir / FOREST_PLOT
+    if forest.is_file():
+        body += "\n" + _figure(
+            forest, "claims forest plot: measured interval and mean per claim, paper delta", "wide"
+        )
+    return body
+
+
+def _claims_body(claims_dir: Path) -> str:
     md = claims_dir / "claims.md"
     js = claims_dir / "claims.json"
     if js.is_file():
@@ -173,7 +220,6 @@ def claims_html(claims_dir: Path) -> str:
             return table
     if md.is_file():
         return f'<pre class="claims">{_esc(md.read_text(encoding="utf-8"))}</pre>'
-    js = claims_dir / "claims.json"
     if js.is_file():
         try:
             text = json.dumps(json.loads(js.read_text(encoding="utf-8")), indent=2, sort_keys=True)
@@ -181,6 +227,17 @@ def claims_html(claims_dir: Path) -> str:
             text = js.read_text(encoding="utf-8")
         return f'<pre class="claims">{_esc(text)}</pre>'
     return f'<p class="no-claims">{NO_CLAIMS}</p>'
+
+
+def _figure(path: Path, caption: str, cls: str = "") -> str:
+    """One image embedded (PNG as base64, SVG inline) with its caption."""
+    if path.suffix.lower() == ".png":
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        body = f'<img alt="{_esc(caption)}" src="data:image/png;base64,{data}">'
+    else:
+        body = _svg_inline(path.read_text(encoding="utf-8"))
+    attr = f' class="{cls}"' if cls else ""
+    return f"<figure{attr}>{body}<figcaption>{_esc(caption)}</figcaption></figure>"
 
 
 def plot_files(plots_dir: Path) -> list[Path]:
@@ -200,16 +257,7 @@ def plots_html(plots_dir: Path) -> str:
     files = plot_files(plots_dir)
     if not files:
         return f'<p class="no-plots">No plots under {_esc(plots_dir)}.</p>'
-    out = []
-    for path in files:
-        name = _esc(path.relative_to(plots_dir))
-        if path.suffix.lower() == ".png":
-            data = base64.b64encode(path.read_bytes()).decode("ascii")
-            body = f'<img alt="{name}" src="data:image/png;base64,{data}">'
-        else:
-            body = _svg_inline(path.read_text(encoding="utf-8"))
-        out.append(f"<figure>{body}<figcaption>{name}</figcaption></figure>")
-    return "\n".join(out)
+    return "\n".join(_figure(path, str(path.relative_to(plots_dir))) for path in files)
 
 
 def _value(value: Any) -> str:
@@ -218,26 +266,56 @@ def _value(value: Any) -> str:
     return _esc(value)
 
 
+def _provenance_items(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's provenance block, its code_version and host (each once: the block's own are the
+    record's) and every setting of its config as ``config.<name>``."""
+    items: dict[str, Any] = {}
+    provenance = record.get("provenance")
+    if isinstance(provenance, Mapping):
+        items.update(provenance)
+    for key in PROVENANCE_KEYS:
+        if key == "config" and isinstance(record.get(key), Mapping):  # one row per setting
+            items.update((f"config.{k}", v) for k, v in record[key].items())
+        elif key in record and record[key] != items.get(key, record[key]):
+            items[f"record {key}"] = record[key]  # differs from the block's: both shown
+        elif key in record:
+            items[key] = record[key]
+    return items
+
+
+def _runs_text(ids: Sequence[str], total: int) -> str:
+    if len(ids) == total:
+        return f"all {plural(total, 'run')}" if total > 1 else f"<code>{_esc(ids[0])}</code>"
+    return ", ".join(f'<a href="#run-{_esc(i)}"><code>{_esc(i)}</code></a>' for i in ids)
+
+
 def provenance_html(records: Sequence[Mapping[str, Any]]) -> str:
-    """Per run: status, then every key of ``record["provenance"]`` and code_version, host, config."""
+    """Every run with its status, then every provenance key once per distinct value, with the runs
+    that share it (``record["provenance"]`` and code_version, host, config)."""
     if not records:
         return "<p>No run records.</p>"
-    out = []
-    for record in sorted(records, key=lambda r: str(r.get("run_id"))):
-        status = str(record.get("status"))
-        rows: list[tuple[str, Any]] = []
-        provenance = record.get("provenance")
-        if isinstance(provenance, Mapping):
-            rows.extend((f"provenance.{k}", v) for k, v in provenance.items())
-        rows.extend((k, record.get(k)) for k in PROVENANCE_KEYS)
-        body = "".join(f"<tr><td>{_esc(k)}</td><td>{_value(v)}</td></tr>" for k, v in rows)
-        out.append(
-            f'<details class="run" id="run-{_esc(record.get("run_id"))}"><summary>'
-            f"<code>{_esc(record.get('run_id'))}</code> "
-            f'<span class="status-{_esc(status)}">{_esc(status)}</span></summary>'
-            f'<table class="prov">{body}</table></details>'
-        )
-    return "\n".join(out)
+    ordered = sorted(records, key=lambda r: str(r.get("run_id")))
+    runs = "".join(
+        f'<tr id="run-{_esc(r.get("run_id"))}"><td><code>{_esc(r.get("run_id"))}</code></td>'
+        f'<td class="status-{_esc(r.get("status"))}">{_esc(r.get("status"))}</td></tr>'
+        for r in ordered
+    )
+    values: dict[str, dict[str, tuple[Any, list[str]]]] = {}
+    for record in ordered:
+        for key, value in _provenance_items(record).items():
+            text = json.dumps(value, sort_keys=True, default=str)
+            values.setdefault(key, {}).setdefault(text, (value, []))[1].append(str(record.get("run_id")))
+    rows = []
+    for key in sorted(values, key=lambda k: (k.startswith("config."), k)):  # the settings last
+        for value, ids in values[key].values():
+            shared = _runs_text(ids, len(ordered))
+            rows.append(f"<tr><td>{_esc(key)}</td><td>{_value(value)}</td><td>{shared}</td></tr>")
+    return (
+        '<table class="prov runs"><thead><tr><th>run</th><th>status</th></tr></thead>'
+        f"<tbody>{runs}</tbody></table>"
+        '<table class="prov"><thead><tr><th>key</th><th>value</th><th>runs</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 # -- the page -------------------------------------------------------------------------------------
@@ -257,8 +335,9 @@ def render_report(
         f"<title>cse-harness report ({_esc(profile)})</title>",
         f"<style>{CSS}</style></head><body>",
         "<h1>cse-harness report</h1>",
-        f'<p class="meta">Profile <code>{_esc(profile)}</code>; {len(tables)} tables from '
-        f"{len(records)} run records. Generated by <code>harness report</code> from run records only.</p>",
+        f'<p class="meta">Profile <code>{_esc(profile)}</code>; {plural(len(tables), "table")} from '
+        f"{plural(len(records), 'run record')}. "
+        "Generated by <code>harness report</code> from run records only.</p>",
         f'<nav><ul>{toc}<li><a href="#claims">Claims</a></li><li><a href="#plots">Plots</a></li>'
         '<li><a href="#provenance">Provenance</a></li></ul></nav>',
         '<h2 id="tables">Tables</h2>',
