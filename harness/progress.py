@@ -1,8 +1,9 @@
 """A grid's progress lines and its report (no Ray here; :mod:`harness.tune` adapts them to Tune).
 
-* :class:`GridProgress` prints one line per trial start and end (done / running / failed /
-  remaining, with an ETA) and, for a trial that failed outside ``train_run``, makes sure its record
-  says ``failed`` with the reason;
+* :class:`GridProgress` prints one line per trial start and end, per evaluation point a trial
+  reports and at least every 30 s while trials train (done / running / failed / remaining, with an
+  ETA from the cost model) and, for a trial that failed outside ``train_run``, makes sure its
+  record says ``failed`` with the reason;
 * :class:`GridReport` says what a grid did and where its time went;
 * :class:`GridStopped` and :class:`GridInterrupted` end a grid that Ray Tune gave up on or that
   Ctrl-C / SIGTERM stopped, carrying the report.
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.bookkeeping import ensure_failed_record
+from harness.cost import makespan
 from harness.errors import HarnessError
 
 if TYPE_CHECKING:
@@ -44,46 +46,147 @@ def fmt_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+HEARTBEAT_S = 30.0
+"""A line at least this often while trials run, even between their evaluation points."""
+POINT_GAP_S = 10.0
+"""An evaluation point gets its own line unless the last line is younger than this."""
+LAST_SHARE = 0.9
+"""The most of a run that its steps are taken to be (the final evaluation is the rest)."""
+
+
+@dataclass
+class _Live:
+    """A running trial as the driver sees it: when it started and how far its steps are."""
+
+    start: float
+    step: int = 0
+    total_steps: int = 0
+    stsb_dev: float | None = None
+
+    def fraction(self) -> float:
+        """The share of the run done: its steps' share, at most :data:`LAST_SHARE` (the final
+        evaluation comes after the last step)."""
+        return min(LAST_SHARE, self.step / self.total_steps) if self.total_steps > 0 else 0.0
+
+
 class GridProgress:
-    """Counts a grid's trials and prints one line per start and end.
+    """Counts a grid's trials and prints a line per start and end, per evaluation point (at most one
+    every :data:`POINT_GAP_S`) and at least every :data:`HEARTBEAT_S` while trials run.
+
+    The ETA comes from the cost model's estimate of every planned run (``estimates``): what is left
+    of each (a running run's share by its steps), scaled by how fast the grid has gone against the
+    estimates so far, spread over ``slots`` (longest first). Without estimates it extrapolates from
+    the ended trials.
 
     Args:
         total: trials in the grid.
         store: the run store (a trial that failed outside ``train_run`` gets its record here).
         log: where the lines go.
+        estimates: the cost model's seconds per planned run, by run id.
+        slots: trials that run at once.
+        clock: seconds (tests pass their own).
     """
 
-    def __init__(self, total: int, store: RunStore, log: Log) -> None:
+    def __init__(
+        self,
+        total: int,
+        store: RunStore,
+        log: Log,
+        estimates: Mapping[str, float] | None = None,
+        slots: int = 1,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.total = total
         self.store = store
         self.log: Log = log
-        self.start = time.perf_counter()
+        self.clock = clock
+        self.start = clock()
+        self.last_line = self.start
         self.running = 0
         self.done = 0
         self.failed: list[tuple[str, str]] = []
+        self.estimates = dict(estimates or {})
+        self.slots = max(1, slots)
+        self.live: dict[str, _Live] = {}
+        self.work: dict[str, float] = {}  # ended runs' trial seconds
+
+    def eta_s(self) -> float | None:
+        """Seconds until the grid ends, or None (nothing left, or nothing to go on yet)."""
+        ended = self.done + len(self.failed)
+        remaining = self.total - ended
+        if remaining <= 0:
+            return None
+        now = self.clock()
+        if not self.estimates:
+            return (now - self.start) / ended * remaining if ended else None
+        spent = predicted = 0.0
+        left: list[float] = []
+        for run_id, estimate in self.estimates.items():
+            if run_id in self.work:
+                spent += self.work[run_id]
+                predicted += estimate
+                continue
+            live = self.live.get(run_id)
+            share = live.fraction() if live is not None else 0.0
+            if live is not None and share > 0:
+                spent += now - live.start
+                predicted += estimate * share
+            left.append(estimate * (1.0 - share))
+        scale = spent / predicted if predicted > 0 else 1.0  # the grid's pace against the estimates
+        return makespan([s * scale for s in left], self.slots) if left else None
 
     def line(self, event: str) -> None:
         """Log the counts, the ETA and ``event``."""
         ended = self.done + len(self.failed)
         remaining = self.total - ended
-        elapsed = time.perf_counter() - self.start
-        eta = f", ETA {fmt_duration(elapsed / ended * remaining)}" if ended and remaining else ""
+        now = self.clock()
+        eta_s = self.eta_s()
+        eta = f", ETA {fmt_duration(eta_s)}" if eta_s is not None and remaining else ""
+        self.last_line = now
         self.log(
             f"[{ended}/{self.total}] done {self.done}, running {self.running}, failed {len(self.failed)}, "
-            f"remaining {remaining}{eta} ({fmt_duration(elapsed)} elapsed) | {event}"
+            f"remaining {remaining}{eta} ({fmt_duration(now - self.start)} elapsed) | {event}"
         )
 
     def trial_started(self, run_id: str | None) -> None:
         self.running += 1
+        self.live[str(run_id)] = _Live(start=self.clock())
         self.line(f"started {run_id}")
+
+    def trial_result(self, run_id: str | None, result: Mapping[str, Any]) -> None:
+        """An evaluation point a trial reported (``step``, ``total_steps``, ``stsb_dev``, ...)."""
+        live = self.live.get(str(run_id))
+        step, total = result.get("step"), result.get("total_steps")
+        if live is None or not isinstance(step, int) or not isinstance(total, int):
+            return  # the trial's final report, or one from a trial this grid did not see start
+        live.step, live.total_steps = step, total
+        dev = result.get("stsb_dev")
+        live.stsb_dev = float(dev) if isinstance(dev, int | float) else None
+        if self.clock() - self.last_line >= POINT_GAP_S:
+            self.line(f"{run_id} {_where(live)}")
+
+    def tick(self) -> None:
+        """Called often while the grid runs: a line when none came for :data:`HEARTBEAT_S`."""
+        if self.running and self.clock() - self.last_line >= HEARTBEAT_S:
+            shown = [f"{run_id} {_where(live)}" for run_id, live in self.live.items()][:3]
+            more = f" and {len(self.live) - 3} more" if len(self.live) > 3 else ""
+            self.line(f"training: {'; '.join(shown)}{more}")
+
+    def _ended(self, run_id: str, work_s: Any = None) -> None:
+        live = self.live.pop(run_id, None)
+        if isinstance(work_s, int | float):
+            self.work[run_id] = float(work_s)
+        elif live is not None:
+            self.work[run_id] = self.clock() - live.start
 
     def trial_finished(self, run_id: str | None, result: Mapping[str, Any]) -> None:
         """A trial ended normally; ``result`` is what it reported (``best_stsb_dev``, ``work_s``)."""
         self.running = max(0, self.running - 1)
         self.done += 1
+        work = result.get("work_s")
+        self._ended(str(run_id), work)
         dev = result.get("best_stsb_dev")
         dev_text = f"STS-B dev {dev:.2f}, " if isinstance(dev, int | float) else ""
-        work = result.get("work_s")
         work_text = f"{work:.1f} s" if isinstance(work, int | float) else "?"
         self.line(f"finished {run_id} ({dev_text}{work_text})")
 
@@ -91,11 +194,18 @@ class GridProgress:
         """A trial errored: its record says ``failed`` (its own reason, else ``reason``)."""
         self.running = max(0, self.running - 1)
         run_id = config.run_id()
+        self.live.pop(run_id, None)  # a failed run's time says nothing about the others' pace
         where = f" (traceback: {traceback_file})" if traceback_file else ""
         ensure_failed_record(self.store, config, reason)
         record = self.store.load(run_id) or {}
         self.failed.append((run_id, str(record.get("error") or reason)))
         self.line(f"FAILED {run_id}: {self.failed[-1][1]}{where}")
+
+
+def _where(live: _Live) -> str:
+    """``step 20/40, STS-B dev 61.23`` (no STS-B dev before the first point)."""
+    dev = f", STS-B dev {live.stsb_dev:.2f}" if live.stsb_dev is not None else ""
+    return f"step {live.step}/{live.total_steps}{dev}" if live.total_steps else "starting"
 
 
 @dataclass
@@ -112,6 +222,8 @@ class GridReport:
         work_s: sum over trials of the time spent inside the trial body (training and evaluation).
         slots: how many trials could run at once with the resources Ray saw.
         interrupted: runs the grid left ``running``, now marked ``interrupted``.
+        tune_dir: Ray Tune's folder of this grid (TensorBoard, CSV and JSON per run), kept.
+        watch: where else the grid was tracked (``--track``), one line each.
     """
 
     total: int = 0
@@ -123,6 +235,8 @@ class GridReport:
     work_s: float = 0.0
     slots: int = 1
     interrupted: list[str] = field(default_factory=list)
+    tune_dir: Path | None = None
+    watch: list[str] = field(default_factory=list)
 
     def overhead_s(self) -> float:
         """Wall time not explained by trial work spread over the slots (start-up, scheduling)."""
@@ -139,7 +253,18 @@ class GridReport:
         ]
         lines.extend(f"failed: {run_id}: {reason}" for run_id, reason in self.failed)
         lines.extend(f"interrupted: {run_id} (the next grid runs it again)" for run_id in self.interrupted)
+        lines.extend(self.where_lines())
         return lines
+
+    def where_lines(self) -> list[str]:
+        """Where the runs' curves are: Tune's folder (TensorBoard, CSV, JSON) and the trackers."""
+        lines = []
+        if self.tune_dir is not None:
+            lines.append(
+                f"curves: {self.tune_dir} (Ray Tune's TensorBoard, CSV and JSON per run; "
+                f"tensorboard --logdir {self.tune_dir})"
+            )
+        return lines + list(self.watch)
 
 
 class GridStopped(HarnessError):
