@@ -324,3 +324,22 @@ def assert_live_curves(runs: Path, out: str) -> None:
         history = client.get_metric_history(run.info.run_id, "stsb_dev")
         assert [m.value for m in history] == pytest.approx([p["stsb_dev"] for p in record["trajectory"]])
         assert run.data.params["method"] == record["config"]["method"]
+
+
+def test_a_heartbeat_line_comes_while_a_trial_trains_between_its_reports(
+    ray_up: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tune calls the progress callback between results too: a silent trial still gets lines."""
+    import harness.progress as progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.5)
+    data_root = _smoke_data(tmp_path)
+    plan = expand([load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke", data_root=data_root)
+    config = plan.runs[0].config
+    lines: list[str] = []
+    report = tune.run_trials(
+        [config], data_root, RunStore(tmp_path / "runs"), smoke=True, train_fn=timed_train, log=lines.append
+    )
+    assert report.finished == 1
+    beats = [ln for ln in lines if "| training: " in ln]
+    assert beats and all(f"| training: {config.run_id()} starting" in ln for ln in beats), lines
