@@ -61,3 +61,34 @@ def test_where_the_trackers_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert local.mlflow_uri() == "http://tracking.example:5000" and local.wandb_mode() == "online"
     given = Tracking(("mlflow",), tmp_path, tracking_uri="http://given.example")
     assert given.mlflow_uri() == "http://given.example"  # --tracking-uri wins over the environment
+
+
+def test_track_wandb_builds_rays_callback_offline_under_the_runs_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray's WandbLoggerCallback refuses to be built without wandb: a stand-in records its arguments."""
+    import ray.air.integrations.wandb as ray_wandb
+
+    import harness.tune as tune
+
+    built: list[dict[str, object]] = []
+
+    def stand_in(**kwargs: object) -> dict[str, object]:
+        built.append(kwargs)
+        return kwargs
+
+    monkeypatch.setattr(ray_wandb, "WandbLoggerCallback", stand_in)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert tune._tracker_callbacks(None, "g") == []
+    (callback,) = tune._tracker_callbacks(Tracking(("wandb",), tmp_path / "runs"), "cpu_demo")
+    assert callback is built[0]
+    assert built == [
+        {
+            "project": "cse-harness",
+            "group": "cpu_demo",
+            "dir": str((tmp_path / "runs" / "wandb").resolve()),
+            "mode": "offline",
+        }
+    ]
+    assert (tmp_path / "runs" / "wandb").is_dir()
