@@ -56,9 +56,11 @@ LAST_SHARE = 0.9
 
 @dataclass
 class _Live:
-    """A running trial as the driver sees it: when it started and how far its steps are."""
+    """A running trial as the driver sees it: when it started, how far its steps were at its last
+    evaluation point and when that came."""
 
     start: float
+    at: float = 0.0
     step: int = 0
     total_steps: int = 0
     stsb_dev: float | None = None
@@ -119,21 +121,30 @@ class GridProgress:
         now = self.clock()
         if not self.estimates:
             return (now - self.start) / ended * remaining if ended else None
+        # the pace: seconds taken against seconds estimated, for ended runs and running runs' steps
         spent = predicted = 0.0
-        left: list[float] = []
         for run_id, estimate in self.estimates.items():
+            live = self.live.get(run_id)
             if run_id in self.work:
                 spent += self.work[run_id]
                 predicted += estimate
-                continue
+            elif live is not None and live.fraction() > 0:
+                spent += live.at - live.start
+                predicted += estimate * live.fraction()
+        scale = spent / predicted if predicted > 0 else 1.0
+        # what is left: a running run's estimate at that pace less the time it has run (at least the
+        # share its final evaluation takes), a waiting run's whole estimate
+        left: list[float] = []
+        failed = {run_id for run_id, _ in self.failed}
+        for run_id, estimate in self.estimates.items():
             live = self.live.get(run_id)
-            share = live.fraction() if live is not None else 0.0
-            if live is not None and share > 0:
-                spent += now - live.start
-                predicted += estimate * share
-            left.append(estimate * (1.0 - share))
-        scale = spent / predicted if predicted > 0 else 1.0  # the grid's pace against the estimates
-        return makespan([s * scale for s in left], self.slots) if left else None
+            if run_id in self.work or run_id in failed:
+                continue
+            if live is None:
+                left.append(estimate * scale)
+            else:
+                left.append(max(estimate * scale - (now - live.start), estimate * scale * (1 - LAST_SHARE)))
+        return makespan(left, self.slots) if left else None
 
     def line(self, event: str) -> None:
         """Log the counts, the ETA and ``event``."""
@@ -159,7 +170,7 @@ class GridProgress:
         step, total = result.get("step"), result.get("total_steps")
         if live is None or not isinstance(step, int) or not isinstance(total, int):
             return  # the trial's final report, or one from a trial this grid did not see start
-        live.step, live.total_steps = step, total
+        live.step, live.total_steps, live.at = step, total, self.clock()
         dev = result.get("stsb_dev")
         live.stsb_dev = float(dev) if isinstance(dev, int | float) else None
         if self.clock() - self.last_line >= POINT_GAP_S:
