@@ -51,7 +51,8 @@ HEARTBEAT_S = 30.0
 POINT_GAP_S = 10.0
 """An evaluation point gets its own line unless the last line is younger than this."""
 LAST_SHARE = 0.9
-"""The most of a run that its steps are taken to be (the final evaluation is the rest)."""
+"""The share of a run its steps are taken to be when the cost model did not say (the final evaluation
+is the rest)."""
 
 
 @dataclass
@@ -60,15 +61,16 @@ class _Live:
     evaluation point and when that came."""
 
     start: float
+    steps_share: float = LAST_SHARE
     at: float = 0.0
     step: int = 0
     total_steps: int = 0
     stsb_dev: float | None = None
 
     def fraction(self) -> float:
-        """The share of the run done: its steps' share, at most :data:`LAST_SHARE` (the final
-        evaluation comes after the last step)."""
-        return min(LAST_SHARE, self.step / self.total_steps) if self.total_steps > 0 else 0.0
+        """The share of the run done at its last evaluation point: the steps' share of the run times
+        the share of its steps taken (the final evaluation comes after the last step)."""
+        return self.steps_share * min(1.0, self.step / self.total_steps) if self.total_steps > 0 else 0.0
 
 
 class GridProgress:
@@ -86,6 +88,8 @@ class GridProgress:
         log: where the lines go.
         estimates: the cost model's seconds per planned run, by run id.
         slots: trials that run at once.
+        steps_shares: the share of each run's estimate that its steps and probes take (the rest
+            is the final evaluation), by run id; default :data:`LAST_SHARE`.
         clock: seconds (tests pass their own).
     """
 
@@ -97,6 +101,7 @@ class GridProgress:
         estimates: Mapping[str, float] | None = None,
         slots: int = 1,
         clock: Callable[[], float] = time.perf_counter,
+        steps_shares: Mapping[str, float] | None = None,
     ) -> None:
         self.total = total
         self.store = store
@@ -109,6 +114,7 @@ class GridProgress:
         self.failed: list[tuple[str, str]] = []
         self.estimates = dict(estimates or {})
         self.slots = max(1, slots)
+        self.steps_shares = dict(steps_shares or {})
         self.live: dict[str, _Live] = {}
         self.work: dict[str, float] = {}  # ended runs' trial seconds
 
@@ -132,8 +138,8 @@ class GridProgress:
                 spent += live.at - live.start
                 predicted += estimate * live.fraction()
         scale = spent / predicted if predicted > 0 else 1.0
-        # what is left: a running run's estimate at that pace less the time it has run (at least the
-        # share its final evaluation takes), a waiting run's whole estimate
+        # what is left: a running run's estimate at that pace less the time it has run (at least its
+        # final evaluation), a waiting run's whole estimate
         left: list[float] = []
         failed = {run_id for run_id, _ in self.failed}
         for run_id, estimate in self.estimates.items():
@@ -143,7 +149,8 @@ class GridProgress:
             if live is None:
                 left.append(estimate * scale)
             else:
-                left.append(max(estimate * scale - (now - live.start), estimate * scale * (1 - LAST_SHARE)))
+                final = estimate * scale * (1 - min(live.steps_share, LAST_SHARE))  # after the last step
+                left.append(max(estimate * scale - (now - live.start), final))
         return makespan(left, self.slots) if left else None
 
     def line(self, event: str) -> None:
@@ -161,7 +168,8 @@ class GridProgress:
 
     def trial_started(self, run_id: str | None) -> None:
         self.running += 1
-        self.live[str(run_id)] = _Live(start=self.clock())
+        share = min(1.0, max(0.0, self.steps_shares.get(str(run_id), LAST_SHARE)))
+        self.live[str(run_id)] = _Live(start=self.clock(), steps_share=share)
         self.line(f"started {run_id}")
 
     def trial_result(self, run_id: str | None, result: Mapping[str, Any]) -> None:

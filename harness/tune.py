@@ -285,6 +285,7 @@ class GridRequest:
     save_model: bool
     name: str = "grid"
     estimates: Mapping[str, float] | None = None
+    steps_shares: Mapping[str, float] | None = None
     tracking: Tracking | None = None
 
     def storage(self, store: RunStore) -> Path:
@@ -307,6 +308,7 @@ def run_trials(
     save_model: bool = False,
     name: str = "grid",
     estimates: Mapping[str, float] | None = None,
+    steps_shares: Mapping[str, float] | None = None,
     tracking: Tracking | None = None,
 ) -> GridReport:
     """Run one Tune trial per config; records go into ``store``.
@@ -326,6 +328,7 @@ def run_trials(
         save_model: keep each run's best encoder under the store.
         name: the grid's name (its specs), for Tune's folder.
         estimates: the cost model's seconds per run, by run id (the progress lines' ETA).
+        steps_shares: the share of each estimate that the run's steps take (the rest: final tasks).
         tracking: ``--track`` trackers (MLflow, Weights & Biases) beside Tune's own files.
 
     Returns:
@@ -350,6 +353,7 @@ def run_trials(
         save_model=save_model,
         name=name,
         estimates=estimates,
+        steps_shares=steps_shares,
         tracking=tracking,
     )
     return _run_grid(configs, data_root, store, report, request)
@@ -610,7 +614,9 @@ def _fit(
         tune.with_parameters(_trial_body, spec=spec),
         _resources_fn(configs, request.cpus_per_trial, gpus, report.slots, request.log),
     )
-    progress = _Progress(len(configs), store, request.log, request.estimates, report.slots)
+    progress = _Progress(
+        len(configs), store, request.log, request.estimates, report.slots, steps_shares=request.steps_shares
+    )
     storage = request.storage(store)
     storage.mkdir(parents=True, exist_ok=True)
     name = f"{request.name}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"

@@ -43,7 +43,8 @@ def test_the_eta_comes_from_the_estimates_and_stays_steady(
     clock = Clock()
     lines: list[str] = []
     estimates = {"a": 600.0, "b": 600.0, "c": 600.0, "d": 600.0}
-    grid = GridProgress(4, RunStore(tmp_path), lines.append, estimates, slots=2, clock=clock)
+    shares = dict.fromkeys(estimates, 1.0)  # no final evaluation: steps are the whole run
+    grid = GridProgress(4, RunStore(tmp_path), lines.append, estimates, 2, clock, steps_shares=shares)
     assert grid.eta_s() == makespan(list(estimates.values()), 2) == 1200.0  # before anything ran
     grid.trial_started("a")
     grid.trial_started("b")
@@ -108,3 +109,29 @@ def test_evaluation_points_and_a_heartbeat_while_runs_train(tmp_path: Path) -> N
     clock.now += progress.HEARTBEAT_S
     grid.tick()  # nothing runs: no heartbeat
     assert lines[-1].startswith("[1/1] done 1, running 0, failed 0, remaining 0 (")
+
+
+def test_the_final_evaluation_after_the_last_step_is_still_to_wait_for(tmp_path: Path) -> None:
+    clock = Clock()
+    grid = GridProgress(
+        1, RunStore(tmp_path), lambda _: None, {"a": 400.0}, clock=clock, steps_shares={"a": 0.25}
+    )
+    grid.trial_started("a")
+    clock.now += 100.0
+    grid.trial_result("a", point(100, total=100))  # the steps took what the cost model said
+    assert grid.eta_s() == pytest.approx(300.0)  # the final tasks: three quarters of the estimate
+    clock.now += 500.0  # long past the estimate: at least the final evaluation is left, never 0
+    assert grid.eta_s() == pytest.approx(300.0)
+
+
+def test_the_grid_gives_each_run_the_share_its_steps_take() -> None:
+    from harness.commands.grid_cmd import steps_shares
+    from harness.config import resolve_config
+    from harness.cost import CostModel
+
+    model = CostModel([], "cpu", {}, 1)
+    with_sts = resolve_config("simcse", None, "smoke", {})
+    no_final = resolve_config("simcse", None, "smoke", {"final_tasks": "none"})
+    shares = steps_shares(model, [with_sts])
+    assert 0.0 < shares[with_sts.run_id()] < 1.0
+    assert steps_shares(model, [no_final])[no_final.run_id()] == pytest.approx(1.0)

@@ -262,6 +262,7 @@ def run_pending(
                 save_model=args.save_model,
                 name=grid_name(grid.specs),
                 estimates={c.run_id(): model.run_seconds(c) for c in ordered},
+                steps_shares=steps_shares(model, ordered),
                 tracking=tracking,
             )
         except GridInterrupted as exc:
@@ -277,6 +278,17 @@ def run_pending(
             print(f"harness grid: error: {exc}", file=sys.stderr)
             print(f"{finished} of {len(pending)} pending run(s) finished before it stopped", file=sys.stderr)
             return 1
+
+
+def steps_shares(model: Any, configs: list[Any]) -> dict[str, float]:
+    """The share of each run's estimate that its steps and dev probes take (the rest: final tasks)."""
+    import dataclasses
+
+    shares = {}
+    for config in configs:
+        training = model.run_seconds(dataclasses.replace(config, final_tasks="none", post_whiten="none"))
+        shares[config.run_id()] = training / max(model.run_seconds(config), 1e-9)
+    return shares
 
 
 def grid_name(specs: list[TableSpec]) -> str:
