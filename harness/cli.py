@@ -40,7 +40,10 @@ def _load(name: str) -> Any:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="harness", description="Benchmark and ablation harness for contrastive sentence embeddings."
+        prog="harness",
+        description="Benchmark and ablation harness for contrastive sentence embeddings.",
+        epilog=profiles_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
@@ -54,6 +57,22 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(command)
         command.set_defaults(_module=module)
     return parser
+
+
+def profiles_epilog() -> str:
+    """The profiles (``--profile``), one line each, from :data:`harness.config.PROFILES`."""
+    from harness.config import PROFILES
+
+    lines = ["profiles (--profile; what a run costs):"]
+    for name, values in PROFILES.items():
+        steps = values.get("max_steps")
+        length = f"{steps} steps" if steps else "one epoch"
+        lines.append(
+            f"  {name:<7} {values.get('model')}, batch {values.get('batch_size')}, {length}, "
+            f"final tasks {values.get('final_tasks')}"
+            + (f", eval precision {values['eval_precision']}" if "eval_precision" in values else "")
+        )
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -59,6 +59,9 @@ if TYPE_CHECKING:
 EmbedFn = Callable[[list[str]], np.ndarray]
 LengthsFn = Callable[[list[str]], Sequence[int]]
 Log = Callable[[str], None]
+PointHook = Callable[[Mapping[str, Any]], None]
+"""``on_point(point)``: one evaluation point, as the trajectory has it plus ``total_steps`` and
+``best_stsb_dev`` (the best so far)."""
 RESERVED_KEYS: frozenset[str] = frozenset({"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s"})
 EMBED_BATCH = 128
 
@@ -359,6 +362,7 @@ def train_run(
     log: Log | None = print,
     save_checkpoint: bool = False,
     resume: bool = True,
+    on_point: PointHook | None = None,
 ) -> RunRecord:
     """Train and evaluate one run; return its record (also saved to ``store`` when given).
 
@@ -378,6 +382,8 @@ def train_run(
         save_checkpoint: save the best encoder (``save_pretrained`` + tokenizer) under
             ``store.checkpoint_dir(run_id)``.
         resume: continue from the run's resume checkpoint when there is one.
+        on_point: called after every evaluation point (the record saved) with the trajectory point,
+            ``total_steps`` and the ``best_stsb_dev`` so far (Ray Tune's trials report it live).
 
     Returns:
         The run record (see :mod:`harness.store`), with ``status: finished``.
@@ -391,6 +397,7 @@ def train_run(
     run = TrainingRun(
         config, data_root, store, device=device, log=log, save_checkpoint=save_checkpoint, resume=resume
     )
+    run.on_point = on_point
     return run.execute(num_threads)
 
 
@@ -468,6 +475,7 @@ class TrainingRun:
         self.clock = ckpt.CheckpointClock()
         self.pending_loss: list[float] = []
         self.pending_metrics: dict[str, list[float]] = {}
+        self.on_point: PointHook | None = None  # told of every evaluation point (train_run's hook)
 
     # -- the shell ------------------------------------------------------------------------------
     def save(self) -> None:
@@ -649,6 +657,10 @@ class TrainingRun:
             f"stsb_dev {point['stsb_dev']:.2f} align {point['align']:.4f} uniform {point['uniform']:.4f} "
             f"({point['elapsed_s']:.0f} s){' *' if self.record['best_step'] == step else ''}"
         )
+        if self.on_point is not None:
+            self.on_point(
+                {**point, "total_steps": self.total, "best_stsb_dev": self.record.get("best_stsb_dev")}
+            )
         if self.resume_path is not None and self.clock.due(step, self.total):  # last: no random draws after
             self.checkpoint(step)
 

@@ -2,11 +2,14 @@
 
 :func:`run_trials` runs one Tune trial per resolved :class:`~harness.config.RunConfig`. Each trial is
 a function trainable that calls :func:`harness.train.train_run`, which writes the run record into the
-harness's own run store (``runs/records/<run_id>.json``): Tune's results folder is only scratch
-space, kept under ``<runs dir>/ray``.
+harness's own run store (``runs/records/<run_id>.json``), the only thing tables read.
 
-* Tune's own folder of a grid (``<runs>/ray/grid-<time>``) is removed when every trial finished;
-  after a failure it stays, with the trials' error files.
+* Live curves: the real trial body reports every evaluation point through Tune (step, loss, STS-B
+  dev, alignment, uniformity, elapsed), then once more at its end (status, best STS-B dev, work
+  seconds). Tune's own folder of a grid, ``<runs>/tune/<grid name>-<time>/`` (TensorBoard event
+  files, ``progress.csv`` and ``result.json`` per run, error files of failed trials), is kept:
+  ``tensorboard --logdir`` on it shows every run's curves while the grid runs. ``--track mlflow`` /
+  ``wandb`` add Ray's own MLflow and Weights & Biases callbacks (:mod:`harness.tracking`).
 * Ray starts locally with every CPU and GPU it sees, or connects to ``address`` (an existing
   cluster; records then need storage every node shares). ``smoke=True`` starts a small local Ray
   (no GPUs) for tests and CI.
@@ -26,8 +29,9 @@ space, kept under ``<runs dir>/ray``.
   monitor killed; tests/test_tune_smoke.py replays it) ends the grid with
   :class:`~harness.progress.GridStopped`: runs left ``running`` are marked ``interrupted`` with
   Tune's reason, finished ones stay, the next grid resumes.
-* Progress: one line per trial start and end (done / running / failed / remaining, with an ETA),
-  written by :class:`harness.progress.GridProgress`; ``_Progress`` only adapts it to Tune's callbacks.
+* Progress: a line per trial start and end, per evaluation point and at least every 30 s (done /
+  running / failed / remaining, with an ETA from the cost model's estimates), written by
+  :class:`harness.progress.GridProgress`; ``_Progress`` only adapts it to Tune's callbacks.
 * Each trial gets one frozen :class:`TrialSpec` (data root, store root, device, threads, the train
   function) and its :class:`~harness.config.RunConfig` itself, already validated by the grid.
 * Record bookkeeping (a ``failed`` record for a trial that died, ``interrupted`` marks) lives in
@@ -73,6 +77,7 @@ from harness.progress import (
     save_traceback,
 )
 from harness.signals import keep_sigterm_handler
+from harness.tracking import Tracking
 
 _QUIET_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",  # no usage-stats reporting
@@ -106,8 +111,18 @@ def default_train_fn(
     num_threads: int,
     save_checkpoint: bool = False,
 ) -> Mapping[str, Any]:
-    """The real trial body: :func:`harness.train.train_run`, silent, writing into ``store``."""
+    """The real trial body: :func:`harness.train.train_run`, silent, writing into ``store``, reporting
+    each evaluation point to Tune."""
     from harness.train import train_run
+
+    start = time.perf_counter()
+    run_id = config.run_id()
+
+    def report_point(point: Mapping[str, Any]) -> None:
+        # every report has the same keys (Tune's CSV keeps the first report's columns); a missing
+        # value (no loss at step 0) is None, which the loggers skip
+        live = {key: point.get(key) for key in LIVE_KEYS}
+        tune.report({"run_id": run_id, "status": "running", **live, "work_s": time.perf_counter() - start})
 
     return train_run(
         config,
@@ -117,7 +132,22 @@ def default_train_fn(
         num_threads=num_threads,
         log=None,
         save_checkpoint=save_checkpoint,
+        on_point=report_point,
     )
+
+
+LIVE_KEYS: tuple[str, ...] = (
+    "step",
+    "total_steps",
+    "loss",
+    "stsb_dev",
+    "align",
+    "uniform",
+    "lr",
+    "elapsed_s",
+    "best_stsb_dev",
+)
+"""What a trial reports to Tune at each evaluation point (besides run id, status and work seconds)."""
 
 
 @dataclass(frozen=True)
@@ -196,6 +226,14 @@ class _Progress(GridProgress, tune.Callback):
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self.trial_started(_entry(trial).get("run_id"))
 
+    def on_trial_result(
+        self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any
+    ) -> None:
+        self.trial_result(_entry(trial).get("run_id"), result)
+
+    def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        self.tick()
+
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         self.trial_finished(_entry(trial).get("run_id"), trial.last_result or {})
 
@@ -248,10 +286,14 @@ class GridRequest:
     storage_dir: Path | None
     log: Log
     save_model: bool
+    name: str = "grid"
+    estimates: Mapping[str, float] | None = None
+    steps_shares: Mapping[str, float] | None = None
+    tracking: Tracking | None = None
 
     def storage(self, store: RunStore) -> Path:
-        """Tune's scratch folder: ``storage_dir``, default ``<store root>/ray``."""
-        return Path(self.storage_dir) if self.storage_dir is not None else Path(store.root) / "ray"
+        """Tune's folder: ``storage_dir``, default ``<store root>/tune``."""
+        return Path(self.storage_dir) if self.storage_dir is not None else Path(store.root) / "tune"
 
 
 def run_trials(
@@ -267,6 +309,10 @@ def run_trials(
     storage_dir: Path | None = None,
     log: Log = print_line,
     save_model: bool = False,
+    name: str = "grid",
+    estimates: Mapping[str, float] | None = None,
+    steps_shares: Mapping[str, float] | None = None,
+    tracking: Tracking | None = None,
 ) -> GridReport:
     """Run one Tune trial per config; records go into ``store``.
 
@@ -279,9 +325,14 @@ def run_trials(
         cpus_per_trial: CPUs per trial; also the torch thread count inside the trial.
         smoke: start a small local Ray without GPUs (tests, CI); ``address`` is ignored.
         train_fn: the trial body (default :func:`default_train_fn`); tests pass a fast fake.
-        storage_dir: Tune's scratch folder (default ``<store root>/ray``).
+        storage_dir: Tune's folder (default ``<store root>/tune``); this grid's is
+            ``<storage_dir>/<name>-<time>``.
         log: where progress lines go.
         save_model: keep each run's best encoder under the store.
+        name: the grid's name (its specs), for Tune's folder.
+        estimates: the cost model's seconds per run, by run id (the progress lines' ETA).
+        steps_shares: the share of each estimate that the run's steps take (the rest: final tasks).
+        tracking: ``--track`` trackers (MLflow, Weights & Biases) beside Tune's own files.
 
     Returns:
         A :class:`~harness.progress.GridReport` (counts, failures, and where the time went).
@@ -303,6 +354,10 @@ def run_trials(
         storage_dir=storage_dir,
         log=log,
         save_model=save_model,
+        name=name,
+        estimates=estimates,
+        steps_shares=steps_shares,
+        tracking=tracking,
     )
     return _run_grid(configs, data_root, store, report, request)
 
@@ -565,22 +620,27 @@ def _fit(
         tune.with_parameters(_trial_body, spec=spec),
         _resources_fn(configs, request.cpus_per_trial, gpus, report.slots, request.log),
     )
-    progress = _Progress(len(configs), store, request.log)
+    progress = _Progress(
+        len(configs), store, request.log, request.estimates, report.slots, steps_shares=request.steps_shares
+    )
     storage = request.storage(store)
     storage.mkdir(parents=True, exist_ok=True)
-    name = f"grid-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
-    tuner = _tuner(trainable, configs, report.slots, progress, storage, name)
+    name = f"{request.name}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    report.tune_dir = storage.resolve() / name
+    report.watch = request.tracking.lines() if request.tracking else []
+    for line in report.where_lines():
+        request.log(line)
+    callbacks = [progress, *_tracker_callbacks(request.tracking, request.name)]
+    tuner = _tuner(trainable, configs, report.slots, callbacks, storage, name)
     fit0 = time.perf_counter()
     with _quiet_tune_logs():
         results = tuner.fit()
     report.fit_s = time.perf_counter() - fit0
     _collect(results, store, progress, report)
-    if not report.failed:  # Tune's scratch of a clean grid holds nothing anyone reads; errors are kept
-        shutil.rmtree(storage / name, ignore_errors=True)
 
 
 def _tuner(
-    trainable: Any, configs: Sequence[RunConfig], slots: int, progress: _Progress, storage: Path, name: str
+    trainable: Any, configs: Sequence[RunConfig], slots: int, callbacks: list[Any], storage: Path, name: str
 ) -> tune.Tuner:
     """One trial per run (its RunConfig object itself is the trial's config), ``slots`` at a time."""
     entries = [{"run": c, "run_id": c.run_id()} for c in configs]
@@ -598,7 +658,7 @@ def _tuner(
             storage_path=str(storage.resolve()),
             verbose=0,
             failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
-            callbacks=[progress],
+            callbacks=callbacks,
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         ),
     )
@@ -625,3 +685,55 @@ def _collect(results: Any, store: RunStore, progress: _Progress, report: GridRep
         elif run_id not in failed:
             failed[run_id] = str(record.get("error") or "trial ended without a finished record")
     report.failed = sorted(failed.items())
+
+
+def _tracker_callbacks(tracking: Tracking | None, grid_name: str) -> list[Any]:
+    """Ray's own MLflow / Weights & Biases logger callbacks for ``--track`` (packages checked before)."""
+    if tracking is None:
+        return []
+    callbacks: list[Any] = []
+    if "mlflow" in tracking.trackers:
+        tracking.runs_root.mkdir(parents=True, exist_ok=True)
+        logging.getLogger("mlflow").setLevel(logging.WARNING)  # not its database set-up notes
+        mlflow_callback = _mlflow_callback_class()
+        callbacks.append(
+            mlflow_callback(tracking_uri=tracking.mlflow_uri(), experiment_name=f"harness-{grid_name}")
+        )
+    if "wandb" in tracking.trackers:
+        from ray.air.integrations.wandb import WandbLoggerCallback
+
+        tracking.wandb_dir().mkdir(parents=True, exist_ok=True)
+        mode = tracking.wandb_mode()
+        os.environ.setdefault("WANDB_MODE", mode)  # Ray's callback asks for a key unless offline
+        callbacks.append(
+            WandbLoggerCallback(
+                project="cse-harness", group=grid_name, dir=str(tracking.wandb_dir()), mode=mode
+            )
+        )
+    return callbacks
+
+
+def _run_params(trial: Any) -> dict[str, Any]:
+    """A trial's parameters as a tracker shows them: the run id and its config's fields."""
+    entry = _entry(trial)
+    run = entry.get("run")
+    fields = run.to_dict() if run is not None else {}
+    return {"run_id": entry.get("run_id"), **fields}
+
+
+def _mlflow_callback_class() -> type:
+    """Defined on demand: Ray's MLflow module imports ``mlflow`` (seconds) as it loads."""
+    from ray.air.integrations.mlflow import MLflowLoggerCallback
+
+    class MLflowCallback(MLflowLoggerCallback):
+        """Ray's MLflow callback, with each run's config fields as its parameters (Tune's trial
+        config holds the RunConfig object itself, which MLflow would log as one long string)."""
+
+        def log_trial_start(self, trial: Any) -> None:
+            if trial not in self._trial_runs:
+                tags = {**(self.tags or {}), "trial_name": str(trial)}
+                run = self.mlflow_util.start_run(tags=tags, run_name=str(_entry(trial).get("run_id")))
+                self._trial_runs[trial] = run.info.run_id
+                self.mlflow_util.log_params(run_id=self._trial_runs[trial], params_to_log=_run_params(trial))
+
+    return MLflowCallback

@@ -139,7 +139,7 @@ def test_grid_checks_the_corpus_before_ray_starts(
     assert main([*args, "--override", f"corpus={bad}"]) == 2
     line = one_error_line(capsys)
     assert f"corpus {bad}: line 2 is empty" in line
-    assert not (runs / "records").exists() and not (runs / "ray").exists()
+    assert not (runs / "records").exists() and not (runs / "tune").exists()
     assert not (runs / "grid.lock").exists()
 
 

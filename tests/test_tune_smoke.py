@@ -81,7 +81,7 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     assert any("FAILED" in ln for ln in lines) and any("finished" in ln for ln in lines)
     assert lines[-1].startswith("[3/3] done 1, running 0, failed 2, remaining 0")
     assert report.ray_start_s == 0.0  # the module's session was reused
-    assert (store.root / "ray").is_dir()  # Tune's scratch space stays under the runs dir
+    assert (store.root / "tune").is_dir()  # Tune's folder stays under the runs dir
 
     # resume: failed runs are retried by default; the finished ones are not touched
     (store.root / "behaviour.json").write_text("{}")
@@ -91,8 +91,10 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
         [r.config for r in pending], data_root, store, smoke=True, train_fn=fake_train, log=print
     )
     assert report.finished == 2 and not report.failed
-    # Tune's folder of the clean grid is gone; the one with failures (their error files) stays
-    assert len(list((store.root / "ray").glob("grid-*"))) == 1
+    # Tune's folders of both grids stay: every run's curves, and the failed trials' error files
+    assert len(list((store.root / "tune").glob("grid-*"))) == 2
+    assert report.tune_dir is not None and report.tune_dir.parent == (store.root / "tune").resolve()
+    assert any(ln.startswith(f"curves: {report.tune_dir}") for ln in report.summary())
 
     # impossible resource requests fail at once instead of waiting for ever
     from harness.errors import ConfigError
@@ -109,10 +111,17 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
 
 
 def test_real_smoke_grid_tables_and_plots(
-    ray_up: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ray_up: float, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`harness grid --smoke` trains two real smoke runs through Tune; tables and plots read them."""
+    """`harness grid --smoke` trains two real smoke runs through Tune; tables and plots read them.
+
+    The runs report every evaluation point to Tune: the progress lines show them, and TensorBoard's
+    own reader and MLflow's client (``--track mlflow``) read one point per evaluation step back.
+    """
+    import harness.progress as progress
     from harness.cli import main
+
+    monkeypatch.setattr(progress, "POINT_GAP_S", 0.0)
 
     try:
         data_root = resolve_data_root(None)
@@ -120,9 +129,10 @@ def test_real_smoke_grid_tables_and_plots(
         pytest.skip("no data root (shared/data) for a real run")
     spec = str(FIXTURES / "specs" / "smoke_grid.toml")
     common = ["--runs-dir", str(tmp_path / "runs"), "--data-dir", str(data_root)]
-    assert main(["grid", spec, "--smoke", *common]) == 0
+    assert main(["grid", spec, "--smoke", *common, "--track", "mlflow"]) == 0
     out = capsys.readouterr().out
     assert "grid: 2 finished, 0 failed of 2 trials" in out and "Ray start-up" in out
+    assert_live_curves(tmp_path / "runs", out)
     records = RunStore(tmp_path / "runs").records()
     assert len(records) == 2
     for record in records:
@@ -276,9 +286,61 @@ def test_tune_failing_marks_the_running_runs_interrupted_and_the_grid_says_how_t
     assert "Ray Tune stopped the grid: RuntimeError: " + oom in err
     assert "1 run(s) it left running are marked interrupted; the same command resumes the grid" in err
     assert "0 of 2 pending run(s) finished before it stopped" in err
-    traces = list((store.root / "ray").glob("grid-stopped-*.txt"))
+    traces = list((store.root / "tune").glob("grid-stopped-*.txt"))
     assert len(traces) == 1 and "RuntimeError" in traces[0].read_text()
     records = store.records()
     assert len(records) == 1 and records[0]["status"] == "interrupted"
     assert records[0]["error"] == "the grid stopped: RuntimeError: " + oom
     assert [r.run_id for r in attach_status(plan, store).pending()] == [r.run_id for r in plan.runs]
+
+
+def assert_live_curves(runs: Path, out: str) -> None:
+    """Every evaluation point of the two smoke runs (steps 0, 2, 4) in the progress lines, in Tune's
+    TensorBoard files (read by TensorBoard's reader) and in MLflow (read by MlflowClient)."""
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    records = {r["run_id"]: r for r in RunStore(runs).records()}
+    steps = {run_id: [p["step"] for p in r["trajectory"]] for run_id, r in records.items()}
+    assert all(s == [0, 2, 4] for s in steps.values()), steps
+    for run_id in records:
+        assert f"| {run_id} step 4/4, STS-B dev " in out
+    (tune_dir,) = (runs / "tune").glob("smoke_grid-*")
+    assert f"curves: {tune_dir.resolve()} (Ray Tune's TensorBoard" in out
+    for run_id, record in records.items():
+        (trial_dir,) = tune_dir.glob(f"{run_id}_*")
+        events = EventAccumulator(str(trial_dir))
+        events.Reload()
+        dev = [e.value for e in events.Scalars("ray/tune/stsb_dev")]
+        assert [int(e.value) for e in events.Scalars("ray/tune/step")] == [0, 2, 4]
+        assert dev == pytest.approx([p["stsb_dev"] for p in record["trajectory"]], abs=1e-4)
+        assert "progress.csv" in {p.name for p in trial_dir.iterdir()}
+    client = MlflowClient(f"sqlite:///{(runs / 'mlflow.db').resolve()}")
+    experiment = client.get_experiment_by_name("harness-smoke_grid")
+    assert experiment is not None
+    mlflow_runs = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_name for r in mlflow_runs) == sorted(records)
+    for run in mlflow_runs:
+        record = records[run.info.run_name]
+        history = client.get_metric_history(run.info.run_id, "stsb_dev")
+        assert [m.value for m in history] == pytest.approx([p["stsb_dev"] for p in record["trajectory"]])
+        assert run.data.params["method"] == record["config"]["method"]
+
+
+def test_a_heartbeat_line_comes_while_a_trial_trains_between_its_reports(
+    ray_up: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tune calls the progress callback between results too: a silent trial still gets lines."""
+    import harness.progress as progress
+
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.5)
+    data_root = _smoke_data(tmp_path)
+    plan = expand([load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke", data_root=data_root)
+    config = plan.runs[0].config
+    lines: list[str] = []
+    report = tune.run_trials(
+        [config], data_root, RunStore(tmp_path / "runs"), smoke=True, train_fn=timed_train, log=lines.append
+    )
+    assert report.finished == 1
+    beats = [ln for ln in lines if "| training: " in ln]
+    assert beats and all(f"| training: {config.run_id()} starting" in ln for ln in beats), lines

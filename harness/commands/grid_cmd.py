@@ -32,6 +32,7 @@ from harness.commands.common import (
     overrides_from_args,
     profile_help,
 )
+from harness.tracking import TRACKERS, Tracking, check_trackers
 
 if TYPE_CHECKING:
     from harness.grid import GridPlan, PlannedRun
@@ -90,6 +91,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="small local Ray without GPUs; profile smoke unless --profile is given",
     )
+    parser.add_argument(
+        "--track",
+        action="append",
+        choices=sorted(TRACKERS),
+        default=[],
+        help="also track every run's curves in MLflow (local store RUNS/mlflow.db unless --tracking-uri) "
+        "or Weights & Biases (offline unless WANDB_API_KEY is set); repeatable. Ray Tune's TensorBoard "
+        "files are always kept under RUNS/tune/",
+    )
+    parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI for --track mlflow")
     add_override_arguments(parser)
 
 
@@ -109,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     """Plan, then either describe the plan (``--dry-run``) or, holding the grid lock, run it."""
     from harness.commands.common import check_writable_dir
 
+    check_trackers(args.track)
     grid = plan_grid(args)
     if args.dry_run:
         return dry_run(args, grid)
@@ -253,6 +265,8 @@ def run_pending(
     from harness.tune import run_trials
 
     store = grid.store
+    model, _ = cost_model(args, store, ordered)
+    tracking = Tracking(tuple(dict.fromkeys(args.track)), store.root, args.tracking_uri)
     with sigterm_as_interrupt():
         try:
             return run_trials(
@@ -264,6 +278,10 @@ def run_pending(
                 cpus_per_trial=args.cpus_per_trial,
                 smoke=args.smoke,
                 save_model=args.save_model,
+                name=grid_name(grid.specs),
+                estimates={c.run_id(): model.run_seconds(c) for c in ordered},
+                steps_shares=steps_shares(model, ordered),
+                tracking=tracking,
             )
         except GridInterrupted as exc:
             finished = sum(1 for r in pending if complete_for(store.load(r.run_id), r.config.final_tasks))
@@ -278,6 +296,23 @@ def run_pending(
             print(f"harness grid: error: {exc}", file=sys.stderr)
             print(f"{finished} of {len(pending)} pending run(s) finished before it stopped", file=sys.stderr)
             return 1
+
+
+def steps_shares(model: Any, configs: list[Any]) -> dict[str, float]:
+    """The share of each run's estimate that its steps and dev probes take (the rest: final tasks)."""
+    import dataclasses
+
+    shares = {}
+    for config in configs:
+        training = model.run_seconds(dataclasses.replace(config, final_tasks="none", post_whiten="none"))
+        shares[config.run_id()] = training / max(model.run_seconds(config), 1e-9)
+    return shares
+
+
+def grid_name(specs: list[TableSpec]) -> str:
+    """The grid's name in Ray Tune's folder: its specs' names (the first two, then how many more)."""
+    names = [s.name for s in specs]
+    return "+".join(names[:2]) + (f"+{len(names) - 2}more" if len(names) > 2 else "")
 
 
 def cost_model(args: argparse.Namespace, store: Any, configs: list[Any]) -> tuple[Any, int]:

@@ -20,8 +20,9 @@ from harness.commands.common import (
     profile_help,
     settings_from_args,
 )
+from harness.config import PROFILES
 
-HELP = "train one method on one profile (cpu, smoke, paper) and evaluate its best checkpoint"
+HELP = f"train one method on one profile ({', '.join(PROFILES)}) and evaluate its best checkpoint"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

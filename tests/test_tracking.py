@@ -1,0 +1,94 @@
+"""``harness grid --track``: a missing tracker package is one line before anything runs; where the
+trackers write. (The real MLflow and TensorBoard round trip is in tests/test_tune_smoke.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import harness.tracking as tracking
+from harness.tracking import Tracking
+
+SPEC = Path(__file__).parent / "fixtures" / "specs" / "smoke_grid.toml"
+
+
+@pytest.mark.parametrize(("tracker", "extra"), [("wandb", "wandb"), ("mlflow", "track")])
+def test_a_missing_tracker_package_is_one_line_naming_the_extra_before_anything_runs(
+    tracker: str,
+    extra: str,
+    mini_data_root: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from harness.cli import main
+
+    monkeypatch.setattr(tracking, "_installed", lambda module: module not in ("wandb", "mlflow"))
+    runs = tmp_path / "runs"
+    args = ["grid", str(SPEC), "--smoke", "--runs-dir", str(runs), "--data-dir", str(mini_data_root)]
+    assert main([*args, "--track", tracker]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1, err
+    assert f"--track {tracker} needs {tracker}, which is not installed" in err[0]
+    assert f"pip install -e '.[{extra}]'" in err[0]
+    assert captured.out == "" and not runs.exists()  # nothing planned, locked or run
+
+
+def test_an_unknown_tracker_is_refused_by_the_parser(capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["grid", str(SPEC), "--track", "neptune"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.replace("'", "")
+    assert "argument --track: invalid choice: neptune (choose from mlflow, wandb)" in err
+
+
+def test_where_the_trackers_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MLFLOW_TRACKING_URI", "WANDB_API_KEY", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    local = Tracking(("mlflow", "wandb"), tmp_path / "runs")
+    assert local.mlflow_uri() == f"sqlite:///{(tmp_path / 'runs' / 'mlflow.db').resolve()}"
+    assert local.wandb_mode() == "offline" and local.wandb_dir() == (tmp_path / "runs" / "wandb").resolve()
+    assert local.lines() == [
+        f"MLflow: {local.mlflow_uri()} (mlflow ui --backend-store-uri {local.mlflow_uri()})",
+        f"wandb: offline run files under {local.wandb_dir()} (wandb sync uploads it)",
+    ]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking.example:5000")
+    monkeypatch.setenv("WANDB_API_KEY", "x")
+    assert local.mlflow_uri() == "http://tracking.example:5000" and local.wandb_mode() == "online"
+    given = Tracking(("mlflow",), tmp_path, tracking_uri="http://given.example")
+    assert given.mlflow_uri() == "http://given.example"  # --tracking-uri wins over the environment
+
+
+def test_track_wandb_builds_rays_callback_offline_under_the_runs_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray's WandbLoggerCallback refuses to be built without wandb: a stand-in records its arguments."""
+    import ray.air.integrations.wandb as ray_wandb
+
+    import harness.tune as tune
+
+    built: list[dict[str, object]] = []
+
+    def stand_in(**kwargs: object) -> dict[str, object]:
+        built.append(kwargs)
+        return kwargs
+
+    monkeypatch.setattr(ray_wandb, "WandbLoggerCallback", stand_in)
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert tune._tracker_callbacks(None, "g") == []
+    (callback,) = tune._tracker_callbacks(Tracking(("wandb",), tmp_path / "runs"), "cpu_demo")
+    assert callback is built[0]
+    assert built == [
+        {
+            "project": "cse-harness",
+            "group": "cpu_demo",
+            "dir": str((tmp_path / "runs" / "wandb").resolve()),
+            "mode": "offline",
+        }
+    ]
+    assert (tmp_path / "runs" / "wandb").is_dir()
