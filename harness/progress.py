@@ -190,7 +190,7 @@ class GridProgress:
         if self.running and self.clock() - self.last_line >= HEARTBEAT_S:
             shown = [f"{run_id} {_where(live)}" for run_id, live in self.live.items()][:3]
             more = f" and {len(self.live) - 3} more" if len(self.live) > 3 else ""
-            self.line(f"training: {'; '.join(shown)}{more}")
+            self.line(f"running: {'; '.join(shown)}{more}")
 
     def _ended(self, run_id: str, work_s: Any = None) -> None:
         live = self.live.pop(run_id, None)
@@ -223,9 +223,13 @@ class GridProgress:
 
 
 def _where(live: _Live) -> str:
-    """``step 20/40, STS-B dev 61.23`` (no STS-B dev before the first point)."""
+    """``step 20/40, STS-B dev 61.23`` (no STS-B dev before the first point; after the last step,
+    ``, final evaluation``: the run scores its best state on the final tasks)."""
     dev = f", STS-B dev {live.stsb_dev:.2f}" if live.stsb_dev is not None else ""
-    return f"step {live.step}/{live.total_steps}{dev}" if live.total_steps else "starting"
+    if not live.total_steps:
+        return "starting"
+    last = ", final evaluation" if live.step >= live.total_steps else ""
+    return f"step {live.step}/{live.total_steps}{dev}{last}"
 
 
 @dataclass

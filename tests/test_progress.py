@@ -103,7 +103,7 @@ def test_evaluation_points_and_a_heartbeat_while_runs_train(tmp_path: Path) -> N
     assert len(lines) == 2
     clock.now += progress.HEARTBEAT_S
     grid.tick()
-    assert lines[-1].endswith("| training: a step 20/100, STS-B dev 51.25")
+    assert lines[-1].endswith("| running: a step 20/100, STS-B dev 51.25")
     assert lines[-1].startswith("[0/1] done 0, running 1, failed 0, remaining 1, ETA ")
     grid.trial_finished("a", {"work_s": 3.0})
     clock.now += progress.HEARTBEAT_S
@@ -113,8 +113,9 @@ def test_evaluation_points_and_a_heartbeat_while_runs_train(tmp_path: Path) -> N
 
 def test_the_final_evaluation_after_the_last_step_is_still_to_wait_for(tmp_path: Path) -> None:
     clock = Clock()
+    lines: list[str] = []
     grid = GridProgress(
-        1, RunStore(tmp_path), lambda _: None, {"a": 400.0}, clock=clock, steps_shares={"a": 0.25}
+        1, RunStore(tmp_path), lines.append, {"a": 400.0}, clock=clock, steps_shares={"a": 0.25}
     )
     grid.trial_started("a")
     clock.now += 100.0
@@ -122,6 +123,8 @@ def test_the_final_evaluation_after_the_last_step_is_still_to_wait_for(tmp_path:
     assert grid.eta_s() == pytest.approx(300.0)  # the final tasks: three quarters of the estimate
     clock.now += 500.0  # long past the estimate: at least the final evaluation is left, never 0
     assert grid.eta_s() == pytest.approx(300.0)
+    grid.tick()  # the heartbeat says what the run is doing after its last step
+    assert lines[-1].endswith("| running: a step 100/100, STS-B dev 50.00, final evaluation")
 
 
 def test_the_grid_gives_each_run_the_share_its_steps_take() -> None:

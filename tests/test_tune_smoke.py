@@ -342,5 +342,5 @@ def test_a_heartbeat_line_comes_while_a_trial_trains_between_its_reports(
         [config], data_root, RunStore(tmp_path / "runs"), smoke=True, train_fn=timed_train, log=lines.append
     )
     assert report.finished == 1
-    beats = [ln for ln in lines if "| training: " in ln]
-    assert beats and all(f"| training: {config.run_id()} starting" in ln for ln in beats), lines
+    beats = [ln for ln in lines if "| running: " in ln]
+    assert beats and all(f"| running: {config.run_id()} starting" in ln for ln in beats), lines
