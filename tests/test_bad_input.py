@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from data_roots import make_data_root
 
 from harness.cli import main
 from harness.errors import DataError
@@ -19,17 +20,12 @@ from harness.store import RunStore, new_record
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"
 MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """A data root with a corpus only (every case below fails before evaluation data is read)."""
-    data = tmp_path / "data"
-    (data / "corpus").mkdir(parents=True)
-    (data / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT)
-    (data / "senteval").mkdir()
-    return data
+    return make_data_root(tmp_path / "data")
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:

@@ -7,22 +7,18 @@ import time
 from pathlib import Path
 
 import pytest
+from data_roots import make_data_root
 
 import harness.checkpoint as ckpt
 from harness.cli import main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"
-CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
 
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    data = tmp_path / "data"
-    (data / "corpus").mkdir(parents=True)
-    (data / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT)
-    (data / "senteval").mkdir()
-    return data
+    return make_data_root(tmp_path / "data")
 
 
 def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

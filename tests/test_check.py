@@ -3,27 +3,22 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from data_roots import make_data_root
 
 from harness.cli import main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"
-CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
 
 
 @pytest.fixture
 def good_root(mini_data_root: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "data"
-    shutil.copytree(mini_data_root / "senteval", root / "senteval")
-    (root / "corpus").mkdir()
-    (root / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT)
-    return root
+    return make_data_root(tmp_path / "data", mini_data_root / "senteval")
 
 
 def check(root: Path, runs: Path, *extra: str) -> list[str]:

@@ -4,11 +4,11 @@ or lie outside the task's range (``harness eval`` exits 2 with one line)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from data_roots import make_data_root
 
 from harness.cli import main
 from harness.errors import DataError
@@ -18,18 +18,13 @@ from harness.evaluation.tasks import STS_REGISTRY, data_problems
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"
-CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
 STS15 = Path("STS") / "STS15-en-test"
 STSB_DEV = Path("STS") / "STSBenchmark" / "sts-dev.csv"
 
 
 @pytest.fixture
 def root(mini_data_root: Path, tmp_path: Path) -> Path:
-    data = tmp_path / "data"
-    shutil.copytree(mini_data_root / "senteval", data / "senteval")
-    (data / "corpus").mkdir()
-    (data / "corpus" / "nli-sentences.txt").write_text(CORPUS_TEXT)
-    return data
+    return make_data_root(tmp_path / "data", mini_data_root / "senteval")
 
 
 def replace_line(path: Path, number: int, text: str) -> None:
