@@ -1,0 +1,251 @@
+"""DCLR: its weights, noise refinement and both loss forms against loops written from the equations;
+the reduction to SimCSE (loss and gradients); the complementary model's wiring."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from harness.encoder import TrainingEncode, load_encoder
+from harness.errors import ConfigError
+from methods import REGISTRY, build_params
+from methods.dclr import DCLR, DCLRParams, complementary_weights, dclr_loss, refine_noise
+from methods.losses import cosine_logits, info_nce
+
+GRID = [(b, n, d, tau) for b in (2, 5) for n in (0, 3) for d in (4, 7) for tau in (0.05, 1.0)]
+
+
+def cos(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / na / nb if na > 0 and nb > 0 else 0.0
+
+
+def ref_logits(z1, z2, noise, tau):
+    return [[cos(a, c) / tau for c in list(z2) + list(noise)] for a in z1]
+
+
+def ref_released(logits, weights):
+    # p = softmax_c(l_ic * w_ic); mean over all (i, c) of -[y log p + (1 - y) log(1 - p)], y_ic = [c == i]
+    total, count = 0.0, 0
+    for i, (row, wrow) in enumerate(zip(logits, weights)):
+        scaled = [x * w for x, w in zip(row, wrow)]
+        den = sum(math.exp(x) for x in scaled)
+        for c, x in enumerate(scaled):
+            p = math.exp(x) / den
+            total += -math.log(p) if c == i else -math.log(1.0 - p)
+            count += 1
+    return total / count
+
+
+def ref_paper(logits, weights):
+    # mean_i -log exp(l_ii) / sum_c w_ic exp(l_ic)
+    total = 0.0
+    for i, (row, wrow) in enumerate(zip(logits, weights)):
+        den = sum(w * math.exp(x) for x, w in zip(row, wrow))
+        total += -math.log(math.exp(row[i]) / den)
+    return total / len(logits)
+
+
+def ref_weights(c1, c2, phi, num_noise):
+    out = []
+    for i, a in enumerate(c1):
+        row = [1.0 if j == i or cos(a, b) <= phi else 0.0 for j, b in enumerate(c2)]
+        out.append(row + [1.0] * num_noise)
+    return out
+
+
+def random_weights(b: int, n: int, gen: torch.Generator) -> torch.Tensor:
+    w = (torch.rand(b, b, generator=gen) > 0.4).double()
+    w.fill_diagonal_(1.0)
+    return torch.cat([w, torch.ones(b, n, dtype=torch.float64)], dim=1)
+
+
+@pytest.mark.parametrize(("b", "n", "d", "tau"), GRID)
+@pytest.mark.parametrize("form", ["released", "paper"])
+def test_dclr_loss_matches_loop(b, n, d, tau, form):
+    gen = torch.Generator().manual_seed(b * 100 + n * 10 + d)
+    z1, z2 = torch.randn(b, d, generator=gen).double(), torch.randn(b, d, generator=gen).double()
+    noise = torch.randn(n, d, generator=gen).double()
+    weights = random_weights(b, n, gen)
+    logits = ref_logits(z1.tolist(), z2.tolist(), noise.tolist(), tau)
+    got = dclr_loss(torch.tensor(logits, dtype=torch.float64), weights, form)
+    ref = ref_released if form == "released" else ref_paper
+    assert float(got) == pytest.approx(ref(logits, weights.tolist()), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize(("b", "n", "d", "tau"), GRID)
+def test_complementary_weights_match_loop(b, n, d, tau):
+    gen = torch.Generator().manual_seed(b + n + d)
+    c1 = torch.randn(b, d, generator=gen).double()
+    c2 = c1 + 0.5 * torch.randn(b, d, generator=gen).double()  # some pairs above, some below phi
+    for phi in (0.0, 0.3, 0.9, 1.0):
+        got = complementary_weights(c1, c2, phi, n)
+        assert got.tolist() == ref_weights(c1.tolist(), c2.tolist(), phi, n)
+
+
+def ref_refine(z1, z2, noise, tau, steps, step_size):
+    """Gradient ascent with the InfoNCE's gradient written out: for
+    ``l = mean_i [-s_ii + log sum_c exp(s_ic)]`` and ``s_ik = cos(a_i, n_k) / tau``,
+    ``dl/dn_k = mean_i p_ik (a_i / (|a_i| |n_k|) - cos(a_i, n_k) n_k / |n_k|^2) / tau``."""
+    nz = [list(r) for r in noise]
+    for _ in range(steps):
+        grad = [[0.0] * len(nz[0]) for _ in nz]
+        for a in z1:
+            row = [cos(a, c) / tau for c in list(z2) + nz]
+            den = sum(math.exp(x) for x in row)
+            norm_a = math.sqrt(sum(x * x for x in a))
+            for k, n in enumerate(nz):
+                p = math.exp(row[len(z2) + k]) / den
+                norm_n = math.sqrt(sum(x * x for x in n))
+                c = cos(a, n)
+                for j in range(len(n)):
+                    d_cos = a[j] / (norm_a * norm_n) - c * n[j] / norm_n**2
+                    grad[k][j] += p * d_cos / tau / len(z1)
+        for k, g in enumerate(grad):
+            norm = math.sqrt(sum(x * x for x in g))
+            nz[k] = [x + step_size * gx / norm for x, gx in zip(nz[k], g)]
+    return nz
+
+
+@pytest.mark.parametrize(("b", "n", "d", "tau"), [g for g in GRID if g[1] > 0])
+def test_refine_noise_matches_loop(b, n, d, tau):
+    gen = torch.Generator().manual_seed(7 * b + n + d)
+    z1, z2 = torch.randn(b, d, generator=gen).double(), torch.randn(b, d, generator=gen).double()
+    noise = torch.randn(n, d, generator=gen).double()
+    step_size = 0.05  # larger than the default 1e-3 so that the steps visibly move the noise
+    got = refine_noise(z1, z2, noise, tau, steps=3, step_size=step_size)
+    ref = ref_refine(z1.tolist(), z2.tolist(), noise.tolist(), tau, 3, step_size)
+    torch.testing.assert_close(got, torch.tensor(ref, dtype=torch.float64), rtol=1e-6, atol=1e-7)
+    assert not got.requires_grad
+
+
+def test_refine_noise_raises_the_infonce_and_zero_steps_keep_the_noise():
+    gen = torch.Generator().manual_seed(3)
+    z1, z2, noise = (torch.randn(s, 6, generator=gen).double() for s in (4, 4, 5))
+
+    def nce(nz):
+        logits = cosine_logits(z1, torch.cat([z2, nz]), 0.05)
+        return float(torch.nn.functional.cross_entropy(logits, torch.arange(4)))
+
+    refined = refine_noise(z1, z2, noise, 0.05, steps=4, step_size=1e-3)
+    assert nce(refined) > nce(noise)
+    torch.testing.assert_close(refine_noise(z1, z2, noise, 0.05, steps=0, step_size=1e-3), noise)
+
+
+@pytest.mark.parametrize(("b", "d", "tau"), [(2, 4, 0.05), (5, 7, 1.0), (8, 12, 0.05)])
+def test_paper_form_without_drops_or_noise_is_infonce(b, d, tau):
+    gen = torch.Generator().manual_seed(b)
+    z1, z2 = torch.randn(b, d, generator=gen).double(), torch.randn(b, d, generator=gen).double()
+    logits = torch.tensor(ref_logits(z1.tolist(), z2.tolist(), [], tau), dtype=torch.float64)
+    got = dclr_loss(logits, torch.ones(b, b, dtype=torch.float64), "paper")
+    torch.testing.assert_close(got, info_nce(z1, z2, tau), rtol=1e-12, atol=1e-12)
+
+
+def test_released_form_without_drops_or_noise_is_infonce_plus_the_negative_terms():
+    # mean over B^2 entries: B InfoNCE rows plus -log(1 - p_ij) for the off-diagonal entries
+    gen = torch.Generator().manual_seed(11)
+    b = 6
+    z1, z2 = torch.randn(b, 5, generator=gen).double(), torch.randn(b, 5, generator=gen).double()
+    logits = torch.nn.functional.normalize(z1, dim=-1) @ torch.nn.functional.normalize(z2, dim=-1).T / 0.05
+    p = torch.softmax(logits, dim=1)
+    off = ~torch.eye(b, dtype=torch.bool)
+    expected = (b * info_nce(z1, z2, 0.05) - torch.log(1 - p[off]).sum()) / b**2
+    got = dclr_loss(logits, torch.ones(b, b, dtype=torch.float64), "released")
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
+
+
+# -- the method on the tiny encoder ---------------------------------------------------------------
+
+SENTS = [
+    "a man is playing a guitar .",
+    "two dogs run on the beach .",
+    "the stock market fell sharply today .",
+    "a woman is slicing an onion .",
+    "the cat sleeps .",
+]
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    enc = load_encoder("random:tiny", seed=0)
+    enc.train()
+    return enc
+
+
+@pytest.fixture(scope="module")
+def batch(encoder):
+    return encoder.tokenize(SENTS, max_length=32)
+
+
+def loss_and_grads(name, overrides, encoder, batch):
+    torch.manual_seed(123)  # the same MLP head for both methods
+    method = REGISTRY[name](build_params(name, overrides), encoder.hidden_size)
+    if method.uses_encoder:
+        method.attach(encoder)
+    encoder.zero_grad(set_to_none=True)
+    torch.manual_seed(7)
+    out = method.compute_loss(TrainingEncode(encoder), batch, step=0)
+    out.loss.backward()
+    params = list(encoder.parameters()) + method.trainable_parameters()
+    return out, [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+
+
+def test_paper_form_with_phi_1_and_no_noise_is_simcse(encoder, batch):
+    """The SimCSE views come from the first encoder call, so the same seed gives the same masks."""
+    ref_out, ref_grads = loss_and_grads("simcse", {}, encoder, batch)
+    out, grads = loss_and_grads("dclr", {"loss_form": "paper", "phi": 1.0, "noise_times": 0}, encoder, batch)
+    torch.testing.assert_close(out.loss, ref_out.loss, rtol=1e-5, atol=1e-6)
+    assert len(grads) == len(ref_grads)
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    assert out.metrics["dropped_negatives"] == 0.0
+
+
+def test_noise_and_drops_change_the_loss(encoder, batch):
+    # temperature 1: at 0.05 the positive's exp(20) dwarfs a noise term's exp(0) in float32
+    paper = {"loss_form": "paper", "temperature": 1.0}
+    plain, _ = loss_and_grads("dclr", {**paper, "phi": 1.0, "noise_times": 0}, encoder, batch)
+    noisy, _ = loss_and_grads("dclr", {**paper, "phi": 1.0, "noise_times": 2}, encoder, batch)
+    dropped, _ = loss_and_grads("dclr", {**paper, "phi": 0.0, "noise_times": 0}, encoder, batch)
+    assert noisy.metrics["loss_dclr"] > plain.metrics["loss_dclr"]  # more negatives in the denominator
+    assert dropped.metrics["dropped_negatives"] > 0
+    assert dropped.metrics["loss_dclr"] < plain.metrics["loss_dclr"]  # fewer negatives
+
+
+def test_initial_complementary_model_is_a_frozen_copy(encoder, batch):
+    method = DCLR(DCLRParams(), encoder.hidden_size)
+    method.attach(encoder)
+    comp = method.complementary_encoder
+    assert comp is not encoder and comp.training
+    assert all(not p.requires_grad for p in comp.parameters())
+    trainable = {id(p) for p in method.trainable_parameters()}
+    assert not trainable & {id(p) for p in comp.parameters()}
+    assert not any(k.startswith("complementary_encoder") for k in method.snapshot_state())
+    for a, b in zip(comp.parameters(), encoder.parameters()):
+        torch.testing.assert_close(a, b)
+
+
+def test_complementary_model_from_a_saved_folder(encoder, tmp_path):
+    other = load_encoder("random:tiny", seed=5)
+    hf_model: Any = other.model
+    hf_model.save_pretrained(str(tmp_path))
+    other.tokenizer.save_pretrained(str(tmp_path))
+    method = DCLR(DCLRParams(complementary=str(tmp_path)), encoder.hidden_size)
+    method.attach(encoder)
+    for a, b in zip(method.complementary_encoder.parameters(), other.parameters()):
+        torch.testing.assert_close(a, b)
+    assert all(not p.requires_grad for p in method.complementary_encoder.parameters())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [({"phi": 1.5}, "phi"), ({"noise_times": -1}, "noise_times"), ({"ascent_steps": -1}, "ascent_steps")],
+)
+def test_bad_values_name_the_field(overrides, field):
+    with pytest.raises(ConfigError, match=field):
+        build_params("dclr", overrides).validate(64)
