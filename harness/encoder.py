@@ -95,11 +95,24 @@ def dropout_off(module: nn.Module) -> Iterator[None]:
     implementations that read ``self.dropout.p`` under the attention module's own ``training`` flag,
     as Hugging Face's SDPA attention does. The previous rates are restored on exit, even on error.
     """
+    with dropout_rate(module, 0.0):
+        yield
+
+
+@contextlib.contextmanager
+def dropout_rate(module: nn.Module, rate: float) -> Iterator[None]:
+    """Set every dropout in ``module`` to ``rate`` (``0 <= rate < 1``), restoring the rates on exit.
+
+    :func:`dropout_off` is ``rate = 0``; the same ``p`` assignment reaches attention implementations
+    that read ``self.dropout.p``.
+    """
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
     saved: list[tuple[nn.Dropout, float]] = []
     for sub in module.modules():
         if isinstance(sub, nn.modules.dropout._DropoutNd):
             saved.append((sub, sub.p))  # type: ignore[arg-type]
-            sub.p = 0.0
+            sub.p = rate
     try:
         yield
     finally:
@@ -468,7 +481,8 @@ class TrainingEncode:
     """The :class:`~methods.base.EncodeFn` the training loop hands a method.
 
     One call = one encoder forward on the given rows, pooled with the run's training pooler (the raw
-    feature, before any method head). ``dropout=False`` runs that call with every dropout off.
+    feature, before any method head). ``dropout=False`` runs that call with every dropout off; a
+    float ``dropout=r`` runs it with every dropout at rate ``r`` (:func:`dropout_rate`).
 
     ``length_buckets > 1`` computes the same rows with less padding: the rows are sorted by token
     count, cut into that many contiguous buckets, each bucket is trimmed to its own longest row and
@@ -498,14 +512,18 @@ class TrainingEncode:
         self.length_buckets = length_buckets
 
     def __call__(
-        self, batch: dict[str, torch.Tensor], *, dropout: bool = True, encoder: nn.Module | None = None
+        self,
+        batch: dict[str, torch.Tensor],
+        *,
+        dropout: bool | float = True,
+        encoder: nn.Module | None = None,
     ) -> torch.Tensor:
         module = self.encoder if encoder is None else encoder
         if not isinstance(module, SentenceEncoder):
             raise TypeError(f"encode(encoder=...) needs a SentenceEncoder, got {type(module).__name__}")
-        if dropout:
+        if dropout is True:
             return self._features(batch, module)
-        with dropout_off(module):
+        with dropout_rate(module, 0.0 if dropout is False else float(dropout)):
             return self._features(batch, module)
 
     def _features(self, batch: dict[str, torch.Tensor], encoder: SentenceEncoder) -> torch.Tensor:

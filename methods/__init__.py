@@ -10,6 +10,7 @@ from harness.errors import ConfigError, did_you_mean
 from methods.base import Method, MethodParams
 from methods.dclr import DCLR
 from methods.probes import BarlowProbe, NoiseProbe
+from methods.scd import SCD
 from methods.simcse import SimCSE
 from methods.simcsepp import SimCSEpp
 from methods.whitenedcse import WhitenedCSE
@@ -18,6 +19,7 @@ REGISTRY: dict[str, type[Method]] = {
     "barlow_probe": BarlowProbe,
     "dclr": DCLR,
     "noise_probe": NoiseProbe,
+    "scd": SCD,
     "simcse": SimCSE,
     "simcsepp": SimCSEpp,
     "whitenedcse": WhitenedCSE,

@@ -172,7 +172,9 @@ class EncodeFn(Protocol):
 
     Returns the pooled training feature ``[n, d]`` (before any head), with gradient. With
     ``dropout=False`` every dropout module is off for this call only (the model otherwise stays in
-    training mode) and is back on afterwards.
+    training mode) and is back on afterwards. A float ``dropout=r`` (``0 <= r < 1``) sets every
+    dropout module's rate to ``r`` for this call only (SCD's two views at two rates); ``0.0`` is
+    ``False`` exactly. ``True`` (default) keeps the encoder's own rates.
 
     ``encoder=`` runs the call on another module instead of the run's encoder: a copy of the bound
     encoder (e.g. a momentum key encoder registered with :meth:`Method.register_frozen`), pooled
@@ -184,7 +186,11 @@ class EncodeFn(Protocol):
     hidden_size: int
 
     def __call__(
-        self, batch: dict[str, torch.Tensor], *, dropout: bool = True, encoder: nn.Module | None = None
+        self,
+        batch: dict[str, torch.Tensor],
+        *,
+        dropout: bool | float = True,
+        encoder: nn.Module | None = None,
     ) -> torch.Tensor: ...
 
 

@@ -81,7 +81,11 @@ class CountingEncode:
         self.rows: list[int] = []
 
     def __call__(
-        self, batch: dict[str, torch.Tensor], *, dropout: bool = True, encoder: torch.nn.Module | None = None
+        self,
+        batch: dict[str, torch.Tensor],
+        *,
+        dropout: bool | float = True,
+        encoder: torch.nn.Module | None = None,
     ) -> torch.Tensor:
         self.rows.append(int(batch["input_ids"].shape[0]))
         return self.encode(batch, dropout=dropout, encoder=encoder)
