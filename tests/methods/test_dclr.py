@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from harness.encoder import TrainingEncode, load_encoder
-from harness.errors import ConfigError
+from harness.errors import ConfigError, ModelLoadError
 from methods import REGISTRY, build_params
 from methods.dclr import DCLR, DCLRParams, complementary_weights, dclr_loss, refine_noise
 from methods.losses import cosine_logits, info_nce
@@ -249,3 +249,9 @@ def test_complementary_model_from_a_saved_folder(encoder, tmp_path):
 def test_bad_values_name_the_field(overrides, field):
     with pytest.raises(ConfigError, match=field):
         build_params("dclr", overrides).validate(64)
+
+
+def test_a_missing_complementary_folder_is_a_one_line_user_error(encoder, tmp_path):
+    method = DCLR(DCLRParams(complementary=str(tmp_path / "no-such-run")), encoder.hidden_size)
+    with pytest.raises(ModelLoadError, match="no-such-run"):
+        method.attach(encoder)
