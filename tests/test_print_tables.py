@@ -20,7 +20,15 @@ from pathlib import Path
 import pytest
 from test_reporting import LATEX_DOC, _pdflatex, fill_store, make_data_root
 
-from harness.reporting.tables import RenderedTable, build_tables, latex_layout, render_latex
+from harness.reporting.tables import (
+    Line,
+    RenderedTable,
+    Text,
+    build_tables,
+    latex_escape,
+    latex_layout,
+    render_latex,
+)
 from harness.specs import load_table_spec, load_table_specs
 from harness.store import RunStore
 
@@ -195,3 +203,32 @@ def test_a_table_too_wide_for_a_column_spans_the_page(tmp_path: Path, data_root:
     narrow = [t.name for t in night if not latex_layout(t).wide]  # a column or two: one column
     assert "whitenedcse_table5" in narrow and len(narrow) < len(night)
     assert all(r"\begin{table}[t]" in render_latex(t) for t in night if t.name in narrow)
+
+
+def _tall_table(rows: int) -> RenderedTable:
+    lines: list[Line] = []
+    for i in range(rows):
+        if i and i % 6 == 0:
+            lines.append(Line("rule"))
+        lines.append(Line("quoted", f"Method {i}", [Text(f"{70 + i % 10}.{i:02d}") for _ in range(8)], "†"))
+    header = ["Model", *(f"STS{k}" for k in range(8))]
+    notes = [
+        f"Note {k}: a sentence of some length that explains one more thing about the rows." for k in range(6)
+    ]
+    return RenderedTable("tall", "Paper Table 1", "Tall", "cpu", "tables/tall.toml", header, lines, notes, [])
+
+
+def test_a_table_too_tall_for_a_page_prints_as_two_floats(tmp_path: Path) -> None:
+    tall, short = _tall_table(70), _tall_table(12)
+    assert render_latex(short).count(r"\begin{table") == 1
+    text = render_latex(tall)
+    assert text.count(r"\begin{table") == 2 and text.count(r"\caption{") == 2
+    first, second = text.split(r"\end{table", 1)
+    assert r"\label{tab:tall}" in first and r"\label{tab:tall:2}" in second and ", continued." in second
+    assert "Note 0" not in first and "Note 5" in second  # the notes under the last part
+    for i in range(70):  # every row exactly once, in order
+        assert text.count(f"Method {i}{latex_escape('†')} &") == 1
+    assert text.index("Method 0") < text.index("Method 69")
+    _pdflatex()
+    printed = print_check(text, tmp_path / "tall")
+    assert not printed.problems and printed.scale >= MIN_SCALE and printed.text_pt >= MIN_TEXT_PT

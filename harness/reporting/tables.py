@@ -23,6 +23,7 @@ Nothing here writes files except :func:`write_tables`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from collections.abc import Mapping, Sequence
@@ -526,6 +527,11 @@ TEXT_PT = 455.0
 """The full text width of a two-column paper, in pt, a little under article's 469 (ACL's is 455.2)."""
 FLOAT_PT = 500.0
 """The most height a table's float may take (article's text height is 592 pt, ACL's 666 pt)."""
+TALL_ESTIMATE_PT = 720.0
+"""The estimated height (:func:`_height_pt` at footnotesize, full width) above which a table still
+overflows a page in its most compact setting (footnotesize, no "Runs:" note): the estimate runs
+about a fifth above the printed height there. Such a table prints as two floats
+(:func:`_latex_parts`)."""
 MIN_SCALE = 0.875
 """The most a table is shrunk to fit: 8 pt footnotesize type prints at 7 pt or more."""
 
@@ -688,12 +694,27 @@ def _latex_rows(table: RenderedTable, layout: LatexLayout) -> list[str]:
     return out
 
 
+def _latex_parts(table: RenderedTable, layout: LatexLayout) -> list[list[Line]]:
+    """The table's lines as one float, or as two cut at a section rule when even the most compact
+    setting is too tall for a page (:data:`TALL_ESTIMATE_PT`): the first part takes about half the
+    height, counting the notes, which the second part carries."""
+    lines = list(table.lines)
+    rules = [i for i, ln in enumerate(lines) if ln.kind == "rule"]
+    if layout.runs_note or not rules or _height_pt(table, 8.0, TEXT_PT) <= TALL_ESTIMATE_PT:
+        return [lines]
+    note_lines = sum(-(-text_em(n) * 8.0 // TEXT_PT) for n in table.notes)
+    middle = (len(lines) + note_lines) / 2
+    cut = min(rules, key=lambda i: abs(i - middle))
+    return [lines[:cut], lines[cut + 1 :]]
+
+
 def render_latex(table: RenderedTable) -> str:
     """A ``table`` (one column) or ``table*`` (full width) float with a booktabs ``tabular``.
 
     Needs ``\\usepackage{booktabs}`` and ``\\usepackage{graphicx}``. :func:`latex_layout` picks the
     float and the type size from the table's estimated width; the notes are set in the table's own
-    size; a table still wider than the line (another document class) is shrunk to fit.
+    size; a table still wider than the line (another document class) is shrunk to fit. A table too
+    tall for a page prints as two floats, the second captioned "..., continued." (:func:`_latex_parts`).
     """
     layout = latex_layout(table)
     env = "table*" if layout.wide else "table"
@@ -702,30 +723,40 @@ def render_latex(table: RenderedTable) -> str:
         f"% spec: {table.spec_path}; cites: {table.cites}; profile: {table.profile}",
         "% needs \\usepackage{booktabs} and \\usepackage{graphicx}",
         *(f"% {c}" for c in table.comments),
-        rf"\begin{{{env}}}[t]",
-        r"\centering",
-        rf"\{layout.size}",
-        rf"\setlength{{\tabcolsep}}{{{layout.tabcolsep_pt:g}pt}}",
-        rf"\renewcommand{{\arraystretch}}{{{1.15 if layout.runs_note else 1.0}}}",
-        "% shrunk to \\linewidth only when its natural width exceeds it",
-        r"\setbox0=\hbox{%",
-        r"\begin{tabular}{l" + "c" * (len(table.header) - 1) + "}",
-        r"\toprule",
-        " & ".join(latex_text(h) for h in table.header) + r" \\",
-        r"\midrule",
-        *_latex_rows(table, layout),
-        r"\bottomrule",
-        r"\end{tabular}}%",
-        r"\leavevmode\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\box0\fi",
-        r"\par\smallskip",
-        r"\begin{minipage}{\linewidth}\raggedright",
-        *(latex_text(n) + r"\par" for n in _latex_notes(table, layout)),
-        r"\end{minipage}",
-        rf"\caption{{{latex_text(table.title)} ({latex_text(table.cites)}; "
-        rf"profile {latex_text(table.profile)}).}}",
-        rf"\label{{tab:{table.name}}}",
-        rf"\end{{{env}}}",
     ]
+    parts = _latex_parts(table, layout)
+    caption = f"{latex_text(table.title)} ({latex_text(table.cites)}; profile {latex_text(table.profile)})"
+    for k, lines in enumerate(parts):
+        last = k == len(parts) - 1
+        out += [
+            rf"\begin{{{env}}}[t]",
+            r"\centering",
+            rf"\{layout.size}",
+            rf"\setlength{{\tabcolsep}}{{{layout.tabcolsep_pt:g}pt}}",
+            rf"\renewcommand{{\arraystretch}}{{{1.15 if layout.runs_note else 1.0}}}",
+            "% shrunk to \\linewidth only when its natural width exceeds it",
+            r"\setbox0=\hbox{%",
+            r"\begin{tabular}{l" + "c" * (len(table.header) - 1) + "}",
+            r"\toprule",
+            " & ".join(latex_text(h) for h in table.header) + r" \\",
+            r"\midrule",
+            *_latex_rows(dataclasses.replace(table, lines=lines), layout),
+            r"\bottomrule",
+            r"\end{tabular}}%",
+            r"\leavevmode\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\box0\fi",
+        ]
+        if last:
+            out += [
+                r"\par\smallskip",
+                r"\begin{minipage}{\linewidth}\raggedright",
+                *(latex_text(n) + r"\par" for n in _latex_notes(table, layout)),
+                r"\end{minipage}",
+            ]
+        out += [
+            rf"\caption{{{caption}.}}" if k == 0 else rf"\caption{{{caption}, continued.}}",
+            rf"\label{{tab:{table.name}}}" if k == 0 else rf"\label{{tab:{table.name}:{k + 1}}}",
+            rf"\end{{{env}}}",
+        ]
     return "\n".join(out) + "\n"
 
 
