@@ -7,6 +7,7 @@ Adding a method touches: its module here, this mapping, its docs entry in README
 from __future__ import annotations
 
 from harness.errors import ConfigError, did_you_mean
+from methods.arccse import ArcCSE
 from methods.base import Method, MethodParams
 from methods.ct import ContrastiveTension
 from methods.probes import BarlowProbe, NoiseProbe
@@ -15,6 +16,7 @@ from methods.simcsepp import SimCSEpp
 from methods.whitenedcse import WhitenedCSE
 
 REGISTRY: dict[str, type[Method]] = {
+    "arccse": ArcCSE,
     "barlow_probe": BarlowProbe,
     "ct": ContrastiveTension,
     "noise_probe": NoiseProbe,
