@@ -7,7 +7,9 @@ Adding a method touches: its module here, this mapping, its docs entry in README
 from __future__ import annotations
 
 from harness.errors import ConfigError, did_you_mean
+from methods.arccse import ArcCSE
 from methods.base import Method, MethodParams
+from methods.ct import ContrastiveTension
 from methods.dclr import DCLR
 from methods.probes import BarlowProbe, NoiseProbe
 from methods.scd import SCD
@@ -16,7 +18,9 @@ from methods.simcsepp import SimCSEpp
 from methods.whitenedcse import WhitenedCSE
 
 REGISTRY: dict[str, type[Method]] = {
+    "arccse": ArcCSE,
     "barlow_probe": BarlowProbe,
+    "ct": ContrastiveTension,
     "dclr": DCLR,
     "noise_probe": NoiseProbe,
     "scd": SCD,
