@@ -9,6 +9,7 @@ from __future__ import annotations
 from harness.errors import ConfigError, did_you_mean
 from methods.base import Method, MethodParams
 from methods.consert import ConSERT
+from methods.mocose import MoCoSE
 from methods.probes import BarlowProbe, NoiseProbe
 from methods.simcse import SimCSE
 from methods.simcsepp import SimCSEpp
@@ -17,6 +18,7 @@ from methods.whitenedcse import WhitenedCSE
 REGISTRY: dict[str, type[Method]] = {
     "barlow_probe": BarlowProbe,
     "consert": ConSERT,
+    "mocose": MoCoSE,
     "noise_probe": NoiseProbe,
     "simcse": SimCSE,
     "simcsepp": SimCSEpp,
