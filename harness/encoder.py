@@ -32,6 +32,7 @@ from torch import nn
 
 from harness.choices import POOLERS as POOLERS  # re-exported: the poolers this module implements
 from harness.errors import ConfigError, ModelLoadError
+from methods.base import EmbeddingEdit
 
 KNOWN_HIDDEN_SIZES: dict[str, int] = {
     "bert-base-uncased": 768,
@@ -167,18 +168,37 @@ class SentenceEncoder(nn.Module):
         work (see :func:`cls_only_last_layer`).
         """
         need_hidden = pooler in ("avg_first_last", "avg_top2")
-        shortcut = (
-            cls_only_last_layer(self.model, batch["attention_mask"])
-            if self.cls_shortcut and pooler in ("cls_before_pooler", "cls")
-            else contextlib.nullcontext()
-        )
-        linears = (
-            onednn_linears(self.model)
-            if self.onednn_fp32 and self.device.type == "cpu"
-            else contextlib.nullcontext()
-        )
-        with shortcut, linears:
+        with self._forward_context(batch, pooler):
             outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
+        return self._pool(outputs, batch, pooler)
+
+    def edited_features(
+        self,
+        batch: dict[str, torch.Tensor],
+        pooler: str,
+        edit: EmbeddingEdit,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """:meth:`features` with a method's edits inside the embedding layer (:func:`edited_forward`).
+
+        ``rows`` are the indices the edit's functions see for this batch's rows (default ``0..n-1``;
+        a length bucket passes its rows' indices in the whole call).
+        """
+        need_hidden = pooler in ("avg_first_last", "avg_top2")
+        with self._forward_context(batch, pooler):
+            outputs = edited_forward(self, batch, edit, rows, need_hidden)
+        return self._pool(outputs, batch, pooler)
+
+    def _forward_context(self, batch: dict[str, torch.Tensor], pooler: str) -> contextlib.ExitStack:
+        """The [CLS]-only last layer (CLS poolers) and the oneDNN linears (fp32 on the CPU), as enabled."""
+        stack = contextlib.ExitStack()
+        if self.cls_shortcut and pooler in ("cls_before_pooler", "cls"):
+            stack.enter_context(cls_only_last_layer(self.model, batch["attention_mask"]))
+        if self.onednn_fp32 and self.device.type == "cpu":
+            stack.enter_context(onednn_linears(self.model))
+        return stack
+
+    def _pool(self, outputs: Any, batch: dict[str, torch.Tensor], pooler: str) -> torch.Tensor:
         mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)
         if pooler == "cls_before_pooler":
             return outputs.last_hidden_state[:, 0]
@@ -237,6 +257,59 @@ class SentenceEncoder(nn.Module):
         with torch.no_grad():
             dense.weight.copy_(linear.weight)
             dense.bias.copy_(linear.bias)
+
+
+def edited_forward(
+    encoder: SentenceEncoder,
+    batch: dict[str, torch.Tensor],
+    edit: EmbeddingEdit,
+    rows: torch.Tensor | None,
+    need_hidden: bool,
+) -> Any:
+    """A BERT encoder's forward pass in its parts, with a method's edits inside the embedding layer.
+
+    The word-embedding lookup (or the batch's ``inputs_embeds``) goes through ``edit.words``, the
+    embedding module adds the position and token-type embeddings (``position_ids`` from the batch when
+    it has them), its LayerNorm and its dropout, ``edit.output`` edits that output, and the transformer
+    layers and the pooler run on the result with the attention mask the model itself builds. Without
+    edits this is the model's own call (tests/core/test_encoder.py compares every pooler). The
+    output has the fields :meth:`SentenceEncoder.features` reads (``hidden_states`` when asked).
+    """
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    model: Any = encoder.model
+    table = encoder.word_embeddings()
+    if table is None:
+        raise ConfigError(f"edits inside the embedding layer need a BERT encoder; {encoder.name} is not one")
+    mask = batch["attention_mask"]
+    n = int(mask.shape[0])
+    index = torch.arange(n, device=mask.device) if rows is None else rows
+    words = batch["inputs_embeds"] if "inputs_embeds" in batch else table(batch["input_ids"])
+    if edit.words is not None:
+        words = edit.words(words, mask, index)
+    types, positions = batch.get("token_type_ids"), batch.get("position_ids")
+    hidden = model.embeddings(inputs_embeds=words, token_type_ids=types, position_ids=positions)
+    if edit.output is not None:
+        hidden = edit.output(hidden, mask, index)
+    extended = _attention_mask(model, hidden, mask)
+    states = [hidden]
+    for layer in model.encoder.layer:
+        out = layer(hidden, extended)
+        hidden = out[0] if isinstance(out, tuple) else out
+        states.append(hidden)
+    pooled = model.pooler(hidden) if getattr(model, "pooler", None) is not None else None
+    return BaseModelOutputWithPooling(
+        last_hidden_state=hidden, pooler_output=pooled, hidden_states=tuple(states) if need_hidden else None
+    )
+
+
+def _attention_mask(model: Any, hidden: torch.Tensor, mask: torch.Tensor) -> Any:
+    """The attention mask the model's own forward builds from ``mask`` (Transformers 5 and 4)."""
+    try:
+        from transformers.masking_utils import create_bidirectional_mask
+    except ImportError:  # Transformers 4 before the masking utilities
+        return model.get_extended_attention_mask(mask, tuple(mask.shape))
+    return create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=mask)
 
 
 def _last_layer(model: nn.Module) -> nn.Module | None:
@@ -499,6 +572,11 @@ class TrainingEncode:
 
     ``encoder=`` (a :class:`SentenceEncoder`, e.g. a method's momentum copy of the run's encoder)
     runs one call on that module instead, through the same pooler and length buckets.
+
+    ``embeddings=`` (a :class:`~methods.base.EmbeddingEdit`) edits the call inside the embedding
+    layer (:func:`edited_forward`), bucket by bucket: each bucket's edit functions see that bucket's
+    rows, trimmed to its width, and their indices in the call. A batch may also carry
+    ``position_ids`` ``[n, L]`` (a token shuffle), cut into buckets like every other key.
     """
 
     def __init__(
@@ -517,24 +595,31 @@ class TrainingEncode:
         *,
         dropout: bool | float = True,
         encoder: nn.Module | None = None,
+        embeddings: EmbeddingEdit | None = None,
     ) -> torch.Tensor:
         module = self.encoder if encoder is None else encoder
         if not isinstance(module, SentenceEncoder):
             raise TypeError(f"encode(encoder=...) needs a SentenceEncoder, got {type(module).__name__}")
         if dropout is True:
-            return self._features(batch, module)
+            return self._features(batch, module, embeddings)
         with dropout_rate(module, 0.0 if dropout is False else float(dropout)):
-            return self._features(batch, module)
+            return self._features(batch, module, embeddings)
 
-    def _features(self, batch: dict[str, torch.Tensor], encoder: SentenceEncoder) -> torch.Tensor:
-        n = int(batch["input_ids"].shape[0])
+    def _features(
+        self, batch: dict[str, torch.Tensor], encoder: SentenceEncoder, edit: EmbeddingEdit | None = None
+    ) -> torch.Tensor:
+        n = int(batch["attention_mask"].shape[0])
         buckets = min(self.length_buckets, n)
         if buckets <= 1 or getattr(encoder.tokenizer, "padding_side", "right") != "right":
-            return encoder.features(batch, self.pooler)
+            return (
+                encoder.features(batch, self.pooler)
+                if edit is None
+                else encoder.edited_features(batch, self.pooler, edit)
+            )
         lengths = batch["attention_mask"].sum(dim=1)
         order = torch.argsort(lengths, stable=True)
         table = encoder.word_embeddings() if encoder.one_word_lookup else None
-        words = table(batch["input_ids"]) if table is not None else None
+        words = table(batch["input_ids"]) if table is not None and "input_ids" in batch else None
         parts = []
         for rows in torch.tensor_split(order, buckets):
             width = int(lengths[rows].max())
@@ -543,7 +628,11 @@ class TrainingEncode:
             }
             if words is not None:
                 part["inputs_embeds"] = words[rows, :width]
-            parts.append(encoder.features(part, self.pooler))
+            parts.append(
+                encoder.features(part, self.pooler)
+                if edit is None
+                else encoder.edited_features(part, self.pooler, edit, rows)
+            )
         out = torch.cat(parts)
         return out[torch.argsort(order)]
 

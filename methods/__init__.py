@@ -9,8 +9,10 @@ from __future__ import annotations
 from harness.errors import ConfigError, did_you_mean
 from methods.arccse import ArcCSE
 from methods.base import Method, MethodParams
+from methods.consert import ConSERT
 from methods.ct import ContrastiveTension
 from methods.dclr import DCLR
+from methods.mocose import MoCoSE
 from methods.probes import BarlowProbe, NoiseProbe
 from methods.scd import SCD
 from methods.simcse import SimCSE
@@ -20,8 +22,10 @@ from methods.whitenedcse import WhitenedCSE
 REGISTRY: dict[str, type[Method]] = {
     "arccse": ArcCSE,
     "barlow_probe": BarlowProbe,
+    "consert": ConSERT,
     "ct": ContrastiveTension,
     "dclr": DCLR,
+    "mocose": MoCoSE,
     "noise_probe": NoiseProbe,
     "scd": SCD,
     "simcse": SimCSE,

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -167,6 +167,29 @@ class ContrastiveParams(MethodParams):
         check_positive(self.temperature, "temperature")
 
 
+EmbeddingFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+"""An edit inside the embedding layer: ``(x [n, L, d], attention_mask [n, L], rows [n]) -> [n, L, d]``.
+
+``rows`` are the indices of these rows in the batch the method passed to ``encode`` (a length bucket
+sees a subset, trimmed to its own width ``L``), so a perturbation computed for the whole batch is
+applied as ``x + delta[rows, :L]``."""
+
+
+@dataclass(frozen=True)
+class EmbeddingEdit:
+    """Where a method edits one encoder call inside the embedding layer (``encode(embeddings=...)``).
+
+    Attributes:
+        words: applied to the word-embedding lookup, before the position and token-type embeddings,
+            the embedding LayerNorm and its dropout are added.
+        output: applied to the embedding layer's output (after its LayerNorm and dropout), which
+            the first transformer layer reads.
+    """
+
+    words: EmbeddingFn | None = None
+    output: EmbeddingFn | None = None
+
+
 class EncodeFn(Protocol):
     """What the loop hands a method: one encoder call on a tokenised batch.
 
@@ -181,6 +204,12 @@ class EncodeFn(Protocol):
     with the run's training pooler and cut into the run's length buckets exactly as the run's own
     calls are. Wrap the call in ``torch.no_grad()`` when it needs no gradient (and declare its rows
     in :meth:`MethodParams.no_grad_encoder_rows`).
+
+    ``embeddings=`` (an :class:`EmbeddingEdit`) perturbs this call inside the embedding layer (token
+    or feature cutoff, adversarial noise): the loop runs the embedding module, the method's edit,
+    then the transformer layers and the pooler (BERT encoders only; same pooler and length buckets).
+    A token shuffle needs no edit: the batch may carry ``position_ids`` ``[n, L]``, which the
+    model's embedding module reads. No hook is registered and no module swapped either way.
     """
 
     hidden_size: int
@@ -191,6 +220,7 @@ class EncodeFn(Protocol):
         *,
         dropout: bool | float = True,
         encoder: nn.Module | None = None,
+        embeddings: EmbeddingEdit | None = None,
     ) -> torch.Tensor: ...
 
 

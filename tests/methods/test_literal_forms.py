@@ -10,6 +10,7 @@ import torch
 import methods.probes as probes
 from harness.encoder import TrainingEncode, load_encoder
 from methods import build_params
+from methods.base import EmbeddingEdit
 from methods.losses import cross_correlation, dcl_loss, multi_positive_l2
 from methods.probes import NoiseProbe, NoiseProbeParams
 from methods.whitenedcse import WhitenedCSEParams
@@ -86,9 +87,10 @@ class CountingEncode:
         *,
         dropout: bool | float = True,
         encoder: torch.nn.Module | None = None,
+        embeddings: EmbeddingEdit | None = None,
     ) -> torch.Tensor:
         self.rows.append(int(batch["input_ids"].shape[0]))
-        return self.encode(batch, dropout=dropout, encoder=encoder)
+        return self.encode(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
 
 
 @pytest.mark.parametrize("variant", ["pos_minus_noise", "neg_minus_noise"])

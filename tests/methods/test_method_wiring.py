@@ -104,8 +104,8 @@ class RecordingEncode(TrainingEncode):
         self.outputs: list[torch.Tensor] = []
         encoder.model.register_forward_pre_hook(lambda mod, args: self.rates.append(dropout_rates(mod)))
 
-    def __call__(self, batch, *, dropout=True, encoder=None):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder)
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
         self.outputs.append(out)
         return out
 
@@ -303,8 +303,8 @@ class RowCountingEncode(TrainingEncode):
         self.rows = 0
         self.no_grad_rows = 0
 
-    def __call__(self, batch, *, dropout=True, encoder=None):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder)
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
         if out.requires_grad:
             self.rows += int(batch["input_ids"].shape[0])
         else:
