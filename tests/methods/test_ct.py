@@ -78,8 +78,8 @@ class Recording(TrainingEncode):
         super().__init__(encoder, "avg")
         self.calls: list[tuple[torch.Tensor, bool, bool]] = []
 
-    def __call__(self, batch, *, dropout=True, encoder=None):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder)
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
         self.calls.append((out, dropout, encoder is not None))
         return out
 
