@@ -24,7 +24,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -32,7 +32,9 @@ from torch import nn
 
 from harness.choices import POOLERS as POOLERS  # re-exported: the poolers this module implements
 from harness.errors import ConfigError, ModelLoadError
-from methods.base import EmbeddingEdit
+
+if TYPE_CHECKING:  # the type only: importing the methods package here would import this module again
+    from methods.base import EmbeddingEdit
 
 KNOWN_HIDDEN_SIZES: dict[str, int] = {
     "bert-base-uncased": 768,
