@@ -1,8 +1,20 @@
 """The Ray Tune adapter: the ONLY module of the harness that imports ``ray``.
 
 :func:`run_trials` runs one Tune trial per resolved :class:`~harness.config.RunConfig`. Each trial is
-a function trainable that calls :func:`harness.train.train_run`, which writes the run record into the
-harness's own run store (``runs/records/<run_id>.json``), the only thing tables read.
+a function trainable that calls :func:`harness.train.train_run` on whichever node Ray gives it.
+
+* Records travel through Ray, not through a shared folder: the trial's store is a relay
+  (:class:`TrialStore`) whose saves ride on the trial's Tune reports, and the driver alone writes
+  the run store (``runs/records/<run_id>.json``, the only thing tables read) from its callback, with
+  the store's own rules (attempts; a record sent twice is one record). See :mod:`harness.relay`.
+* Resume checkpoints and ``--save-model`` weights go through Tune's storage (``storage_dir``: a
+  folder or a pyarrow URI; default ``<runs>/tune``): each resume checkpoint is reported with
+  ``tune.report(..., checkpoint=...)``; a trial Tune retries (``max_failures``, e.g. after its node
+  was lost) starts from ``tune.get_checkpoint()``, on any node that reaches the storage; a grid
+  started again after its driver was killed hands each run the checkpoint the driver noted
+  (``<runs>/resume/<run_id>.json``). A finished run's last checkpoint is its saved encoder (the driver
+  fetches it into ``<runs>/checkpoints/<run_id>``) or a small marker, so Tune (``num_to_keep=1``)
+  drops its resume checkpoint.
 
 * Live curves: the real trial body reports every evaluation point through Tune (step, loss, STS-B
   dev, alignment, uniformity, elapsed), then once more at its end (status, best STS-B dev, work
@@ -11,13 +23,13 @@ harness's own run store (``runs/records/<run_id>.json``), the only thing tables 
   ``tensorboard --logdir`` on it shows every run's curves while the grid runs. ``--track mlflow`` /
   ``wandb`` add Ray's own MLflow and Weights & Biases callbacks (:mod:`harness.tracking`).
 * Ray starts locally with every CPU and GPU it sees, or connects to ``address`` (an existing
-  cluster; records then need storage every node shares). ``smoke=True`` starts a small local Ray
-  (no GPUs) for tests and CI.
+  cluster; no node needs the driver's runs folder, every node reads the data root at the driver's
+  path). ``smoke=True`` starts a small local Ray (no GPUs) for tests and CI.
 * Resources per trial: ``cpus_per_trial`` CPUs (also the trial's torch thread count) and
   ``gpus_per_trial`` GPUs (fractions share a GPU between small trials; default 1 when Ray sees a
-  GPU, else 0).
-* A failing trial does not stop the others (``max_failures=0``, ``fail_fast=False``). ``train_run``
-  records its own failures; a trial that dies before or outside it (an import error, a worker
+  GPU, else 0), plus ``trial_resources`` (custom Ray resources: trials go only to nodes offering them).
+* A failing trial does not stop the others (``fail_fast=False``; no retry unless ``max_failures``).
+  ``train_run`` records its own failures; a trial that dies before or outside it (an import error, a worker
   killed for memory) gets a ``failed`` record written by the trial wrapper or, failing that, by the
   driver, with the reason.
 * Memory: a CPU trial also asks Ray for the host memory it needs at its peak
@@ -32,8 +44,9 @@ harness's own run store (``runs/records/<run_id>.json``), the only thing tables 
 * Progress: a line per trial start and end, per evaluation point and at least every 30 s (done /
   running / failed / remaining, with an ETA from the cost model's estimates), written by
   :class:`harness.progress.GridProgress`; ``_Progress`` only adapts it to Tune's callbacks.
-* Each trial gets one frozen :class:`TrialSpec` (data root, store root, device, threads, the train
-  function) and its :class:`~harness.config.RunConfig` itself, already validated by the grid.
+* Each trial gets one frozen :class:`TrialSpec` (data root, device, threads, the train function) and
+  its :class:`~harness.config.RunConfig` itself, already validated by the grid; it works in a folder
+  of its own, ``<tmp>/harness-trial-<worker pid>-*`` on its node, removed when it ends.
 * Record bookkeeping (a ``failed`` record for a trial that died, ``interrupted`` marks) lives in
   :mod:`harness.bookkeeping`; SIGTERM handling in :mod:`harness.signals`.
 * Resuming is the grid's job: killed and started again, it skips runs with a finished record
@@ -65,7 +78,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.atomic import MIN_FREE_BYTES, WriteError, free_bytes, write_json
 from harness.bookkeeping import ensure_failed_record, mark_interrupted, short_error
-from harness.cleanup import TEMP_PREFIX, remove_stale_temp_dirs
+from harness.cleanup import TEMP_PREFIX, TRIAL_PREFIX, remove_stale_temp_dirs, remove_stale_trial_dirs
 from harness.errors import ConfigError, HarnessError
 from harness.progress import (
     GridInterrupted,
@@ -250,7 +263,8 @@ def _trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
 
     entry = tune_config["run_entry"]
     config: RunConfig = entry["run"]  # validated by the grid: trusted as it is
-    root = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-trial-"))
+    remove_stale_trial_dirs()
+    root = Path(tempfile.mkdtemp(prefix=f"{TRIAL_PREFIX}{os.getpid()}-"))
     store = TrialStore(root, spec.cache_root(), config.run_id())
     try:
         _restore_checkpoint(store, entry.get("resume_from"))
@@ -267,10 +281,15 @@ def _trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
         finally:
             release_freed()
         store.save(record)  # a fake train_fn may return a record it did not save
-        store.report(
-            {"best_stsb_dev": record.get("best_stsb_dev"), "model": spec.save_model or None},
-            checkpoint=_final_checkpoint(store, spec.save_model),
-        )
+        final = {"best_stsb_dev": record.get("best_stsb_dev")}
+        checkpoint = _final_checkpoint(store, spec.save_model)
+        try:
+            store.report({**final, "model": spec.save_model or None}, checkpoint=checkpoint)
+        except RuntimeError as exc:  # Ray refuses this node the storage: the record comes back alone
+            if checkpoint is None or "storage" not in str(exc):
+                raise
+            store.pending = True
+            store.report(final)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -348,6 +367,7 @@ class _Progress(GridProgress, tune.Callback):
         if record is None:
             return
         run_id = record["run_id"]
+        record.pop("checkpoint", None)  # the trial's own folder: no path of this machine
         if result.get("model") and record.get("status") == "finished":
             record["checkpoint"] = str(self.store.checkpoint_dir(run_id))  # fetched by on_checkpoint
         try:
@@ -397,6 +417,13 @@ class _Progress(GridProgress, tune.Callback):
             self.trial_failed(_entry(trial)["run"], self.unwritable[str(run_id)])
             return
         self.trial_finished(run_id, trial.last_result or {})
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        """A failed trial Tune runs again (``--max-failures``): from its last resume checkpoint."""
+        run_id = str(_entry(trial).get("run_id"))
+        self.running = max(0, self.running - 1)
+        self.live.pop(run_id, None)
+        self.line(f"retrying {run_id}: {short_error(_trial_error_text(trial))}")
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         reason = short_error(_trial_error_text(trial)).replace("harness.atomic.WriteError", "WriteError")
@@ -879,7 +906,7 @@ def _fit(
     progress.unwritable = {}
     if not request.remote_storage():
         request.storage(store).mkdir(parents=True, exist_ok=True)
-    _warn_local_storage(request)
+    _warn_local_storage(request, store)
     name = f"{request.name}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
     report.tune_dir = None if request.remote_storage() else request.storage(store).resolve() / name
     report.watch = request.tracking.lines() if request.tracking else []
@@ -911,16 +938,15 @@ def _earlier_checkpoints(store: RunStore, configs: Sequence[RunConfig]) -> dict[
     return {run_id: note for run_id, note in notes.items() if note is not None}
 
 
-def _warn_local_storage(request: GridRequest) -> None:
+def _warn_local_storage(request: GridRequest, store: RunStore) -> None:
     """On a cluster of several nodes, a local storage folder reaches only this node: say what that
     costs (Ray refuses checkpoints from the other nodes; records still come back)."""
-    if request.smoke or request.address is None or request.remote_storage():
-        return
+    if request.smoke or request.address is None or request.storage_dir is not None:
+        return  # a local grid, or a storage the user chose (a shared mount or a URI)
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     if len(nodes) > 1:
         request.log(
-            f"note: {len(nodes)} Ray nodes and Tune's storage is a local folder "
-            f"({request.storage_dir or 'RUNS/tune'}): "
+            f"note: {len(nodes)} Ray nodes and Tune's storage is this machine's {request.storage(store)}: "
             "trials on other nodes keep no resume checkpoint and --save-model needs --storage on "
             "shared storage or a URI (s3://, gs://) every node reaches; records come back either way"
         )
