@@ -346,3 +346,49 @@ def test_a_heartbeat_line_comes_while_a_trial_trains_between_its_reports(
     assert report.finished == 1
     beats = [ln for ln in lines if "| running: " in ln]
     assert beats and all(f"| running: {config.run_id()} starting" in ln for ln in beats), lines
+
+
+def model_train(
+    config: Any,
+    data_root: Path,
+    store: RunStore,
+    *,
+    device: str,
+    num_threads: int,
+    save_checkpoint: bool = False,
+) -> dict[str, Any]:
+    """Finishes at once; with ``save_checkpoint`` it leaves a (fake) encoder where train_run would."""
+    record = dict(new_record(config))
+    if save_checkpoint:
+        folder = store.checkpoint_dir(config.run_id())
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps({"run": config.run_id()}))
+        record["checkpoint"] = str(folder)
+    record.update(status="finished", final={"sts": {"avg": 42.0}}, best_stsb_dev=40.0)
+    store.save(record)
+    store.save(record)  # saved twice, as a retried report would bring it: one record
+    return record
+
+
+def test_saved_encoders_come_back_through_tunes_storage(ray_up: float, tmp_path: Path) -> None:
+    """A trial's store is its own folder: its record and its saved encoder reach the driver's runs
+    folder through Ray (the report, the storage), and nothing else of the trial's is left there."""
+    data_root = _smoke_data(tmp_path)
+    configs = [r.config for r in expand([load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke",
+                                         data_root=data_root).runs]  # fmt: skip
+    store = RunStore(tmp_path / "runs")
+    storage = tmp_path / "elsewhere"
+    report = tune.run_trials(
+        configs, data_root, store, smoke=True, train_fn=model_train, save_model=True, storage_dir=storage
+    )
+    assert report.finished == 2, report.failed
+    for config in configs:
+        record = store.load(config.run_id())
+        assert record is not None and record["status"] == "finished"
+        assert store.attempts(config.run_id()) == []
+        assert record["checkpoint"] == str(store.checkpoint_dir(config.run_id()))
+        saved = json.loads((store.checkpoint_dir(config.run_id()) / "config.json").read_text())
+        assert saved == {"run": config.run_id()}
+    assert sorted(p.name for p in store.root.iterdir()) == ["checkpoints", "records"]
+    assert not list(storage.rglob("config.json"))  # Tune's copy of a local storage is not kept twice
+    assert report.tune_dir is not None and report.tune_dir.parent == storage.resolve()
