@@ -197,8 +197,9 @@ class TrialStore(RunStore):
     (the resume checkpoint as it is written, the saved model before it is handed to Tune) stay in a
     folder of the trial's own on whatever node runs it.
 
-    Every :meth:`save` of the record is kept and sent with the next report: an evaluation point
-    (:meth:`point`), a resume checkpoint (:meth:`checkpointed`) or the trial's end (:meth:`report`).
+    The first :meth:`save` of the record (the run starts) is reported at once; every later one is
+    kept and sent with the next report: an evaluation point (:meth:`point`), a resume checkpoint
+    (:meth:`checkpointed`) or the trial's end (:meth:`report`).
     """
 
     def __init__(self, root: Path, cache_root: Path, run_id: str) -> None:
@@ -213,8 +214,11 @@ class TrialStore(RunStore):
     def save(self, record: Mapping[str, Any]) -> Path:
         from harness.relay import decode_record, encode_record
 
+        first = self.last is None
         self.last = decode_record(encode_record(record))  # a copy, as the store would read it back
         self.pending = True
+        if first:  # the run has started: the driver's store says so at once, as it always did
+            self.report()
         return self.path(str(record.get("run_id")))
 
     def load(self, run_id: str) -> dict[str, Any] | None:
