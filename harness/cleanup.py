@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 TEMP_PREFIX = "harness-ray-"
+TRIAL_PREFIX = "harness-trial-"
+"""A grid trial's own folder on its node: ``<tmp>/harness-trial-<worker pid>-*`` (see harness.tune)."""
 
 
 def remove_stale_temp_dirs(root: Path | None = None) -> list[Path]:
@@ -30,6 +32,19 @@ def remove_stale_temp_dirs(root: Path | None = None) -> list[Path]:
         stop_processes(pids_using(path))
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
+    return removed
+
+
+def remove_stale_trial_dirs(root: Path | None = None) -> list[Path]:
+    """Remove the trial folders on this node whose Ray worker is gone (a worker killed mid-run: its
+    resume checkpoint is in Ray Tune's storage, this copy is of no use)."""
+    root = Path(root) if root is not None else Path(tempfile.gettempdir())
+    removed = []
+    for path in root.glob(f"{TRIAL_PREFIX}*-*"):
+        pid_text = path.name[len(TRIAL_PREFIX) :].split("-", 1)[0]
+        if pid_text.isdigit() and not _pid_alive(int(pid_text)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
     return removed
 
 

@@ -49,10 +49,15 @@ class RunStore:
 
     Args:
         root: the store folder; created on the first write.
+
+    Attributes:
+        cache_root: where runs keep what they share (the step-0 probe cache): ``root``, except in a
+            grid's trial, whose store is a relay (:mod:`harness.tune`).
     """
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
+        self.cache_root = self.root
 
     @property
     def records_dir(self) -> Path:

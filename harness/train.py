@@ -62,6 +62,9 @@ Log = Callable[[str], None]
 PointHook = Callable[[Mapping[str, Any]], None]
 """``on_point(point)``: one evaluation point, as the trajectory has it plus ``total_steps`` and
 ``best_stsb_dev`` (the best so far)."""
+CheckpointHook = Callable[[Path, int], None]
+"""``on_checkpoint(path, step)``: the resume checkpoint of ``step`` was just written to ``path`` (a grid's
+trial hands it to Ray Tune's storage)."""
 RESERVED_KEYS: frozenset[str] = frozenset({"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s"})
 EMBED_BATCH = 128
 
@@ -363,6 +366,7 @@ def train_run(
     save_checkpoint: bool = False,
     resume: bool = True,
     on_point: PointHook | None = None,
+    on_checkpoint: CheckpointHook | None = None,
 ) -> RunRecord:
     """Train and evaluate one run; return its record (also saved to ``store`` when given).
 
@@ -384,6 +388,7 @@ def train_run(
         resume: continue from the run's resume checkpoint when there is one.
         on_point: called after every evaluation point (the record saved) with the trajectory point,
             ``total_steps`` and the ``best_stsb_dev`` so far (Ray Tune's trials report it live).
+        on_checkpoint: called with the resume checkpoint's path and step after each one is written.
 
     Returns:
         The run record (see :mod:`harness.store`), with ``status: finished``.
@@ -398,6 +403,7 @@ def train_run(
         config, data_root, store, device=device, log=log, save_checkpoint=save_checkpoint, resume=resume
     )
     run.on_point = on_point
+    run.on_checkpoint = on_checkpoint
     return run.execute(num_threads)
 
 
@@ -467,7 +473,7 @@ class TrainingRun:
         self.run_id = self.record["run_id"]
         self.wall0 = time.perf_counter()  # the record's wall time
         self.resume_path = ckpt.checkpoint_path(store.root, config.run_id()) if store is not None else None
-        self.probe_cache = ProbeCache(store.root / PROBE_CACHE_DIR) if store is not None else None
+        self.probe_cache = ProbeCache(store.cache_root / PROBE_CACHE_DIR) if store is not None else None
         self.best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
         self.train_time = 0.0
         self.eval_time = 0.0
@@ -476,6 +482,7 @@ class TrainingRun:
         self.pending_loss: list[float] = []
         self.pending_metrics: dict[str, list[float]] = {}
         self.on_point: PointHook | None = None  # told of every evaluation point (train_run's hook)
+        self.on_checkpoint: CheckpointHook | None = None  # told of every resume checkpoint written
 
     # -- the shell ------------------------------------------------------------------------------
     def save(self) -> None:
@@ -740,6 +747,8 @@ class TrainingRun:
             eval_time=self.eval_time,
         )
         ckpt.save_checkpoint(self.resume_path, state)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(self.resume_path, step)
 
     # -- final evaluation ------------------------------------------------------------------------
     def final_evaluation(self) -> None:

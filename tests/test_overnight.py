@@ -191,7 +191,8 @@ def test_sigkill_of_the_driver_at_a_random_moment_then_rerun(small_root: Path, t
     freeze_session(grid.pid)
     before = {r["run_id"]: r for r in RunStore(runs).records()}
     finished_before = {k: r["started_at"] for k, r in before.items() if r["status"] == "finished"}
-    checkpointed = {p.stem for p in (runs / "resume").glob("*.pt")} - set(finished_before)
+    # the driver notes each run's last resume checkpoint (kept in Ray Tune's storage) in resume/
+    checkpointed = {p.stem for p in (runs / "resume").glob("*.json")} - set(finished_before)
     print(f"finished before the kill: {sorted(finished_before)}; checkpointed: {sorted(checkpointed)}")
 
     again = start_grid(runs, small_root)
@@ -212,7 +213,8 @@ def test_sigkill_of_the_driver_at_a_random_moment_then_rerun(small_root: Path, t
             assert record["started_at"] == finished_before[record["run_id"]]
         if record["run_id"] in checkpointed:  # killed after an evaluation point: continued from it
             assert record.get("resumed_from_step", 0) >= 2, record["run_id"]
-    assert not list((runs / "resume").glob("*.pt"))  # checkpoints go when their run finishes
+    assert not list((runs / "resume").glob("*.json"))  # checkpoints go when their run finishes
+    assert not list((runs / "tune").glob("*/*/checkpoint_*/*.pt"))
     assert f"{len(finished_before)} already finished, {2 - len(finished_before)} to run" in out
     assert not list(Path(tempfile.gettempdir()).glob(f"harness-ray-{grid.pid}-*"))
     assert not leftovers, f"the killed driver's Ray processes were not stopped: {leftovers}"

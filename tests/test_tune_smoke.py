@@ -34,8 +34,10 @@ def ray_up() -> Iterator[float]:
 def fake_train(
     config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int
 ) -> dict[str, Any]:
-    """Behaves as store/behaviour.json says for this run: ok, raise, or exit (the worker dies)."""
-    behaviour = json.loads((Path(store.root) / "behaviour.json").read_text()).get(config.run_id(), "ok")
+    """Behaves as <data root>/behaviour.json says for this run: ok, raise, or exit (the worker dies).
+
+    (The data root, not the store: a trial's store is its own folder, its records go to the driver.)"""
+    behaviour = json.loads((Path(data_root) / "behaviour.json").read_text()).get(config.run_id(), "ok")
     record = dict(new_record(config))
     store.save(record)  # "running", as train_run does first
     if behaviour == "raise":
@@ -61,7 +63,7 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     done["status"] = "finished"
     store.save(done)
     store.save(new_record(plan.runs[1].config))
-    (store.root / "behaviour.json").write_text(json.dumps({ids[2]: "raise", ids[3]: "exit"}))
+    (data_root / "behaviour.json").write_text(json.dumps({ids[2]: "raise", ids[3]: "exit"}))
 
     pending = attach_status(plan, store).pending()
     assert [r.run_id for r in pending] == ids[1:]
@@ -84,7 +86,7 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     assert (store.root / "tune").is_dir()  # Tune's folder stays under the runs dir
 
     # resume: failed runs are retried by default; the finished ones are not touched
-    (store.root / "behaviour.json").write_text("{}")
+    (data_root / "behaviour.json").write_text("{}")
     pending = attach_status(expand(specs, "smoke", seeds=2, data_root=data_root), store).pending()
     assert [r.run_id for r in pending] == ids[2:]
     report = tune.run_trials(
@@ -211,12 +213,12 @@ def _smoke_data(tmp_path: Path) -> Path:
 def timed_train(
     config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int
 ) -> dict[str, Any]:
-    """Finishes after 3 s and notes when it ran (``span-<run id>.json`` in the store)."""
+    """Finishes after 3 s and notes when it ran (``span-<run id>.json`` in the data root)."""
     import time
 
     start = time.time()
     time.sleep(3.0)
-    (Path(store.root) / f"span-{config.run_id()}.json").write_text(json.dumps([start, time.time()]))
+    (Path(data_root) / f"span-{config.run_id()}.json").write_text(json.dumps([start, time.time()]))
     record = dict(new_record(config))
     record.update(status="finished", final={"sts": {"avg": 42.0}}, best_stsb_dev=40.0)
     store.save(record)
@@ -247,7 +249,7 @@ def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
             configs, data_root, store, smoke=True, train_fn=timed_train, log=lines.append
         )
         assert report.finished == 2, report.failed
-        spans = [json.loads(p.read_text()) for p in store.root.glob("span-*.json")]
+        spans = [json.loads(p.read_text()) for p in data_root.glob("span-*.json")]
         overlap = min(end for _, end in spans) > max(start for start, _ in spans)
         return overlap, lines
 
@@ -344,3 +346,49 @@ def test_a_heartbeat_line_comes_while_a_trial_trains_between_its_reports(
     assert report.finished == 1
     beats = [ln for ln in lines if "| running: " in ln]
     assert beats and all(f"| running: {config.run_id()} starting" in ln for ln in beats), lines
+
+
+def model_train(
+    config: Any,
+    data_root: Path,
+    store: RunStore,
+    *,
+    device: str,
+    num_threads: int,
+    save_checkpoint: bool = False,
+) -> dict[str, Any]:
+    """Finishes at once; with ``save_checkpoint`` it leaves a (fake) encoder where train_run would."""
+    record = dict(new_record(config))
+    if save_checkpoint:
+        folder = store.checkpoint_dir(config.run_id())
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps({"run": config.run_id()}))
+        record["checkpoint"] = str(folder)
+    record.update(status="finished", final={"sts": {"avg": 42.0}}, best_stsb_dev=40.0)
+    store.save(record)
+    store.save(record)  # saved twice, as a retried report would bring it: one record
+    return record
+
+
+def test_saved_encoders_come_back_through_tunes_storage(ray_up: float, tmp_path: Path) -> None:
+    """A trial's store is its own folder: its record and its saved encoder reach the driver's runs
+    folder through Ray (the report, the storage), and nothing else of the trial's is left there."""
+    data_root = _smoke_data(tmp_path)
+    configs = [r.config for r in expand([load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke",
+                                         data_root=data_root).runs]  # fmt: skip
+    store = RunStore(tmp_path / "runs")
+    storage = tmp_path / "elsewhere"
+    report = tune.run_trials(
+        configs, data_root, store, smoke=True, train_fn=model_train, save_model=True, storage_dir=storage
+    )
+    assert report.finished == 2, report.failed
+    for config in configs:
+        record = store.load(config.run_id())
+        assert record is not None and record["status"] == "finished"
+        assert store.attempts(config.run_id()) == []
+        assert record["checkpoint"] == str(store.checkpoint_dir(config.run_id()))
+        saved = json.loads((store.checkpoint_dir(config.run_id()) / "config.json").read_text())
+        assert saved == {"run": config.run_id()}
+    assert sorted(p.name for p in store.root.iterdir()) == ["checkpoints", "records"]
+    assert not list(storage.rglob("config.json"))  # Tune's copy of a local storage is not kept twice
+    assert report.tune_dir is not None and report.tune_dir.parent == storage.resolve()

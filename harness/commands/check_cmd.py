@@ -7,8 +7,10 @@ up with its input is listed as ``file:line``), the corpora (read and validated a
 encoders (packaged, random, a local folder, or a hub name found in the local Hugging Face cache:
 never downloaded, never waited on when offline) with their hidden sizes, the runs folder (writable,
 not held by another grid), free disk, GPUs, and with ``--address`` the Ray cluster (reachable, its
-CPUs and GPUs against the per-trial request). Every problem goes into one list; the exit status is 1
-when there is any, else 0.
+CPUs and GPUs against the per-trial request) and every alive node of it, visited by a task pinned to
+it (:func:`node_facts`): the same data and model checks on that node, at the data root's path the
+trials will get (the driver's), its CPUs, GPUs and memory, and its torch and harness versions against
+this machine's. Every problem goes into one list; the exit status is 1 when there is any, else 0.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", nargs="+", metavar="SPEC", help="table spec(s), as for harness grid")
     add_common_report_arguments(parser)
     parser.add_argument("--seeds", type=int, default=1, help="seeds per run (default 1)")
-    parser.add_argument("--address", default=None, help="Ray cluster address to check (HOST:PORT)")
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster address to check (HOST:PORT); every node's data, models and versions too",
+    )
     parser.add_argument("--gpus-per-trial", type=float, default=None, help="GPUs per trial to check")
     parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs per trial to check")
     add_override_arguments(parser)
@@ -157,23 +163,90 @@ def check_gpus(gpus_per_trial: float | None, report: Report) -> None:
         report.note("no CUDA GPU here: trials run on the CPU")
 
 
-def check_ray(address: str, cpus: int, gpus: float | None, report: Report) -> None:
+def check_ray(
+    address: str, cpus: int, gpus: float | None, report: Report, needs: NodeNeeds | None = None
+) -> None:
+    """The cluster at ``address``: reachable, its CPUs and GPUs against the per-trial request, and
+    every alive node visited (:func:`node_facts`): its data, models and versions against this one's."""
     from harness.errors import HarnessError
 
     try:
-        from harness.tune import check_address, cluster_resources
+        from harness.tune import check_address, visit_nodes
 
         check_address(address)
-        resources = cluster_resources(address)
+        resources, visits = visit_nodes(address, node_facts, needs or NodeNeeds())
     except HarnessError as exc:
         report.problem(str(exc))
         return
     have_cpu, have_gpu = float(resources.get("CPU", 0)), float(resources.get("GPU", 0))
-    report.ok(f"Ray at {address}: {have_cpu:g} CPU(s), {have_gpu:g} GPU(s)")
+    report.ok(f"Ray at {address}: {have_cpu:g} CPU(s), {have_gpu:g} GPU(s), {len(visits)} node(s)")
     if cpus > have_cpu:
         report.problem(f"--cpus-per-trial {cpus} is more than the cluster's {have_cpu:g} CPU(s)")
     if gpus is not None and gpus > have_gpu:
         report.problem(f"--gpus-per-trial {gpus:g} is more than the cluster's {have_gpu:g} GPU(s)")
+    mine = node_facts(NodeNeeds())  # this machine's versions
+    for visit in visits:
+        _report_node(visit, mine, report)
+
+
+@dataclass(frozen=True)
+class NodeNeeds:
+    """What every node must have for the grid: the data root as the trials get it (the driver's
+    path), the planned runs (their corpora, batch sizes, final tasks) and their encoders."""
+
+    data_root: str | None = None
+    configs: tuple[Any, ...] = ()
+    models: tuple[str, ...] = ()
+
+
+def node_facts(needs: NodeNeeds) -> dict[str, Any]:
+    """Run on one Ray node (a task pinned to it): what that node lacks of ``needs`` (the same checks
+    and readers as the driver's own check) and what it runs: torch, the harness, GPUs, memory."""
+    import os
+
+    import torch
+
+    import harness
+    from harness.provenance import code_version
+    from harness.train import read_corpus
+
+    report = Report()
+    if needs.data_root is not None:
+        root = Path(needs.data_root)
+        if root.is_dir():
+            _check_data(root, list(needs.configs), report, read_corpus)
+        else:
+            report.problem(f"data root not found: {root}")
+    for model in needs.models:
+        check_model(model, report)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
+    return {
+        "problems": report.problems,
+        "torch": torch.__version__,
+        "harness": f"{harness.__version__} ({code_version()})",
+        "cuda_gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        "memory_bytes": int(memory),
+        "cpus": os.cpu_count() or 0,
+    }
+
+
+def _report_node(visit: dict[str, Any], mine: dict[str, Any], report: Report) -> None:
+    """One node's lines: its resources, then each thing it lacks or runs differently."""
+    name = f"node {visit['ip']} ({str(visit['node_id'])[:8]})"
+    if "error" in visit:
+        report.problem(f"{name}: the check could not run there: {visit['error']}")
+        return
+    facts, res = visit["result"], visit["resources"]
+    report.ok(
+        f"{name}: Ray gives {res.get('CPU', 0):g} CPU(s), {res.get('GPU', 0):g} GPU(s), "
+        f"{res.get('memory', 0) / 2**30:.1f} GB; the machine has {facts['cpus']} CPU(s), "
+        f"{facts['cuda_gpus']} CUDA GPU(s), {facts['memory_bytes'] / 2**30:.1f} GB; torch {facts['torch']}"
+    )
+    for text in facts["problems"]:
+        report.problem(f"{name}: {text}")
+    for key in ("torch", "harness"):
+        if facts[key] != mine[key]:
+            report.problem(f"{name}: {key} {facts[key]} differs from this machine's {mine[key]}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -193,13 +266,19 @@ def run(args: argparse.Namespace) -> int:
     print(f"harness check: {', '.join(s.name for s in specs)} under profile {profile}")
     plan = _plan(args, specs, profile, overrides, data_root, report)
     store = RunStore(args.runs_dir)
+    configs: list[Any] = []
     if plan is not None:
-        _check_plan(plan, store, data_root, report)
+        configs = _check_plan(plan, store, data_root, report)
     _check_runs_folder(store, report)
     check_disk(Path(args.runs_dir), report)
     check_gpus(args.gpus_per_trial, report)
     if args.address:
-        check_ray(args.address, args.cpus_per_trial, args.gpus_per_trial, report)
+        needs = NodeNeeds(
+            data_root=str(data_root.resolve()) if data_root is not None else None,
+            configs=tuple(configs),
+            models=tuple(sorted({str(c.model) for c in configs})),
+        )
+        check_ray(args.address, args.cpus_per_trial, args.gpus_per_trial, report, needs)
     return _print_report(report)
 
 
@@ -250,8 +329,9 @@ def _plan(
         return None
 
 
-def _check_plan(plan: Any, store: Any, data_root: Path | None, report: Report) -> None:
-    """The plan's state in the store, its unresolved cells, and the data and models its runs use."""
+def _check_plan(plan: Any, store: Any, data_root: Path | None, report: Report) -> list[Any]:
+    """The plan's state in the store, its unresolved cells, and the data and models its runs use;
+    returns the configs it checked (what every node of a cluster must also have)."""
     from harness.commands.grid_cmd import distrust_scoreless
     from harness.grid import attach_status
     from harness.train import read_corpus
@@ -278,6 +358,7 @@ def _check_plan(plan: Any, store: Any, data_root: Path | None, report: Report) -
             _estimate(pending, sizes, report)
     for model in sorted({str(c.model) for c in configs}):
         check_model(model, report)
+    return list(configs)
 
 
 def _print_report(report: Report) -> int:

@@ -70,6 +70,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (and torch threads) per trial")
     parser.add_argument(
+        "--trial-resources",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="a custom Ray resource every trial asks for (repeatable), e.g. worker_node=1 to run trials "
+        "only on the nodes started with --resources '{\"worker_node\": 1}'",
+    )
+    parser.add_argument(
+        "--storage",
+        default=None,
+        help="Ray Tune's storage for curves, resume checkpoints and --save-model weights: a folder every "
+        "node reaches, or a URI (s3://bucket/path, gs://...); default RUNS/tune (this machine only)",
+    )
+    parser.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        help="retries of a failed trial (a lost node): it resumes from its last checkpoint (default 0)",
+    )
+    parser.add_argument(
         "--save-model",
         action="store_true",
         help="keep each run's best checkpoint under RUNS/checkpoints/ (for `harness export`)",
@@ -183,11 +203,19 @@ def check_options(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
     ``--dry-run`` and check alike): one error line, exit 2."""
     from harness.commands.common import check_environment, check_threads
     from harness.grid import check_seed_count
-    from harness.resources import check_resource_request
+    from harness.resources import (
+        check_max_failures,
+        check_resource_request,
+        check_storage,
+        parse_trial_resources,
+    )
 
     check_finite_overrides(overrides, "override")
     check_seed_count(args.seeds)
     check_resource_request(args.cpus_per_trial, args.gpus_per_trial)
+    parse_trial_resources(getattr(args, "trial_resources", None))
+    check_max_failures(getattr(args, "max_failures", 0))
+    check_storage(getattr(args, "storage", None))
     check_threads(overrides.get("threads"))
     check_environment()
 
@@ -261,6 +289,7 @@ def run_pending(
     """
     from harness.grid import complete_for
     from harness.progress import GridInterrupted, GridStopped
+    from harness.resources import parse_trial_resources
     from harness.signals import sigterm_as_interrupt
     from harness.tune import run_trials
 
@@ -278,6 +307,9 @@ def run_pending(
                 cpus_per_trial=args.cpus_per_trial,
                 smoke=args.smoke,
                 save_model=args.save_model,
+                storage_dir=args.storage,
+                max_failures=args.max_failures,
+                trial_resources=parse_trial_resources(args.trial_resources),
                 name=grid_name(grid.specs),
                 estimates={c.run_id(): model.run_seconds(c) for c in ordered},
                 steps_shares=steps_shares(model, ordered),
