@@ -706,7 +706,7 @@ def render_latex(table: RenderedTable) -> str:
         r"\centering",
         rf"\{layout.size}",
         rf"\setlength{{\tabcolsep}}{{{layout.tabcolsep_pt:g}pt}}",
-        rf"\renewcommand{{\arraystretch}}{{{1.15 if layout.runs_note else 1.0}}}",
+        rf"\renewcommand{{\arraystretch}}{{{1.15 if layout.runs_note else 0.92}}}",  # crowded: tighter
         "% shrunk to \\linewidth only when its natural width exceeds it",
         r"\setbox0=\hbox{%",
         r"\begin{tabular}{l" + "c" * (len(table.header) - 1) + "}",
