@@ -13,7 +13,7 @@ from typing import Literal
 Pooler = Literal["cls_before_pooler", "cls", "avg", "avg_first_last", "avg_top2"]
 FinalTasks = Literal["sts", "transfer", "all", "none"]
 TransferMode = Literal["fasttest", "test"]
-PostWhiten = Literal["none", "zca", "pca"]
+PostWhiten = Literal["none", "zca", "pca", "flow", "flow_glow"]
 Precision = Literal["fp32", "bf16"]
 
 POOLERS: tuple[str, ...] = typing.get_args(Pooler)
@@ -22,6 +22,9 @@ MLP head is copied into it, as SimCSE's checkpoint converter does)."""
 FINAL_TASKS: tuple[str, ...] = typing.get_args(FinalTasks)
 TRANSFER_MODES: tuple[str, ...] = typing.get_args(TransferMode)
 POST_WHITEN: tuple[str, ...] = typing.get_args(PostWhiten)
+"""Post-processing of the evaluation embeddings, fitted on corpus sentences: BERT-whitening (``zca``,
+``pca``: :mod:`methods.whitening`) or BERT-flow (``flow``: the released code's flow, ``flow_glow``:
+Glow's reading of it; :mod:`methods.flow`)."""
 PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
 
 __all__ = [

@@ -85,8 +85,10 @@ class RunSettings:
         eval_pooler: the pooler of every evaluation (dev probe and final tasks).
         final_tasks: what the best checkpoint is evaluated on at the end.
         transfer_mode: SentEval parameter set of the transfer tasks.
-        post_whiten: BERT-whitening of the evaluation embeddings (estimated on corpus sentences).
-        post_whiten_sentences: how many corpus sentences (the file's first) estimate the whitening.
+        post_whiten: post-processing of the evaluation embeddings, fitted on corpus sentences:
+            BERT-whitening (``zca``, ``pca``) or BERT-flow (``flow``, ``flow_glow``: a normalising
+            flow fitted by maximum likelihood, seeded by ``seed``; :mod:`methods.flow`).
+        post_whiten_sentences: how many corpus sentences (the file's first) fit the post-processing.
         precision: ``fp32`` or ``bf16``: autocast of the training forward pass and of the STS-B dev
             probes (model selection). A profile or override may say ``auto``: bf16 where the
             hardware has native bf16 (:func:`harness.hardware.auto_precision`), resolved here.
@@ -384,6 +386,10 @@ def resolve_run(
     record.validate_once(settings.hidden_size)
     values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(RunSettings)}
     values.update(changes)
+    if str(values["post_whiten"]).startswith("flow"):  # a flow halves the channels: d must suit it
+        from methods.flow import reading_of
+
+        reading_of(str(values["post_whiten"])).validate(settings.hidden_size)
     return RunConfig(method=method, params=record, **values)
 
 

@@ -11,7 +11,9 @@ A run's estimate is the sum of its parts::
   + transfer [transfer_mode, precision]   final transfer, when a transfer table uses the run:
                                           embedding its sentences (TRANSFER_PER_STS final STS
                                           passes) plus the classifier fits (TRANSFER_FIT_S)
-  + whitening fit                         post-whitening: its sentences at the STS pass's speed
+  + post-processing fit                   post-whitening or flow: embedding its sentences at the
+                                          STS pass's speed; a flow adds its fit
+                                          (FLOW_FIT_S_PER_SENTENCE each)
 
 The unit costs come, in this order of preference, from finished records in the run store with the
 same machine-relevant settings (device kind, encoder, precision, threads, batch and length: the
@@ -47,6 +49,10 @@ TRANSFER_FIT_S = {"fasttest": 12.3 * 454.8 / 230.0, "test": 454.8}
 the host CPU whatever device embeds: test mode with one worker; fasttest with two workers, times the
 test mode's one-worker/two-worker ratio (1.98), as ``bench_transfer_eval.py`` prints them (dated in
 docs/speed.md)."""
+FLOW_FIT_S_PER_SENTENCE = 7.2e-4
+"""Fitting BERT-flow (methods/flow.py, one epoch) per fitting sentence, one thread, on the packaged
+encoder's embeddings (d = 384), as ``benchmarks/bench_flow_fit.py`` prints it (dated in
+docs/speed.md); the fit is linear in the sentences (one epoch of fixed-size batches)."""
 STS_PER_STEP = 35.0
 """Final STS pass / SimCSE step, same device and precision (CPU measurements above: 38 fp32, 32 bf16);
 used only for an encoder with a measured step but no measured evaluation."""
@@ -330,6 +336,8 @@ class CostModel:
             total += units.transfer(config.transfer_mode, config.eval_precision)  # fits: host CPU
         if config.post_whiten != "none":
             total += sts * config.post_whiten_sentences / sts_sentences()  # the task registry's count
+        if config.post_whiten.startswith("flow"):
+            total += FLOW_FIT_S_PER_SENTENCE * config.post_whiten_sentences
         return total
 
     def source(self, config: RunConfig) -> str:

@@ -302,13 +302,27 @@ def make_final_evaluator(token_lengths: LengthsFn | None = None) -> FinalEvaluat
     return final
 
 
-def fit_whitening(embed: EmbedFn, sentences: Sequence[str], kind: str) -> EmbedFn:
-    """BERT-whitening: estimate mean and matrix on ``embed(sentences)``; return the whitened embed."""
-    from methods.whitening import apply_post_whitening, fit_post_whitening
+def fit_whitening(embed: EmbedFn, sentences: Sequence[str], kind: str, *, seed: int = 0) -> EmbedFn:
+    """The post-processed embed: its transform fitted on ``embed(sentences)``.
 
+    ``kind`` is a ``post_whiten`` choice: BERT-whitening (``zca``, ``pca``: mean and matrix) or
+    BERT-flow (``flow``, ``flow_glow``: a normalising flow fitted by maximum likelihood, seeded by
+    ``seed``; the embed then returns its latents).
+    """
     feats = np.concatenate(
         [embed(list(sentences[i : i + EMBED_BATCH])) for i in range(0, len(sentences), EMBED_BATCH)]
     )
+    if kind.startswith("flow"):
+        from methods.flow import fit_flow, reading_of
+
+        fitted = fit_flow(feats, reading_of(kind), seed=seed)
+
+        def flowed(batch: list[str]) -> np.ndarray:
+            return fitted.transform(embed(batch))
+
+        return flowed
+    from methods.whitening import apply_post_whitening, fit_post_whitening
+
     mu, w = fit_post_whitening(feats, kind)  # type: ignore[arg-type]
 
     def whitened(batch: list[str]) -> np.ndarray:
@@ -321,9 +335,12 @@ def _check_post_whitening_available(kind: str) -> None:
     if kind == "none":
         return
     try:
-        from methods.whitening import apply_post_whitening, fit_post_whitening  # noqa: F401
+        if kind.startswith("flow"):
+            from methods.flow import fit_flow  # noqa: F401
+        else:
+            from methods.whitening import apply_post_whitening, fit_post_whitening  # noqa: F401
     except ImportError as exc:
-        raise ConfigError(f"post_whiten={kind!r} needs methods.whitening ({exc})") from None
+        raise ConfigError(f"post_whiten={kind!r} cannot be imported ({exc})") from None
 
 
 def cpu_bf16_slowdown(n: int = 512) -> float:
@@ -789,9 +806,9 @@ class TrainingRun:
             return embed
         fit_on = self.sentences[: config.post_whiten_sentences]
         self.say(
-            f"[{self.run_id}] fitting {config.post_whiten} post-whitening on {len(fit_on)} corpus sentences"
+            f"[{self.run_id}] fitting {config.post_whiten} post-processing on {len(fit_on)} corpus sentences"
         )
-        return fit_whitening(embed, fit_on, config.post_whiten)
+        return fit_whitening(embed, fit_on, config.post_whiten, seed=config.seed)
 
     def _final_tasks(self, evaluate: FinalEvaluator, embed: EmbedFn) -> None:
         config = self.config

@@ -275,3 +275,14 @@ def test_hidden_size_lookup_never_asks_an_offline_hub(
         enc.hidden_size_of("someone/not-cached-anywhere")
     assert asked == []  # HF_HUB_OFFLINE: not even a connection attempt
     enc.hidden_size_of.cache_clear()
+
+
+def test_a_flow_needs_a_width_its_levels_can_halve(data_root: Path, tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 12}))
+    overrides = {"model": str(tmp_path), "post_whiten": "flow"}
+    with pytest.raises(ConfigError, match="divisible by 8, got d=12"):
+        resolve_config("simcse", None, "smoke", overrides, data_root=data_root)
+    whitened = resolve_config(
+        "simcse", None, "smoke", {**overrides, "post_whiten": "pca"}, data_root=data_root
+    )
+    assert whitened.post_whiten == "pca"  # whitening suits any width

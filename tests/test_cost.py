@@ -8,6 +8,7 @@ import pytest
 
 from harness.config import RunConfig, resolve_config, resolve_run, resolve_settings
 from harness.cost import (
+    FLOW_FIT_S_PER_SENTENCE,
     CostModel,
     estimate_lines,
     hours,
@@ -16,6 +17,7 @@ from harness.cost import (
     probes_of,
     scratch_line,
 )
+from harness.evaluation.tasks import sts_sentences
 
 
 def cpu(
@@ -55,6 +57,19 @@ def test_run_seconds_scale_with_encoder_rows_and_parts(data_root: Path) -> None:
     assert base - faster_final == pytest.approx(units.sts_s["fp32"] - units.sts_s["bf16"])
     untrained = model.run_seconds(cpu(data_root, max_steps=0))
     assert untrained == pytest.approx(units.probe_s("bf16") + units.sts_s["fp32"])
+
+
+def test_post_processing_adds_its_embedding_and_a_flow_its_fit(data_root: Path) -> None:
+    model = CostModel()
+    plain = cpu(data_root, max_steps=0)
+    units, _ = model.units(plain)
+    embedding = units.sts_s["fp32"] * plain.post_whiten_sentences / sts_sentences()
+    whitened = model.run_seconds(cpu(data_root, max_steps=0, post_whiten="pca"))
+    assert whitened - model.run_seconds(plain) == pytest.approx(embedding)
+    for kind in ("flow", "flow_glow"):
+        flowed = model.run_seconds(cpu(data_root, max_steps=0, post_whiten=kind, post_whiten_sentences=5000))
+        fit = FLOW_FIT_S_PER_SENTENCE * 5000
+        assert flowed - model.run_seconds(plain) == pytest.approx(embedding / 2 + fit)
 
 
 def test_the_step0_probe_is_shared_except_with_the_cls_pooler(data_root: Path) -> None:

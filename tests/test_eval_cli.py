@@ -194,8 +194,9 @@ def test_eval_missing_data(mini_data_root: Path, tmp_path: Path, capsys: pytest.
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("kind", ["zca", "flow"])
 def test_eval_post_whitening(
-    mini_data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    mini_data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
 ) -> None:
     corpus = tmp_path / "whiten.txt"
     words = [
@@ -219,17 +220,17 @@ def test_eval_post_whitening(
         "\n".join(" ".join(words[(i * k) % len(words)] for k in range(1, 7)) for i in range(300)) + "\n"
     )
     base = ["--model", "random:tiny", "--tasks", "sts", "--data-dir", str(mini_data_root)]
-    plain, whitened = tmp_path / "plain.json", tmp_path / "zca.json"
+    plain, whitened = tmp_path / "plain.json", tmp_path / f"{kind}.json"
     assert _run([*base, "--output", str(plain)], capsys)[0] == 0
     code, _, err = _run(
-        [*base, "--output", str(whitened), "--post-whiten", "zca", "--whiten-corpus", str(corpus)], capsys
+        [*base, "--output", str(whitened), "--post-whiten", kind, "--whiten-corpus", str(corpus)], capsys
     )
     assert code == 0, err
     a = json.loads(plain.read_text())
     b = json.loads(whitened.read_text())
-    assert b["meta"]["post_whiten"] == "zca"
+    assert b["meta"]["post_whiten"] == kind
     assert b["meta"]["whiten_sentences"] == 10000
-    assert a["sts"]["avg"] != b["sts"]["avg"]  # the whitening changed the embeddings' geometry
+    assert a["sts"]["avg"] != b["sts"]["avg"]  # the post-processing changed the embeddings' geometry
 
 
 def test_eval_post_whitening_missing_corpus(

@@ -234,6 +234,36 @@ def test_post_whitening_whitens_the_final_embeddings(
     np.testing.assert_allclose(captured["x"], apply_post_whitening(raw, mu, w), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["flow", "flow_glow"])
+def test_post_flow_evaluates_the_flows_latents(
+    fakes: None, data_root: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    captured: dict[str, np.ndarray] = {}
+
+    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        captured["z"] = embed(CORPUS[:80])
+        return {}
+
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    config = smoke(data_root, max_steps=0, post_whiten=kind, post_whiten_sentences=80, seed=7)
+    record = train_run(config, data_root, log=None)
+    assert record["status"] == "finished"
+    # No training: the flow is fitted (seeded by the run's seed) on the seeded random encoder's
+    # embeddings of the first 80 corpus sentences, and the final tasks score its latents.
+    from harness.encoder import load_encoder
+    from methods.flow import READINGS, fit_flow
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads or threads)
+    try:
+        raw = load_encoder("random:tiny", "cpu", seed=config.seed).embed(CORPUS[:80])
+    finally:
+        torch.set_num_threads(threads)
+    fitted = fit_flow(raw, READINGS[kind], seed=config.seed)
+    assert not np.allclose(captured["z"], raw, atol=1e-3)
+    np.testing.assert_allclose(captured["z"], fitted.transform(raw), rtol=1e-4, atol=1e-4)
+
+
 class NanAtStep3(SimCSE):
     name = "nan_at_3"
 

@@ -63,18 +63,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--post-whiten",
         default="none",
         choices=POST_WHITEN,
-        help="BERT-whitening of the evaluation embeddings: mean and matrix estimated on corpus sentences",
+        help="post-processing of the evaluation embeddings, fitted on corpus sentences: BERT-whitening "
+        "(zca, pca: mean and matrix) or BERT-flow (flow: the released code's flow, flow_glow: Glow's "
+        "reading; seed 0)",
     )
     parser.add_argument(
         "--whiten-corpus",
         default=None,
-        help="one-sentence-per-line file to estimate the whitening on (default: the data root's corpus)",
+        help="one-sentence-per-line file to fit the post-processing on (default: the data root's corpus)",
     )
     parser.add_argument(
         "--whiten-sentences",
         type=int,
         default=10000,
-        help="how many corpus sentences (from the top of the file) estimate the whitening (default 10000)",
+        help="how many corpus sentences (from the top of the file) fit the post-processing (default 10000)",
     )
 
 
