@@ -201,7 +201,8 @@ def test_every_real_spec_renders_without_records(tmp_path: Path) -> None:
     assert len(tables) >= 11
     for table in tables:
         tex = render_latex(table)
-        assert tex.count(r"\begin{tabular}") == 1 and "profile cpu" in tex
+        floats = tex.count(r"\end{table")  # a table too tall for a page prints as two floats
+        assert tex.count(r"\begin{tabular}") == floats and floats in (1, 2) and "profile cpu" in tex
     table4 = next(t for t in tables if t.name == "whitenedcse_table4")
     # group counts keep their channels per group (384 at d = 768 -> 192 at d = 384): none is n/a
     assert "n/a" not in render_latex(table4)
