@@ -86,6 +86,21 @@ def variants(num_groups: int, k_samples: int) -> list[Variant]:
     ]
 
 
+def all_variants(num_groups: int, k_samples: int) -> list[Variant]:
+    """:func:`variants`, plus every registered method they leave out, at its defaults and with each
+    of its non-empty ``smoke_params`` (the re-implemented baselines: their cost declarations, the
+    ``x rows`` column, get a measured step beside them)."""
+    chosen = variants(num_groups, k_samples)
+    covered = {v.method for v in chosen}
+    for name in sorted(set(REGISTRY) - covered):
+        chosen.append(Variant(name, name))
+        for overrides in REGISTRY[name].smoke_params:
+            if overrides:
+                label = f"{name} " + " ".join(f"{k}={v}" for k, v in overrides.items())
+                chosen.append(Variant(label, name, dict(overrides)))
+    return chosen
+
+
 def load_sentences(n: int, seed: int) -> list[str]:
     path = resolve_corpus(None, resolve_data_root(None))
     lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
@@ -145,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
     d = encoder.hidden_size
     encode = TrainingEncode(encoder, length_buckets=args.length_buckets)
-    chosen = variants(args.num_groups, args.k_samples)
+    chosen = all_variants(args.num_groups, args.k_samples)
     if args.only:
         keys = [k.strip() for k in args.only.split(",") if k.strip()]
         chosen = [v for v in chosen if v.label == "simcse" or any(k in v.label for k in keys)]
@@ -160,9 +175,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.bf16
         else contextlib.nullcontext
     )
-    methods: dict[str, Method] = {
-        v.label: REGISTRY[v.method](build_params(v.method, v.overrides), d).to(encoder.device) for v in chosen
-    }
+    methods: dict[str, Method] = {}
+    for v in chosen:
+        method = REGISTRY[v.method](build_params(v.method, v.overrides), d)
+        if method.uses_encoder:
+            method.attach(encoder)  # as the loop does: before the optimiser is built
+        methods[v.label] = method.to(encoder.device)
     params = list(encoder.parameters()) + [p for m in methods.values() for p in m.parameters()]
     opt = make_adamw(params, lr=3e-5, weight_decay=0.0)  # the training loop's (fused where it can be)
     rounds = args.warmup + args.reps
