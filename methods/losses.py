@@ -280,6 +280,12 @@ def cross_correlation(
     return n1.T @ n2
 
 
+def correlation_rank(c: torch.Tensor) -> int:
+    """The rank of a cross-correlation matrix (the SimCSE++ Table 2 probe's logged number), computed
+    in float32: under CUDA's bf16 autocast ``c`` is bf16, which ``torch.linalg.matrix_rank`` refuses."""
+    return int(torch.linalg.matrix_rank(c.detach().float()))
+
+
 def barlow_twins_objective(c: torch.Tensor, offdiag_weight: float = 5e-3) -> torch.Tensor:
     """``sum_k (1 - C_kk)^2 + lambda * sum_{k != l} C_kl^2`` for a ``[d, d]`` correlation ``C``."""
     diag = torch.diagonal(c)

@@ -16,7 +16,13 @@ import torch
 
 from harness.errors import ConfigError
 from methods.base import ContrastiveParams, EncodeFn, LossOutput, check_non_negative, switch
-from methods.losses import barlow_twins_objective, cross_correlation, info_nce, split_info_nce
+from methods.losses import (
+    barlow_twins_objective,
+    correlation_rank,
+    cross_correlation,
+    info_nce,
+    split_info_nce,
+)
 from methods.simcse import ContrastiveMethod
 from methods.simcsepp import SIMCSEPP_CITATION
 
@@ -183,5 +189,5 @@ class BarlowProbe(ContrastiveMethod):
         bt = barlow_twins_objective(c, p.offdiag_weight)
         metrics = {"loss_infonce": float(nce.detach()), "loss_bt": float(bt.detach())}
         if p.rank_every and (step <= 1 or step % p.rank_every == 0):
-            metrics["corr_rank"] = float(torch.linalg.matrix_rank(c.detach()))
+            metrics["corr_rank"] = float(correlation_rank(c))
         return LossOutput(nce + p.bt_weight * bt, metrics)

@@ -11,7 +11,7 @@ import methods.probes as probes
 from harness.encoder import TrainingEncode, load_encoder
 from methods import build_params
 from methods.base import EmbeddingEdit
-from methods.losses import cross_correlation, dcl_loss, multi_positive_l2
+from methods.losses import correlation_rank, cross_correlation, dcl_loss, multi_positive_l2
 from methods.probes import NoiseProbe, NoiseProbeParams
 from methods.whitenedcse import WhitenedCSEParams
 from methods.whitening import RunningWhitening
@@ -56,6 +56,9 @@ def test_uncentred_cross_correlation_on_hand_values_and_rank_bounds() -> None:
     pad = torch.randn(2, 8, generator=g, dtype=torch.float64)
     assert int(torch.linalg.matrix_rank(cross_correlation(a, b, pad))) == 5  # B + M - 1
     assert int(torch.linalg.matrix_rank(cross_correlation(a, b, pad, centre=False))) == 6  # B + M
+    # the probe's own rank, also of a bf16 matrix (CUDA's autocast makes one; matrix_rank refuses it)
+    assert correlation_rank(cross_correlation(a, b, pad)) == 5
+    assert correlation_rank(torch.diag(torch.tensor([1.0, 2.0, 0.0, 3.0])).to(torch.bfloat16)) == 3
 
 
 def test_dcl_divisor_is_the_biased_batch_size() -> None:
