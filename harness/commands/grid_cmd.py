@@ -61,34 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seeds", type=int, default=1, help="seeds per run, from the profile's seed (default 1)"
     )
-    parser.add_argument("--address", default=None, help="Ray cluster address (default: start Ray locally)")
-    parser.add_argument(
-        "--gpus-per-trial",
-        type=float,
-        default=None,
-        help="GPUs per trial, fractions allowed (default 1 if any)",
-    )
-    parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (and torch threads) per trial")
-    parser.add_argument(
-        "--trial-resources",
-        action="append",
-        default=[],
-        metavar="NAME=N",
-        help="a custom Ray resource every trial asks for (repeatable), e.g. worker_node=1 to run trials "
-        "only on the nodes started with --resources '{\"worker_node\": 1}'",
-    )
-    parser.add_argument(
-        "--storage",
-        default=None,
-        help="Ray Tune's storage for curves, resume checkpoints and --save-model weights: a folder every "
-        "node reaches, or a URI (s3://bucket/path, gs://...); default RUNS/tune (this machine only)",
-    )
-    parser.add_argument(
-        "--max-failures",
-        type=int,
-        default=0,
-        help="retries of a failed trial (a lost node): it resumes from its last checkpoint (default 0)",
-    )
+    add_cluster_arguments(parser)
     parser.add_argument(
         "--save-model",
         action="store_true",
@@ -122,6 +95,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--tracking-uri", default=None, help="MLflow tracking URI for --track mlflow")
     add_override_arguments(parser)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the trials run: the Ray cluster, each trial's resources, Tune's storage and retries."""
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start Ray locally)")
+    parser.add_argument(
+        "--gpus-per-trial",
+        type=float,
+        default=None,
+        help="GPUs per trial, fractions allowed (default 1 if any)",
+    )
+    parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (and torch threads) per trial")
+    parser.add_argument(
+        "--trial-resources",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="a custom Ray resource every trial asks for (repeatable), e.g. worker_node=1 to run trials "
+        "only on the nodes started with --resources '{\"worker_node\": 1}'",
+    )
+    parser.add_argument(
+        "--storage",
+        default=None,
+        help="Ray Tune's storage for curves, resume checkpoints and --save-model weights: a folder every "
+        "node reaches, or a URI (s3://bucket/path, gs://...); default RUNS/tune (this machine only)",
+    )
+    parser.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        help="retries of a failed trial (a lost node): it resumes from its last checkpoint (default 0)",
+    )
 
 
 @dataclass
