@@ -42,6 +42,16 @@ _ROW_TOKEN_BYTES = {
     "bert-base": 4 * 120 * 1024,
     "bert-large": 11 * 120 * 1024,
 }
+_WEIGHT_BYTES = {
+    "tiny": 2_057_536 * 4,
+    "minilm": 22_713_216 * 4,
+    "bert-base": 109_482_240 * 4,
+    "bert-large": 335_141_888 * 4,
+}
+"""fp32 weights of one encoder (parameter counts of ``random:tiny``, ``random:minilm``,
+``random:bert-base`` and bert-large-uncased): what a method's extra encoder copy holds (a trained
+copy 4x: weights, gradients and AdamW's two moments; a frozen one 1x)."""
+TRAINED_COPY_SHARE = 4
 _MARGIN = 1.15
 NO_GRAD_ROW_SHARE = 0.25
 """The activation memory of an encoder row without gradient (a forward only, e.g. a momentum key
@@ -54,8 +64,10 @@ def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
     """Host memory one run needs at its peak, in bytes (an upper estimate, for scheduling).
 
     On a CPU the activations of ``rows x batch x max_length`` tokens dominate (``rows``: the
-    method's encoder rows with gradient, plus :data:`NO_GRAD_ROW_SHARE` of each row without); on a
-    GPU they live in GPU memory and the host keeps the model, the data and the evaluation (the base).
+    method's encoder rows with gradient, plus :data:`NO_GRAD_ROW_SHARE` of each row without), and a
+    method's extra encoder copies add their weights (``encoder_copies()``: a trained copy
+    :data:`TRAINED_COPY_SHARE` times); on a GPU all of these live in GPU memory and the host keeps the
+    model, the data and the evaluation (the base).
     """
     from harness.cost import encoder_class
 
@@ -67,7 +79,9 @@ def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
     rows = float(params.encoder_rows()) + NO_GRAD_ROW_SHARE * params.no_grad_encoder_rows()
     tokens = rows * config.batch_size * config.max_length
     per_token = _ROW_TOKEN_BYTES.get(kind, _ROW_TOKEN_BYTES["bert-base"])
-    return int(_MARGIN * (base + tokens * per_token))
+    trained, frozen = params.encoder_copies()
+    copies = (TRAINED_COPY_SHARE * trained + frozen) * _WEIGHT_BYTES.get(kind, _WEIGHT_BYTES["bert-base"])
+    return int(_MARGIN * (base + tokens * per_token + copies))
 
 
 def _proc_status_kb(field: str) -> int | None:

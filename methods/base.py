@@ -110,6 +110,14 @@ class MethodParams:
         a row with gradient (``NO_GRAD_ROW_SHARE`` there)."""
         return 0.0
 
+    def encoder_copies(self) -> tuple[int, int]:
+        """Whole copies of the encoder the method holds beside the run's own, as ``(trained, frozen)``
+        (0, 0 for most methods; CT's trained second model: (1, 0); a momentum key encoder or a frozen
+        complementary model: (0, 1), counted whole even where it shares the embedding layer). A
+        trained copy carries its gradients and AdamW's two moments; :mod:`harness.memory` adds their
+        bytes to the estimate, and a registry test compares the declaration with what ``bind`` holds."""
+        return (0, 0)
+
     @classmethod
     def keys(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]

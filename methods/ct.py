@@ -103,6 +103,9 @@ class CTParams(ContrastiveParams):
     def encoder_rows(self) -> float:
         return 2.0  # the batch through model 2 (the run's encoder) and through model 1, both with gradient
 
+    def encoder_copies(self) -> tuple[int, int]:
+        return (1, 0)  # model 1, trained
+
 
 class ContrastiveTension(Method):
     """Model 1 (a trainable copy) and model 2 (the run's encoder), BCE on dot products."""

@@ -186,6 +186,9 @@ class DCLRParams(ContrastiveParams):
     def no_grad_encoder_rows(self) -> float:
         return 2.0  # the complementary model's two dropout views, without gradient
 
+    def encoder_copies(self) -> tuple[int, int]:
+        return (0, 1)  # the complementary model, frozen
+
 
 class DCLR(ContrastiveMethod):
     """SimCSE's two dropout views plus refined noise negatives and complementary-model weights."""

@@ -94,6 +94,9 @@ class MoCoSEParams(ContrastiveParams):
     def no_grad_encoder_rows(self) -> float:
         return 1.0  # the keys: the key encoder's pass without gradient
 
+    def encoder_copies(self) -> tuple[int, int]:
+        return (0, 1)  # the EMA key layers (the embedding layer is shared): at most one frozen copy
+
     def decay(self, update: int) -> float:
         """The EMA decay at update ``update`` (1-based): cosine from ``momentum`` towards 1."""
         if self.momentum_steps == 0:

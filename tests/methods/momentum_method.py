@@ -47,6 +47,9 @@ class MomentumQueueParams(ContrastiveParams):
     def no_grad_encoder_rows(self) -> float:
         return 1.0  # the keys: the momentum encoder's view of the batch, without gradient
 
+    def encoder_copies(self) -> tuple[int, int]:
+        return (0, 1)  # the momentum encoder, frozen
+
 
 class MomentumQueue(ContrastiveMethod):
     """Queries from the online encoder, keys from a momentum copy, negatives = batch keys + queue."""

@@ -339,3 +339,21 @@ def test_encoder_rows_declares_what_a_step_encodes(encoder, batch, name, overrid
     b = batch["input_ids"].shape[0]
     assert counting.rows == method.params.encoder_rows() * b
     assert counting.no_grad_rows == method.params.no_grad_encoder_rows() * b
+
+
+@pytest.mark.parametrize(("name", "overrides"), SMOKE_CASES)
+def test_encoder_copies_declares_what_bind_holds(encoder, name, overrides):
+    """The memory estimate adds ``encoder_copies()`` whole encoders: after ``bind``, the method's new
+    trainable and frozen weights must be within one copy below the declaration (a share of a copy,
+    such as key layers sharing the embedding layer, counts as one) and not above it by more than
+    small heads built in ``bind``."""
+    method = make(name, encoder.hidden_size, **overrides)
+    own = sum(p.numel() for p in method.trainable_parameters())
+    if method.uses_encoder:
+        method.attach(encoder)
+    whole = sum(p.numel() for p in encoder.parameters())
+    trained = (sum(p.numel() for p in method.trainable_parameters()) - own) / whole
+    frozen = (sum(p.numel() for p in method.parameters()) - own) / whole - trained
+    declared_trained, declared_frozen = method.params.encoder_copies()
+    assert declared_trained - 1 < trained <= declared_trained + 0.25, (trained, declared_trained)
+    assert declared_frozen - 1 < frozen <= declared_frozen + 0.25, (frozen, declared_frozen)
