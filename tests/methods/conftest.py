@@ -1,5 +1,6 @@
 """Method tests run single-threaded: the tiny encoder is faster that way, and on a shared CPU
-intra-op threads fighting other processes make each step ~100x slower."""
+intra-op threads fighting other processes make each step ~100x slower. ``encoder`` is the tiny
+random encoder in training mode, one per test module."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+
+from harness.encoder import SentenceEncoder, load_encoder
 
 
 @pytest.fixture(autouse=True)
@@ -17,3 +20,10 @@ def _single_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(saved)
+
+
+@pytest.fixture(scope="module")
+def encoder() -> SentenceEncoder:
+    enc = load_encoder("random:tiny", seed=0)
+    enc.train()
+    return enc

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from harness.encoder import TrainingEncode, dropout_off, load_encoder
+from harness.encoder import TrainingEncode, dropout_off
 from harness.errors import ConfigError
 from methods import build_params
 from methods.base import repeat_rows
@@ -90,13 +90,6 @@ def test_cutoffs_zero_the_counts_consert_zeroes(rate: float) -> None:
     for i, n in enumerate(lengths.tolist()):
         assert int((element[i] == 0).sum()) == math.floor(n * d * rate)
         assert bool((element[i, n:] == 1).all())
-
-
-@pytest.fixture(scope="module")
-def encoder():
-    enc = load_encoder("random:tiny", seed=0)
-    enc.train()
-    return enc
 
 
 @pytest.fixture(scope="module")

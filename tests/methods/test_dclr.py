@@ -171,13 +171,6 @@ SENTS = [
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    enc = load_encoder("random:tiny", seed=0)
-    enc.train()
-    return enc
-
-
-@pytest.fixture(scope="module")
 def batch(encoder):
     return encoder.tokenize(SENTS, max_length=32)
 
