@@ -8,21 +8,13 @@ from typing import Literal
 
 import pytest
 import torch
+from sentences import SENTS
 
 from harness.encoder import TrainingEncode, load_encoder
 from harness.errors import ConfigError
 from methods import REGISTRY, build_params
 from methods.arccse import ArcCSE, ArcCSEParams, arc_con_loss, span_masks, triplet_order_loss
 from methods.losses import info_nce
-
-SENTS = [
-    "a man is playing a guitar .",
-    "two dogs run on the beach .",
-    "the stock market fell sharply today .",
-    "a woman is slicing an onion .",
-    "children play football in the park after school .",
-    "the cat sleeps .",
-]
 
 
 def cos(a: list[float], b: list[float]) -> float:

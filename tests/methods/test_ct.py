@@ -8,21 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from sentences import SENTS
 
 from harness.config import resolve_config
 from harness.encoder import SentenceEncoder, TrainingEncode, load_encoder
 from harness.train import TrainStep
 from methods import REGISTRY
 from methods.ct import ContrastiveTension, CTParams, ct_loss, draw_negative_pairs
-
-SENTS = [
-    "a man is playing a guitar .",
-    "two dogs run on the beach .",
-    "the stock market fell sharply today .",
-    "a woman is slicing an onion .",
-    "children play football in the park after school .",
-    "the cat sleeps .",
-]
 
 
 def ref_ct(z1: list[list[float]], z2: list[list[float]], pairs: list[tuple[int, int]]) -> float:

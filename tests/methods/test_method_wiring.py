@@ -7,21 +7,13 @@ from typing import Any
 
 import pytest
 import torch
+from sentences import SENTS
 
 from harness.encoder import TrainingEncode, dropout_rates, load_encoder
 from harness.errors import TrainingError
 from methods import REGISTRY, build_params
 from methods.base import Method
 from methods.whitening import group_whiten, random_permutations
-
-SENTS = [
-    "a man is playing a guitar .",
-    "two dogs run on the beach .",
-    "the stock market fell sharply today .",
-    "a woman is slicing an onion .",
-    "children play football in the park after school .",
-    "the cat sleeps .",
-]
 
 
 @pytest.fixture(scope="module")
