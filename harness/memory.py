@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import gc
 import resource
 import sys
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from harness.config import RunConfig
+    from methods.base import MethodParams
 
 GB = 1024**3
 
@@ -52,6 +54,7 @@ _WEIGHT_BYTES = {
 ``random:bert-base`` and bert-large-uncased): what a method's extra encoder copy holds (a trained
 copy 4x: weights, gradients and AdamW's two moments; a frozen one 1x)."""
 TRAINED_COPY_SHARE = 4
+_HIDDEN_SIZE = {"tiny": 64, "minilm": 384, "bert-base": 768, "bert-large": 1024}
 _MARGIN = 1.15
 NO_GRAD_ROW_SHARE = 0.25
 """The activation memory of an encoder row without gradient (a forward only, e.g. a momentum key
@@ -66,8 +69,9 @@ def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
     On a CPU the activations of ``rows x batch x max_length`` tokens dominate (``rows``: the
     method's encoder rows with gradient, plus :data:`NO_GRAD_ROW_SHARE` of each row without), and a
     method's extra encoder copies add their weights (``encoder_copies()``: a trained copy
-    :data:`TRAINED_COPY_SHARE` times); on a GPU all of these live in GPU memory and the host keeps the
-    model, the data and the evaluation (the base).
+    :data:`TRAINED_COPY_SHARE` times), and so do the trainable parameters the method builds itself
+    (:func:`head_parameters`: MLP heads, SCD's 4096-wide projector, MoCoSE's predictor); on a GPU all
+    of these live in GPU memory and the host keeps the model, the data and the evaluation (the base).
     """
     from harness.cost import encoder_class
 
@@ -81,7 +85,22 @@ def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
     per_token = _ROW_TOKEN_BYTES.get(kind, _ROW_TOKEN_BYTES["bert-base"])
     trained, frozen = params.encoder_copies()
     copies = (TRAINED_COPY_SHARE * trained + frozen) * _WEIGHT_BYTES.get(kind, _WEIGHT_BYTES["bert-base"])
-    return int(_MARGIN * (base + tokens * per_token + copies))
+    heads = TRAINED_COPY_SHARE * 4 * head_parameters(config.method, params, _HIDDEN_SIZE.get(kind, 768))
+    return int(_MARGIN * (base + tokens * per_token + copies + heads))
+
+
+@functools.lru_cache(maxsize=256)
+def head_parameters(method: str, params: MethodParams, hidden_size: int) -> int:
+    """Trainable parameters the method builds beside the encoder (its heads, projectors, predictors),
+    counted by constructing it on PyTorch's meta device: exact for every registered method, and
+    neither memory nor time is spent on the weights (SCD's projector is 35 M parameters)."""
+    import torch
+
+    from methods import get_method
+
+    with torch.device("meta"):
+        module = get_method(method)(params, hidden_size)
+    return sum(p.numel() for p in module.trainable_parameters())
 
 
 def _proc_status_kb(field: str) -> int | None:

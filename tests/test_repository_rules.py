@@ -68,6 +68,7 @@ REGISTRY_DERIVED = [
     "test_unknown_key_is_rejected_with_a_suggestion",  # parameter records
     "test_encoder_rows_declares_what_a_step_encodes",  # rows with and without gradient, counted
     "test_encoder_copies_declares_what_bind_holds",  # whole encoder copies, for the memory estimate
+    "test_head_parameters_counts_what_the_method_builds",  # heads and projectors, for the same
     "test_tiny_run",  # a CPU run through the training loop
     "test_cost_and_memory_count_rows_with_and_without_gradient",  # the grid's estimates
 ]

@@ -9,6 +9,7 @@ import pytest
 import torch
 from sentences import SENTS
 
+from harness import memory
 from harness.encoder import TrainingEncode, dropout_rates, load_encoder
 from harness.errors import TrainingError
 from methods import REGISTRY, build_params
@@ -342,3 +343,12 @@ def test_encoder_copies_declares_what_bind_holds(encoder, name, overrides):
     declared_trained, declared_frozen = method.params.encoder_copies()
     assert declared_trained - 1 < trained <= declared_trained + 0.25, (trained, declared_trained)
     assert declared_frozen - 1 < frozen <= declared_frozen + 0.25, (frozen, declared_frozen)
+
+
+@pytest.mark.parametrize(("name", "overrides"), ROW_CASES + SMOKE_CASES)
+def test_head_parameters_counts_what_the_method_builds(encoder, name, overrides):
+    """The memory estimate adds the method's own trainable parameters, counted on the meta device
+    (no weights allocated): the count must equal those of the real method before ``bind``."""
+    method = make(name, encoder.hidden_size, **overrides)
+    own = sum(p.numel() for p in method.trainable_parameters())
+    assert memory.head_parameters(name, method.params, encoder.hidden_size) == own

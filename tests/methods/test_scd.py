@@ -187,3 +187,21 @@ def test_float_dropout_sets_every_rate_for_the_call_only(tiny, tiny_batch):
     with pytest.raises(ValueError, match="dropout rate"):
         TrainingEncode(tiny)(tiny_batch, dropout=1.0)
     assert dropout_rates(tiny) == before
+
+
+def test_memory_estimate_counts_the_projector_with_its_gradients_and_adam_moments(data_root):
+    """The released 4096-4096-4096 projector is 35 M parameters on MiniLM (d = 384), more than the
+    encoder: the night profile's estimate must hold it 4 times (weights, gradients, AdamW's moments)
+    over a one-layer 8-wide projector's."""
+    from harness import memory
+    from harness.config import resolve_config
+
+    d, w = 384, 4096
+    wide = resolve_config("scd", None, "night", {}, data_root=data_root)
+    narrow = resolve_config("scd", {"projector": (8,)}, "night", {}, data_root=data_root)
+    assert isinstance(wide.params, SCDParams) and wide.params.projector == (w, w, w)
+    # Linear(d, w) with bias; twice BatchNorm(w) (weight and bias) and a bias-free Linear(w, w)
+    wide_count = d * w + w + 2 * (2 * w + w * w)
+    narrow_count = d * 8  # one bias-free Linear
+    extra = memory.estimate_bytes(wide) - memory.estimate_bytes(narrow)
+    assert extra == pytest.approx(memory._MARGIN * 4 * 4 * (wide_count - narrow_count), abs=2)
