@@ -24,7 +24,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import torch
@@ -33,8 +33,8 @@ from torch import nn
 from harness.choices import POOLERS as POOLERS  # re-exported: the poolers this module implements
 from harness.errors import ConfigError, ModelLoadError
 
-if TYPE_CHECKING:  # the type only: importing the methods package here would import this module again
-    from methods.base import EmbeddingEdit
+if TYPE_CHECKING:  # the types only: importing the methods package here would import this module again
+    from methods.base import EmbeddingEdit, TokenFeatures
 
 KNOWN_HIDDEN_SIZES: dict[str, int] = {
     "bert-base-uncased": 768,
@@ -191,8 +191,30 @@ class SentenceEncoder(nn.Module):
             outputs = edited_forward(self, batch, edit, rows, need_hidden)
         return self._pool(outputs, batch, pooler)
 
-    def _forward_context(self, batch: dict[str, torch.Tensor], pooler: str) -> contextlib.ExitStack:
-        """The [CLS]-only last layer (CLS poolers) and the oneDNN linears (fp32 on the CPU), as enabled."""
+    def token_states(
+        self,
+        batch: dict[str, torch.Tensor],
+        edit: EmbeddingEdit | None = None,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The last layer's hidden states ``[n, L, d]`` of every position, with gradient, in the
+        current mode; padding positions (``attention_mask == 0``) are set to exactly 0.
+
+        The full last layer runs (no [CLS]-only shortcut); ``edit`` and ``rows`` as in
+        :meth:`edited_features`. What ``encode(batch, tokens=True)`` and a method's sentence head
+        (:meth:`embed` with ``head=``) read.
+        """
+        with self._forward_context(batch, None):
+            if edit is None:
+                outputs = self.model(**batch, return_dict=True)
+            else:
+                outputs = edited_forward(self, batch, edit, rows, False)
+        hidden: torch.Tensor = outputs.last_hidden_state
+        return hidden * batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+
+    def _forward_context(self, batch: dict[str, torch.Tensor], pooler: str | None) -> contextlib.ExitStack:
+        """The [CLS]-only last layer (CLS poolers) and the oneDNN linears (fp32 on the CPU), as enabled
+        (``pooler=None``: every position of the last layer is needed)."""
         stack = contextlib.ExitStack()
         if self.cls_shortcut and pooler in ("cls_before_pooler", "cls"):
             stack.enter_context(cls_only_last_layer(self.model, batch["attention_mask"]))
@@ -220,15 +242,24 @@ class SentenceEncoder(nn.Module):
         raise ConfigError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
 
     def embed(
-        self, sentences: Sequence[str], pooler: str = "cls_before_pooler", precision: str = "fp32"
+        self,
+        sentences: Sequence[str],
+        pooler: str = "cls_before_pooler",
+        precision: str = "fp32",
+        head: nn.Module | None = None,
     ) -> np.ndarray:
         """Float32 embeddings ``[n, d]`` of exactly this batch (eval mode, no truncation).
 
         ``precision="bf16"`` autocasts the forward pass to bfloat16 (the output is still float32).
-        The module's training mode is restored afterwards.
+        ``head`` (a method's :meth:`~methods.base.Method.sentence_head`) replaces the pooler: the
+        embedding is ``head(token_states, attention_mask)``, the head in eval mode too. The modules'
+        training modes are restored afterwards.
         """
         was_training = self.training
+        head_training = head.training if head is not None else False
         self.eval()
+        if head is not None:
+            head.eval()
         cast: contextlib.AbstractContextManager[Any] = (
             torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
             if precision == "bf16"
@@ -236,9 +267,15 @@ class SentenceEncoder(nn.Module):
         )
         try:
             with torch.inference_mode(), cast:
-                out = self.features(self.tokenize(sentences), pooler)
+                batch = self.tokenize(sentences)
+                if head is None:
+                    out = self.features(batch, pooler)
+                else:
+                    out = head(self.token_states(batch), batch["attention_mask"])
         finally:
             self.train(was_training)
+            if head is not None:
+                head.train(head_training)
         return out.float().cpu().numpy()
 
     def word_embeddings(self) -> nn.Embedding | None:
@@ -259,6 +296,39 @@ class SentenceEncoder(nn.Module):
         with torch.no_grad():
             dense.weight.copy_(linear.weight)
             dense.bias.copy_(linear.bias)
+
+
+SENTENCE_HEAD_FILE = "harness_sentence_head.pt"
+"""Saved beside a run's encoder (``--save-model``) when its method has a sentence head
+(:meth:`methods.base.Method.sentence_head`): the head's weights and the method's name. The encoder
+folder alone does not give the run's sentence embedding, so ``harness export`` and ``harness eval``
+refuse a folder that holds this file (:func:`check_encoder_only`)."""
+
+
+def save_sentence_head(folder: Path, method: str, head: nn.Module) -> None:
+    """Write ``head``'s weights (CPU copies) and ``method`` to ``folder / SENTENCE_HEAD_FILE`` atomically."""
+    from harness.atomic import atomic_write
+
+    state = {k: v.detach().to("cpu", copy=True) for k, v in head.state_dict().items()}
+    with atomic_write(Path(folder) / SENTENCE_HEAD_FILE, "wb") as handle:
+        torch.save({"method": method, "state": state}, handle)
+
+
+def check_encoder_only(folder: str | Path, what: str) -> None:
+    """Raise :class:`ConfigError` when ``folder`` is a saved encoder whose run embedded sentences with
+    its method's own head (:data:`SENTENCE_HEAD_FILE`): ``what`` (the command) would evaluate or
+    export the encoder's pooler, which is not that run's sentence embedding."""
+    marker = Path(folder).expanduser() / SENTENCE_HEAD_FILE
+    if not marker.is_file():
+        return
+    try:
+        method = str(torch.load(marker, map_location="cpu", weights_only=True).get("method", "?"))
+    except Exception:  # an unreadable marker still marks the folder
+        method = "?"
+    raise ConfigError(
+        f"{what}: {folder} was saved by a {method} run, whose sentence embedding is its method's own head "
+        f"over token features ({SENTENCE_HEAD_FILE}), not an encoder pooler; its run record holds its scores"
+    )
 
 
 def edited_forward(
@@ -591,6 +661,7 @@ class TrainingEncode:
         self.hidden_size = encoder.hidden_size
         self.length_buckets = length_buckets
 
+    @overload
     def __call__(
         self,
         batch: dict[str, torch.Tensor],
@@ -598,30 +669,69 @@ class TrainingEncode:
         dropout: bool | float = True,
         encoder: nn.Module | None = None,
         embeddings: EmbeddingEdit | None = None,
-    ) -> torch.Tensor:
+        tokens: Literal[False] = False,
+    ) -> torch.Tensor: ...
+
+    @overload
+    def __call__(
+        self,
+        batch: dict[str, torch.Tensor],
+        *,
+        dropout: bool | float = True,
+        encoder: nn.Module | None = None,
+        embeddings: EmbeddingEdit | None = None,
+        tokens: Literal[True],
+    ) -> TokenFeatures: ...
+
+    def __call__(
+        self,
+        batch: dict[str, torch.Tensor],
+        *,
+        dropout: bool | float = True,
+        encoder: nn.Module | None = None,
+        embeddings: EmbeddingEdit | None = None,
+        tokens: bool = False,
+    ) -> torch.Tensor | TokenFeatures:
         module = self.encoder if encoder is None else encoder
         if not isinstance(module, SentenceEncoder):
             raise TypeError(f"encode(encoder=...) needs a SentenceEncoder, got {type(module).__name__}")
         if dropout is True:
-            return self._features(batch, module, embeddings)
-        with dropout_rate(module, 0.0 if dropout is False else float(dropout)):
-            return self._features(batch, module, embeddings)
+            out = self._features(batch, module, embeddings, tokens)
+        else:
+            with dropout_rate(module, 0.0 if dropout is False else float(dropout)):
+                out = self._features(batch, module, embeddings, tokens)
+        if not tokens:
+            return out
+        from methods.base import TokenFeatures
+
+        return TokenFeatures(out, batch["attention_mask"])
 
     def _features(
-        self, batch: dict[str, torch.Tensor], encoder: SentenceEncoder, edit: EmbeddingEdit | None = None
+        self,
+        batch: dict[str, torch.Tensor],
+        encoder: SentenceEncoder,
+        edit: EmbeddingEdit | None = None,
+        tokens: bool = False,
     ) -> torch.Tensor:
+        """Pooled features ``[n, d]`` (or, with ``tokens``, the padding-zeroed last layer ``[n, L, d]``,
+        each bucket padded back to the batch's width ``L``) in the batch's row order."""
+
+        def one(part: dict[str, torch.Tensor], rows: torch.Tensor | None) -> torch.Tensor:
+            if tokens:
+                return encoder.token_states(part, edit, rows)
+            if edit is None:
+                return encoder.features(part, self.pooler)
+            return encoder.edited_features(part, self.pooler, edit, rows)
+
         n = int(batch["attention_mask"].shape[0])
         buckets = min(self.length_buckets, n)
         if buckets <= 1 or getattr(encoder.tokenizer, "padding_side", "right") != "right":
-            return (
-                encoder.features(batch, self.pooler)
-                if edit is None
-                else encoder.edited_features(batch, self.pooler, edit)
-            )
+            return one(batch, None)
         lengths = batch["attention_mask"].sum(dim=1)
         order = torch.argsort(lengths, stable=True)
         table = encoder.word_embeddings() if encoder.one_word_lookup else None
         words = table(batch["input_ids"]) if table is not None and "input_ids" in batch else None
+        full_width = int(batch["attention_mask"].shape[1])
         parts = []
         for rows in torch.tensor_split(order, buckets):
             width = int(lengths[rows].max())
@@ -630,11 +740,10 @@ class TrainingEncode:
             }
             if words is not None:
                 part["inputs_embeds"] = words[rows, :width]
-            parts.append(
-                encoder.features(part, self.pooler)
-                if edit is None
-                else encoder.edited_features(part, self.pooler, edit, rows)
-            )
+            out = one(part, rows)
+            if tokens:  # zeros beyond the bucket's width, like every other padding position
+                out = nn.functional.pad(out, (0, 0, 0, full_width - width))
+            parts.append(out)
         out = torch.cat(parts)
         return out[torch.argsort(order)]
 

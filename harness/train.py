@@ -588,12 +588,15 @@ class TrainingRun:
             )
 
     def embed_probe(self, batch: list[str]) -> np.ndarray:
-        """Embeddings for the dev probes: the training precision."""
-        return self.encoder.embed(batch, self.config.eval_pooler, self.config.precision)
+        """Embeddings for the dev probes: the training precision (through the method's sentence head
+        when it has one, else the evaluation pooler)."""
+        head = self.method.sentence_head()
+        return self.encoder.embed(batch, self.config.eval_pooler, self.config.precision, head=head)
 
     def embed_final(self, batch: list[str]) -> np.ndarray:
-        """Embeddings for the final tasks: fp32 unless the config asks otherwise."""
-        return self.encoder.embed(batch, self.config.eval_pooler, self.config.eval_precision)
+        """Embeddings for the final tasks: fp32 unless the config asks otherwise (head as above)."""
+        head = self.method.sentence_head()
+        return self.encoder.embed(batch, self.config.eval_pooler, self.config.eval_precision, head=head)
 
     def head_into_pooler(self, required: bool) -> None:
         """Copy the method's head (if it has one) into the encoder's pooler."""
@@ -689,10 +692,11 @@ class TrainingRun:
             self.checkpoint(step)
 
     def _probe_scores(self, step: int) -> dict[str, float]:
-        """The STS-B dev scores; the starting encoder's (step 0, shared by every run) may be cached."""
+        """The STS-B dev scores; the starting encoder's (step 0, shared by every run) may be cached,
+        unless the method embeds with its own sentence head (whose fresh weights the key does not see)."""
         cache = self.probe_cache
         key = None
-        if step == 0 and cache is not None:
+        if step == 0 and cache is not None and self.method.sentence_head() is None:  # a head: no sharing
             key = probe_key(
                 self.encoder.model,
                 self.probe_fn,
@@ -791,12 +795,16 @@ class TrainingRun:
 
     def _save_model(self, store: RunStore) -> None:
         from harness.atomic import atomic_folder
+        from harness.encoder import save_sentence_head
 
         target = store.checkpoint_dir(self.run_id)
         hf_model: Any = self.encoder.model
+        head = self.method.sentence_head()
         with atomic_folder(target, replace=True) as building:  # an earlier one survives a failure
             hf_model.save_pretrained(str(building))
             self.encoder.tokenizer.save_pretrained(str(building))
+            if head is not None:  # the run's sentence embedding is not the encoder's: say so beside it
+                save_sentence_head(building, self.config.method, head)
         self.record["checkpoint"] = str(target)
         self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
 

@@ -36,7 +36,7 @@ import dataclasses
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar, overload
 
 import torch
 from torch import nn
@@ -198,6 +198,22 @@ class EmbeddingEdit:
     output: EmbeddingFn | None = None
 
 
+@dataclass(frozen=True)
+class TokenFeatures:
+    """Token-level features of one encoder call (``encode(batch, tokens=True)``).
+
+    Attributes:
+        hidden: the last layer's hidden states ``[n, L, d]``, with gradient; every padding position
+            (``attention_mask == 0``) is exactly 0, whatever the call's length buckets, so a row's
+            features are a function of its own tokens only.
+        attention_mask: the batch's attention mask ``[n, L]`` (1 = a real token, special tokens
+            included), the same tensor the method passed in.
+    """
+
+    hidden: torch.Tensor
+    attention_mask: torch.Tensor
+
+
 class EncodeFn(Protocol):
     """What the loop hands a method: one encoder call on a tokenised batch.
 
@@ -218,10 +234,17 @@ class EncodeFn(Protocol):
     then the transformer layers and the pooler (BERT encoders only; same pooler and length buckets).
     A token shuffle needs no edit: the batch may carry ``position_ids`` ``[n, L]``, which the
     model's embedding module reads. No hook is registered and no module swapped either way.
+
+    ``tokens=True`` returns the call's token-level features instead of the pooled feature: a
+    :class:`TokenFeatures` (the last layer's hidden states ``[n, L, d]`` of every position, padding
+    zeroed, and the attention mask), with the same dropout, ``encoder=``, ``embeddings=``, length
+    buckets and precision as the pooled call; the training pooler is not applied (IS-BERT's CNN
+    reads every token). ``tokens=False`` (default) is the pooled call, unchanged.
     """
 
     hidden_size: int
 
+    @overload
     def __call__(
         self,
         batch: dict[str, torch.Tensor],
@@ -229,7 +252,19 @@ class EncodeFn(Protocol):
         dropout: bool | float = True,
         encoder: nn.Module | None = None,
         embeddings: EmbeddingEdit | None = None,
+        tokens: Literal[False] = False,
     ) -> torch.Tensor: ...
+
+    @overload
+    def __call__(
+        self,
+        batch: dict[str, torch.Tensor],
+        *,
+        dropout: bool | float = True,
+        encoder: nn.Module | None = None,
+        embeddings: EmbeddingEdit | None = None,
+        tokens: Literal[True],
+    ) -> TokenFeatures: ...
 
 
 @dataclass
@@ -367,5 +402,19 @@ class Method(nn.Module):
         """The trained ``Linear(d, d)`` of a training head, if the method has one, for the ``cls`` pooler.
 
         Methods with a head override this; the loop never looks a head up by attribute name.
+        """
+        return None
+
+    def sentence_head(self) -> nn.Module | None:
+        """The method's own sentence embedding, if it has one: a sub-module of the method mapping
+        token features to sentence vectors, ``head(hidden [n, L, d], attention_mask [n, L]) -> [n, e]``
+        (``hidden`` as :class:`TokenFeatures` has it: the encoder's last layer, padding zeroed).
+
+        None (default): a run is evaluated through the encoder's ``eval_pooler``. A head replaces the
+        pooler everywhere a run embeds sentences: the dev probes, the final STS and transfer tasks and
+        the post-whitening fitted on them (in eval mode, at the run's precisions). Being a sub-module,
+        its trained weights are part of :meth:`snapshot_state`, so the best step's head is restored
+        with the best encoder before the final evaluation. A saved encoder cannot hold it: ``harness
+        export`` and ``harness eval`` refuse such a checkpoint (IS-BERT's CNN: ``methods/isbert.py``).
         """
         return None

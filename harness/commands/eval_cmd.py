@@ -170,13 +170,15 @@ def _check_inputs(args: argparse.Namespace) -> _Inputs:
     import torch
 
     from harness.commands.common import check_device
-    from harness.encoder import check_pooler
+    from harness.encoder import check_encoder_only, check_pooler
     from harness.errors import ConfigError, DataError
     from harness.evaluation.runner import check_mode, select_tasks
     from harness.evaluation.tasks import sts_files
     from harness.paths import resolve_data_root, senteval_dir
 
     check_device(args.device)
+    if args.model:  # a saved run whose sentence embedding is its method's head, not a pooler
+        check_encoder_only(args.model, "harness eval")
     pooler = check_pooler(args.pooler)
     selection = select_tasks(args.tasks)
     mode = check_mode(args.mode)

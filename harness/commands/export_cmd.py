@@ -5,7 +5,9 @@ The run must have been trained with ``--save-model`` (its best encoder is then k
 ``RUNS/checkpoints/<run_id>``). The sentence-transformers modules reproduce the pooler the run was
 evaluated with: ``cls_before_pooler`` -> CLS pooling; ``avg`` -> mean pooling; ``cls`` -> CLS pooling
 followed by the trained head (``Dense`` with Tanh). ``avg_first_last`` and ``avg_top2`` read inner
-layers, which sentence-transformers' pooling cannot: those runs are refused with a message.
+layers, which sentence-transformers' pooling cannot: those runs are refused with a message. So are
+runs whose method embeds sentences with its own head over token features (IS-BERT's CNN: the
+checkpoint holds ``harness_sentence_head.pt``), which neither module list would reproduce.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
             f"run {args.run_id} kept no checkpoint ({checkpoint} is missing): train it again with "
             "--save-model (harness train ... --save-model, or harness grid ... --save-model)"
         )
+    from harness.encoder import check_encoder_only
+
+    check_encoder_only(checkpoint, f"harness export {args.run_id}")
     out = _check_out(Path(args.out), checkpoint)
     pooler = str((record.get("config") or {}).get("eval_pooler", "cls_before_pooler"))
     about = {

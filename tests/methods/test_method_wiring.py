@@ -289,9 +289,9 @@ class RowCountingEncode(TrainingEncode):
         self.rows = 0
         self.no_grad_rows = 0
 
-    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
-        if out.requires_grad:
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens)
+        if (out.hidden if tokens else out).requires_grad:
             self.rows += int(batch["input_ids"].shape[0])
         else:
             self.no_grad_rows += int(batch["input_ids"].shape[0])
