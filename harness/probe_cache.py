@@ -21,7 +21,9 @@ A cached value is reused only where recomputing it would give the same numbers. 
 So a changed probe, dataset, encoder or machine misses the cache and computes afresh. Writes are
 atomic (a temporary file renamed into place); an unreadable entry is ignored and recomputed.
 Evaluation embeds with the encoder alone (methods hold it by reference and add no hooks to it,
-see :mod:`methods.base`), which is what makes the value independent of the method.
+see :mod:`methods.base`), which is what makes the value independent of the method; a method that
+embeds with its own sentence head (:meth:`methods.base.Method.sentence_head`) is not cached
+(:class:`harness.train.TrainingRun`).
 """
 
 from __future__ import annotations

@@ -590,13 +590,17 @@ class TrainingRun:
     def embed_probe(self, batch: list[str]) -> np.ndarray:
         """Embeddings for the dev probes: the training precision (through the method's sentence head
         when it has one, else the evaluation pooler)."""
-        head = self.method.sentence_head()
-        return self.encoder.embed(batch, self.config.eval_pooler, self.config.precision, head=head)
+        return self._embed(batch, self.config.precision)
 
     def embed_final(self, batch: list[str]) -> np.ndarray:
         """Embeddings for the final tasks: fp32 unless the config asks otherwise (head as above)."""
+        return self._embed(batch, self.config.eval_precision)
+
+    def _embed(self, batch: list[str], precision: str) -> np.ndarray:
         head = self.method.sentence_head()
-        return self.encoder.embed(batch, self.config.eval_pooler, self.config.eval_precision, head=head)
+        if head is None:  # the encoder's own call, as before sentence heads existed
+            return self.encoder.embed(batch, self.config.eval_pooler, precision)
+        return self.encoder.embed(batch, self.config.eval_pooler, precision, head=head)
 
     def head_into_pooler(self, required: bool) -> None:
         """Copy the method's head (if it has one) into the encoder's pooler."""

@@ -12,6 +12,7 @@ from methods.base import Method, MethodParams
 from methods.consert import ConSERT
 from methods.ct import ContrastiveTension
 from methods.dclr import DCLR
+from methods.isbert import ISBERT
 from methods.mocose import MoCoSE
 from methods.probes import BarlowProbe, NoiseProbe
 from methods.scd import SCD
@@ -25,6 +26,7 @@ REGISTRY: dict[str, type[Method]] = {
     "consert": ConSERT,
     "ct": ContrastiveTension,
     "dclr": DCLR,
+    "isbert": ISBERT,
     "mocose": MoCoSE,
     "noise_probe": NoiseProbe,
     "scd": SCD,

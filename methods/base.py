@@ -266,6 +266,17 @@ class EncodeFn(Protocol):
         tokens: Literal[True],
     ) -> TokenFeatures: ...
 
+    @overload
+    def __call__(
+        self,
+        batch: dict[str, torch.Tensor],
+        *,
+        dropout: bool | float = True,
+        encoder: nn.Module | None = None,
+        embeddings: EmbeddingEdit | None = None,
+        tokens: bool = False,
+    ) -> torch.Tensor | TokenFeatures: ...
+
 
 @dataclass
 class LossOutput:

@@ -174,9 +174,11 @@ def test_the_triplet_pass_is_dropout_off_and_weighted() -> None:
     calls: list[tuple[int, bool]] = []
 
     class Spy(TrainingEncode):
-        def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
+        def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
             calls.append((int(batch["input_ids"].shape[0]), dropout))
-            return super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
+            return super().__call__(
+                batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens
+            )
 
     batch = encoder.tokenize(SENTS, max_length=32)  # type: ignore[attr-defined]
     out = method.compute_loss(Spy(encoder), batch, step=1)  # type: ignore[arg-type]

@@ -70,8 +70,8 @@ class Recording(TrainingEncode):
         super().__init__(encoder, "avg")
         self.calls: list[tuple[torch.Tensor, bool, bool]] = []
 
-    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens)
         self.calls.append((out, dropout, encoder is not None))
         return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -91,9 +92,10 @@ class CountingEncode:
         dropout: bool | float = True,
         encoder: torch.nn.Module | None = None,
         embeddings: EmbeddingEdit | None = None,
-    ) -> torch.Tensor:
+        tokens: bool = False,
+    ) -> Any:
         self.rows.append(int(batch["input_ids"].shape[0]))
-        return self.encode(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
+        return self.encode(batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens)
 
 
 @pytest.mark.parametrize("variant", ["pos_minus_noise", "neg_minus_noise"])

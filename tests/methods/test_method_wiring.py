@@ -90,8 +90,8 @@ class RecordingEncode(TrainingEncode):
         self.outputs: list[torch.Tensor] = []
         encoder.model.register_forward_pre_hook(lambda mod, args: self.rates.append(dropout_rates(mod)))
 
-    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens)
         self.outputs.append(out)
         return out
 

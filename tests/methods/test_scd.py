@@ -70,7 +70,7 @@ class FakeEncode:
         self.hidden_size = hidden
         self.dropouts: list[object] = []
 
-    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
         self.dropouts.append(dropout)
         return torch.randn(batch["input_ids"].shape[0], self.hidden_size, requires_grad=True)
 
