@@ -30,12 +30,15 @@ import os
 import random
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from harness.atomic import atomic_write
+
+if TYPE_CHECKING:
+    from torch import nn
 
 FORMAT_VERSION = 1
 DEFAULT_EVERY_S = 300.0
@@ -200,9 +203,24 @@ def remove_checkpoint(path: Path) -> None:
         path.parent.rmdir()  # only when empty
 
 
+SENTENCE_HEAD_FILE = "harness_sentence_head.pt"
+"""Saved beside a run's encoder (``--save-model``) when its method has a sentence head
+(:meth:`methods.base.Method.sentence_head`): the head's weights and the method's name. The encoder
+folder alone does not give the run's sentence embedding, so ``harness export`` and ``harness eval``
+refuse a folder that holds this file (:func:`harness.encoder.check_encoder_only`)."""
+
+
+def save_sentence_head(folder: Path, method: str, head: nn.Module) -> None:
+    """Write ``head``'s weights (CPU copies) and ``method`` to ``folder / SENTENCE_HEAD_FILE`` atomically."""
+    state = {k: v.detach().to("cpu", copy=True) for k, v in head.state_dict().items()}
+    with atomic_write(Path(folder) / SENTENCE_HEAD_FILE, "wb") as handle:
+        torch.save({"method": method, "state": state}, handle)
+
+
 __all__ = [
     "DEFAULT_EVERY_S",
     "FORMAT_VERSION",
+    "SENTENCE_HEAD_FILE",
     "CheckpointClock",
     "checkpoint_path",
     "load_checkpoint",
@@ -210,6 +228,7 @@ __all__ = [
     "restore_training_state",
     "rng_state",
     "save_checkpoint",
+    "save_sentence_head",
     "set_rng_state",
     "training_state",
 ]

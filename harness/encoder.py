@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from harness.checkpoint import SENTENCE_HEAD_FILE
 from harness.choices import POOLERS as POOLERS  # re-exported: the poolers this module implements
 from harness.errors import ConfigError, ModelLoadError
 
@@ -298,26 +299,10 @@ class SentenceEncoder(nn.Module):
             dense.bias.copy_(linear.bias)
 
 
-SENTENCE_HEAD_FILE = "harness_sentence_head.pt"
-"""Saved beside a run's encoder (``--save-model``) when its method has a sentence head
-(:meth:`methods.base.Method.sentence_head`): the head's weights and the method's name. The encoder
-folder alone does not give the run's sentence embedding, so ``harness export`` and ``harness eval``
-refuse a folder that holds this file (:func:`check_encoder_only`)."""
-
-
-def save_sentence_head(folder: Path, method: str, head: nn.Module) -> None:
-    """Write ``head``'s weights (CPU copies) and ``method`` to ``folder / SENTENCE_HEAD_FILE`` atomically."""
-    from harness.atomic import atomic_write
-
-    state = {k: v.detach().to("cpu", copy=True) for k, v in head.state_dict().items()}
-    with atomic_write(Path(folder) / SENTENCE_HEAD_FILE, "wb") as handle:
-        torch.save({"method": method, "state": state}, handle)
-
-
 def check_encoder_only(folder: str | Path, what: str) -> None:
     """Raise :class:`ConfigError` when ``folder`` is a saved encoder whose run embedded sentences with
-    its method's own head (:data:`SENTENCE_HEAD_FILE`): ``what`` (the command) would evaluate or
-    export the encoder's pooler, which is not that run's sentence embedding."""
+    its method's own head (:data:`harness.checkpoint.SENTENCE_HEAD_FILE`): ``what`` (the command)
+    would evaluate or export the encoder's pooler, which is not that run's sentence embedding."""
     marker = Path(folder).expanduser() / SENTENCE_HEAD_FILE
     if not marker.is_file():
         return

@@ -799,7 +799,7 @@ class TrainingRun:
 
     def _save_model(self, store: RunStore) -> None:
         from harness.atomic import atomic_folder
-        from harness.encoder import save_sentence_head
+        from harness.checkpoint import save_sentence_head
 
         target = store.checkpoint_dir(self.run_id)
         hf_model: Any = self.encoder.model

@@ -15,9 +15,10 @@ import torch
 from sentences import SENTS
 
 import harness.train as train_mod
+from harness.checkpoint import SENTENCE_HEAD_FILE
 from harness.cli import main
 from harness.config import resolve_config
-from harness.encoder import SENTENCE_HEAD_FILE, TrainingEncode
+from harness.encoder import TrainingEncode
 from harness.errors import ConfigError
 from harness.probe_cache import CACHE_DIR
 from harness.store import RunStore
