@@ -18,6 +18,8 @@ The shared recipe of METHODS.md section 1, method-agnostic:
   (SimCSE never selects the untrained encoder) unless the run has no training steps;
 * at the end the best state is loaded, the method's head is copied into the model's pooler (so the
   ``cls`` pooler uses it) and the final tasks are evaluated, optionally on post-whitened embeddings.
+  A method with its own sentence head (:meth:`~methods.base.Method.sentence_head`, IS-BERT's CNN)
+  is embedded through that head instead of the pooler, in the dev probes and the final tasks alike.
 
 A non-finite loss, or one beyond float16's range (:data:`LOSS_LIMIT`: overflowing logits), raises
 :class:`~harness.errors.TrainingError` naming the step; so do final scores that are not finite (the
