@@ -27,35 +27,6 @@ def _table_rows(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("| ") and not line.startswith("| table ")]
 
 
-ROWS_MEASURED_SINCE_THE_NIGHT = ("IS-BERT-base",)
-"""Rows the specs measure now that were quoted when ``docs/night`` was rendered (IS-BERT became a
-method after that night). Until the night runs them and is rendered again, a fresh rendering shows
-each such row unmarked, with an empty measured line (``--``: no records), its note and its entry in
-the table's runs line; :func:`_as_rendered_before` takes exactly those back out, so that every other
-line must still equal the committed file."""
-
-
-def _as_rendered_before(text: str, labels: tuple[str, ...] = ROWS_MEASURED_SINCE_THE_NIGHT) -> str:
-    """``text`` with the lines of ``labels`` as they were while those rows were quoted (see above)."""
-    lines = text.split("\n")
-    out: list[str] = []
-    for i, line in enumerate(lines):
-        if any(line.startswith(f"- {label}: ") for label in labels):
-            continue  # the row's note
-        previous = lines[i - 1] if i else ""
-        if any(previous.startswith(f"| {label} | ") for label in labels) and re.fullmatch(
-            r"\| &nbsp;&nbsp;_measured: [^|]*_( \| --)+ \|", line
-        ):
-            continue  # its measured line, with no records behind it
-        for label in labels:
-            if line.startswith(f"| {label} | "):
-                line = f"| {label}\u2020 | " + line[len(f"| {label} | ") :]  # the quoted mark
-            if line.startswith("- Runs: "):
-                line = re.sub(rf"{re.escape(label)}: [a-z_]+\([^)]*\)( with [^;.]*)?; ", "", line)
-        out.append(line)
-    return "\n".join(out)
-
-
 def test_the_committed_night_tables_and_claims_come_from_its_records(data_root: Path, tmp_path: Path) -> None:
     manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
     # pinned, so that the run ids do not depend on whether this CPU has native bf16 ("auto")
@@ -79,7 +50,7 @@ def test_the_committed_night_tables_and_claims_come_from_its_records(data_root: 
     ]
     assert main(args) == 0
     for part in ("tables/tables.md", "claims/claims.md"):
-        fresh = _as_rendered_before((tmp_path / part).read_text(encoding="utf-8"))
+        fresh = (tmp_path / part).read_text(encoding="utf-8")
         assert fresh == (NIGHT / part).read_text(encoding="utf-8"), part
     claims = (tmp_path / "claims" / "claims.md").read_text(encoding="utf-8")
     measured = [row for row in _table_rows(claims) if row.split(" | ")[6] == "5"]
@@ -122,14 +93,3 @@ def test_the_night_pages_summary_numbers_are_the_committed_records() -> None:
     averages = demo_averages((NIGHT / "tables" / "tables.md").read_text(encoding="utf-8"))
     quoted = ", ".join(f"{method} {mean} +- {sd}" for method, (_paper, mean, sd) in averages.items())
     assert f"(STS avg: {quoted})" in flat, quoted
-
-
-def test_the_rows_measured_since_the_night_are_quoted_there_and_nothing_else_is_taken_out() -> None:
-    """:func:`_as_rendered_before` leaves the committed rendering as it is (it touches only the lines
-    of rows that are unmarked and measured), and each row it names is quoted in that rendering."""
-    for part in ("tables/tables.md", "claims/claims.md"):
-        committed = (NIGHT / part).read_text(encoding="utf-8")
-        assert _as_rendered_before(committed) == committed, part
-    tables = (NIGHT / "tables" / "tables.md").read_text(encoding="utf-8")
-    for label in ROWS_MEASURED_SINCE_THE_NIGHT:
-        assert f"| {label}\u2020 | " in tables and f"| {label} | " not in tables
