@@ -92,15 +92,16 @@ def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
 @functools.lru_cache(maxsize=256)
 def head_parameters(method: str, params: MethodParams, hidden_size: int) -> int:
     """Trainable parameters the method builds beside the encoder (its heads, projectors, predictors),
-    counted by constructing it on PyTorch's meta device: exact for every registered method, and
-    neither memory nor time is spent on the weights (SCD's projector is 35 M parameters)."""
+    counted by constructing it on PyTorch's meta device, plus those its ``bind`` adds
+    (``bind_parameters()``: MoCoSE's pooler, projection and predictor): exact for every registered
+    method, and neither memory nor time is spent on the weights (SCD's projector is 35 M parameters)."""
     import torch
 
     from methods import get_method
 
     with torch.device("meta"):
         module = get_method(method)(params, hidden_size)
-    return sum(p.numel() for p in module.trainable_parameters())
+    return sum(p.numel() for p in module.trainable_parameters()) + module.bind_parameters()
 
 
 def _proc_status_kb(field: str) -> int | None:

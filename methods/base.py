@@ -362,6 +362,13 @@ class Method(nn.Module):
     def bind(self, encoder: nn.Module) -> None:
         """Set up encoder-dependent state (e.g. a momentum copy via :meth:`register_frozen`)."""
 
+    def bind_parameters(self) -> int:
+        """Trainable parameters :meth:`bind` will add beside whole encoder copies (those are
+        ``params.encoder_copies()``): heads it builds only once it sees the encoder. 0 by default;
+        :func:`harness.memory.head_parameters` adds them, and a registry test compares the count
+        with what ``bind`` builds."""
+        return 0
+
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
         raise NotImplementedError
 

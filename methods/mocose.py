@@ -181,17 +181,28 @@ class MoCoSE(Method):
         self.embedding_dropout = float(getattr(config, "hidden_dropout_prob", 0.1))
         device = next(encoder.parameters()).device
         if self.p.mlp:
-            d = self.hidden_size
-            self.pooler = nn.Linear(d, d)
+            self.pooler, self.projection, self.predictor = self._heads(eps, self.embedding_dropout)
             dense = getattr(getattr(getattr(encoder, "model", None), "pooler", None), "dense", None)
             if isinstance(dense, nn.Linear):  # the code loads BERT's pooler dense into its pooler
                 self.pooler.load_state_dict(dense.state_dict())
-            self.projection = Projection(d, eps, self.embedding_dropout)
-            self.predictor = Predictor(d, self.p.predictor_layers, eps, self.embedding_dropout)
             self.to(device)
             self.register_frozen("key_pooler", copy.deepcopy(self.pooler))
             self.register_frozen("key_projection", copy.deepcopy(self.projection))
         self.register_frozen("key_encoder", copy.deepcopy(encoder))
+
+    def _heads(self, eps: float, dropout: float) -> tuple[nn.Linear, Projection, Predictor]:
+        """The pooler, projection and predictor that :meth:`bind` builds, in this order: the order
+        draws their random initialisation, so a run's heads depend on it."""
+        d = self.hidden_size
+        pooler, projection = nn.Linear(d, d), Projection(d, eps, dropout)
+        return pooler, projection, Predictor(d, self.p.predictor_layers, eps, dropout)
+
+    def bind_parameters(self) -> int:
+        if not self.p.mlp:
+            return 0
+        with torch.device("meta"):  # counted, not allocated
+            heads = self._heads(1e-12, 0.0)
+        return sum(p.numel() for module in heads for p in module.parameters())
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
         p = self.p

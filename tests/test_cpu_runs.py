@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from harness import memory
-from harness.config import resolve_config
+from harness.config import RunConfig, resolve_config
 from harness.cost import NO_GRAD_ROW_SHARE, CostModel
-from harness.encoder import load_encoder
+from harness.encoder import SentenceEncoder, load_encoder
 from harness.errors import DataError
 from harness.paths import resolve_data_root
 from harness.store import RunStore
@@ -97,12 +97,20 @@ def test_cost_and_memory_count_rows_with_and_without_gradient(
     minilm = load_encoder("random:minilm")
     copy_bytes = 4 * sum(p.numel() for p in minilm.parameters()) if copies else 0
     # and its own heads and projectors against SimCSE's MLP, trained: 4 fp32 numbers per parameter
-    own = [
-        sum(p.numel() for p in get_method(c.method)(c.params, minilm.hidden_size).trainable_parameters())
-        for c in (config, simcse)
-    ]
+    # (those bind builds too, MoCoSE's; a whole trained encoder copy is counted above)
+    own = [_own_trainable(c, minilm) for c in (config, simcse)]
     head_bytes = memory.TRAINED_COPY_SHARE * 4 * (own[0] - own[1])
     assert extra_bytes == pytest.approx(memory._MARGIN * (copies * copy_bytes + head_bytes), abs=2)
+
+
+def _own_trainable(config: RunConfig, encoder: SentenceEncoder) -> int:
+    """The method's trainable parameters once bound to ``encoder``, less its whole trained copies."""
+    method = get_method(config.method)(config.params, encoder.hidden_size)
+    if method.uses_encoder:
+        method.attach(encoder)
+    trained, _frozen = config.params.encoder_copies()
+    whole = sum(p.numel() for p in encoder.parameters())
+    return sum(p.numel() for p in method.trainable_parameters()) - trained * whole
 
 
 @pytest.mark.slow

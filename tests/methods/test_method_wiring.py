@@ -348,7 +348,13 @@ def test_encoder_copies_declares_what_bind_holds(encoder, name, overrides):
 @pytest.mark.parametrize(("name", "overrides"), ROW_CASES + SMOKE_CASES)
 def test_head_parameters_counts_what_the_method_builds(encoder, name, overrides):
     """The memory estimate adds the method's own trainable parameters, counted on the meta device
-    (no weights allocated): the count must equal those of the real method before ``bind``."""
+    (no weights allocated): the count must equal those of the real method after ``bind``, less the
+    whole trained encoder copies that ``encoder_copies()`` declares (the estimate counts those
+    apart)."""
     method = make(name, encoder.hidden_size, **overrides)
+    if method.uses_encoder:
+        method.attach(encoder)
     own = sum(p.numel() for p in method.trainable_parameters())
-    assert memory.head_parameters(name, method.params, encoder.hidden_size) == own
+    whole = sum(p.numel() for p in encoder.parameters())
+    trained_copies, _frozen = method.params.encoder_copies()
+    assert memory.head_parameters(name, method.params, encoder.hidden_size) == own - trained_copies * whole
