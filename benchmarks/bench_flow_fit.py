@@ -3,7 +3,7 @@
 Embeds the first ``--sentences`` corpus sentences with the encoder and pooler (first-last avg., as
 the flow rows of the tables use), then fits each flow reading on them, single-threaded by default
 (a trial's thread count), and prints the embedding time, the fit time, its steps and seconds per
-sentence (what ``harness.cost.FLOW_FIT_S_PER_SENTENCE`` holds), the first and last step's bits per
+sentence (what ``harness.grid.cost.FLOW_FIT_S_PER_SENTENCE`` holds), the first and last step's bits per
 dimension, the processor and the load average. ``--synthetic D`` fits on Gaussian data of width D
 instead, without an encoder.
 
@@ -22,9 +22,10 @@ import time
 import numpy as np
 import torch
 
-from harness.hardware import cpu_description
-from harness.paths import resolve_corpus, resolve_data_root
-from harness.train import EMBED_BATCH, read_corpus
+from harness.config.hardware import cpu_description
+from harness.config.paths import resolve_corpus, resolve_data_root
+from harness.run.data import read_corpus
+from harness.run.hooks import EMBED_BATCH
 from methods.flow import READINGS, fit_flow
 
 
@@ -34,7 +35,7 @@ def embeddings(args: argparse.Namespace) -> np.ndarray:
         rng = np.random.default_rng(0)
         mix = rng.standard_normal((args.synthetic, args.synthetic)) / np.sqrt(args.synthetic)
         return (rng.standard_normal((args.sentences, args.synthetic)) @ mix).astype(np.float32)
-    from harness.encoder import load_encoder
+    from harness.encoder.loading import load_encoder
     from harness.evaluation.runner import encoder_functions
 
     root = resolve_data_root(args.data_dir)

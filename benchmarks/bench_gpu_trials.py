@@ -2,7 +2,7 @@
 
 Ray Tune's fractional ``gpus_per_trial`` (0.5, 0.25, ...) places N trial processes on one GPU. This
 benchmark measures exactly that situation without Ray in the way: N independent processes, each
-running the harness's own training step (:class:`harness.train.TrainStep`, the step ``train_run``
+running the harness's own training step (:class:`harness.run.step.TrainStep`, the step ``train_run``
 runs) on its own encoder copy, start together; the aggregate throughput (optimizer steps per second
 summed over trials) is printed for each N, with the speed-up over one trial.
 
@@ -37,10 +37,11 @@ def parse_args() -> argparse.Namespace:
 def _trial(rank: int, args: argparse.Namespace, ready: Any, start: Any, results: Any) -> None:
     import torch
 
-    from harness.config import resolve_config
-    from harness.encoder import load_encoder
-    from harness.paths import resolve_data_root
-    from harness.train import TrainStep, batches, read_corpus
+    from harness.config.paths import resolve_data_root
+    from harness.config.run_config import resolve_config
+    from harness.encoder.loading import load_encoder
+    from harness.run.data import batches, read_corpus
+    from harness.run.step import TrainStep
     from methods import get_method
 
     torch.manual_seed(rank)

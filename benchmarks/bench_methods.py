@@ -5,7 +5,8 @@ gradient clipping at 1.0 + an AdamW step, exactly as the training loop runs it. 
 the same encoder and the same batches of real corpus sentences; repetitions are interleaved (and the
 variant order rotated each round) so that drift in a shared machine's load hits every variant
 alike. The table reports the median step time, its ratio to SimCSE's, the ratio of encoder rows
-(``MethodParams.encoder_rows()``: the cost a method cannot avoid, what ``harness.cost`` scales by),
+(the measured footprint, :func:`harness.run.footprint.footprint`: the cost a method cannot avoid, what
+``harness.grid.cost`` scales by),
 and the target where METHODS.md / the issue sets one.
 
 A second table times the method-specific extra work alone (whitening, DCL, the Barlow rank) on fixed
@@ -33,11 +34,13 @@ from typing import Any
 
 import torch
 
-from harness.cost import NO_GRAD_ROW_SHARE
-from harness.encoder import TrainingEncode, load_encoder
-from harness.hardware import cpu_description
-from harness.paths import resolve_corpus, resolve_data_root
-from harness.train import make_adamw
+from harness.config.hardware import cpu_description
+from harness.config.paths import resolve_corpus, resolve_data_root
+from harness.encoder.loading import load_encoder
+from harness.encoder.training_encode import TrainingEncode
+from harness.grid.cost import NO_GRAD_ROW_COST
+from harness.run.footprint import footprint
+from harness.run.step import make_adamw
 from methods import REGISTRY, build_params
 from methods.base import Method
 from methods.losses import cross_correlation, dcl_loss
@@ -178,8 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     methods: dict[str, Method] = {}
     for v in chosen:
         method = REGISTRY[v.method](build_params(v.method, v.overrides), d)
-        if method.uses_encoder:
-            method.attach(encoder)  # as the loop does: before the optimiser is built
+        method.bind(encoder)  # as the loop does: before the optimiser is built
         methods[v.label] = method.to(encoder.device)
     params = list(encoder.parameters()) + [p for m in methods.values() for p in m.parameters()]
     opt = make_adamw(params, lr=3e-5, weight_decay=0.0)  # the training loop's (fused where it can be)
@@ -226,8 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"|{'-' * 36}|{'-' * 9}|{'-' * 10}|{'-' * 8}|--------|")
     for v in chosen:
         med = statistics.median(times[v.label])
-        p = methods[v.label].params
-        rows = (p.encoder_rows() + NO_GRAD_ROW_SHARE * p.no_grad_encoder_rows()) / 2
+        measured = footprint(v.method, methods[v.label].params, d)
+        rows = (measured.rows + NO_GRAD_ROW_COST * measured.no_grad_rows) / 2
         print(f"| {v.label:34} | {med:7.3f} | {med / base:8.3f} | {rows:6.2f} | {v.target:6} |")
 
     # -- the extra work alone, on fixed features (no encoder) ---------------------------------------

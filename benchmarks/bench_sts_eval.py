@@ -6,7 +6,7 @@ sentence-1 chunk then sentence-2 chunk, file or sorted order as SentEval has it)
 and test splits of STS-B and SICK-R as SentEval encodes them. "Harness" = the default path: the
 distinct sentences of what is reported, embedded once each in token-length-sorted batches, the
 last layer computed at [CLS] only for the CLS poolers, fp32 linear layers through oneDNN
-(:func:`harness.encoder.onednn_linears`); the SentEval pipeline runs the plain model forward (all
+(:func:`harness.encoder.cpu_kernels.onednn_linears`); the SentEval pipeline runs the plain model forward (all
 positions of every layer, PyTorch's default BLAS), as SentEval's batcher would. "harness bf16" = the default
 path under bf16 autocast (``eval_precision = "bf16"``); its deviation from fp32 is printed per task.
 
@@ -35,7 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from harness.encoder import load_encoder
+from harness.config.hardware import cpu_description
+from harness.config.paths import resolve_data_root, senteval_dir
+from harness.encoder.loading import load_encoder
 from harness.evaluation.reference import SENTEVAL_STS_MINILM
 from harness.evaluation.runner import encoder_functions
 from harness.evaluation.sts import (
@@ -48,8 +50,6 @@ from harness.evaluation.sts import (
     load_sts_task,
     run_sts,
 )
-from harness.hardware import cpu_description
-from harness.paths import resolve_data_root, senteval_dir
 
 REFERENCE = {k: v for k, v in SENTEVAL_STS_MINILM.items() if k != "avg"}
 """Per-task reference; the average is recomputed for whichever tasks are benchmarked."""

@@ -2,7 +2,7 @@
 
 Both sides train the same encoder weights on the same batches of real corpus sentences:
 
-* ours: :class:`harness.train.TrainStep` with the registered ``simcse`` method, exactly the step the
+* ours: :class:`harness.run.step.TrainStep` with the registered ``simcse`` method, exactly the step the
   training loop runs (one encoder call on the 2B repeated rows, MLP head, InfoNCE at tau = 0.05);
 * theirs: a ``SentenceTransformer`` built from the same model directory with CLS pooling and
   ``MultipleNegativesRankingLoss(scale=20)`` (= 1 / 0.05) on ``(s, s)`` duplicated pairs, the
@@ -97,9 +97,10 @@ def build_ours(
     per_bucket = "+lookups" in spec
     bare = spec.replace("+fullcls", "").replace("+blas", "").replace("+lookups", "")
     precision, _, buckets = bare.partition("+b")
-    from harness.config import resolve_config
-    from harness.encoder import load_encoder
-    from harness.train import TrainStep, seed_everything
+    from harness.config.run_config import resolve_config
+    from harness.encoder.loading import load_encoder
+    from harness.run.data import seed_everything
+    from harness.run.step import TrainStep
     from methods import get_method
 
     config = resolve_config(
@@ -139,7 +140,7 @@ def build_theirs(args: argparse.Namespace, model_dir: str, total: int) -> Callab
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.modules import Pooling
 
-    from harness.train import linear_schedule
+    from harness.run.step import linear_schedule
 
     word = Transformer(model_dir, max_seq_length=args.max_length)
     dim_fn = getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension
@@ -187,10 +188,10 @@ def summarise(times: list[float]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from harness.encoder import packaged_model_dir
-    from harness.hardware import cpu_description
-    from harness.paths import resolve_corpus, resolve_data_root
-    from harness.train import batches, read_corpus
+    from harness.config.hardware import cpu_description
+    from harness.config.models import packaged_model_dir
+    from harness.config.paths import resolve_corpus, resolve_data_root
+    from harness.run.data import batches, read_corpus
 
     if args.threads:
         torch.set_num_threads(args.threads)

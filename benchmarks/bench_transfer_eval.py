@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.config.hardware import cpu_description
+from harness.config.paths import resolve_data_root, senteval_dir
 from harness.evaluation.transfer import (
     TRANSFER_TASKS,
     TaskFeatures,
@@ -40,8 +42,6 @@ from harness.evaluation.transfer import (
     embed_task,
     read_task,
 )
-from harness.hardware import cpu_description
-from harness.paths import resolve_data_root, senteval_dir
 
 DEFAULT_CACHE = Path("runs") / "bench_cache"
 
@@ -62,7 +62,7 @@ def load_features(
             print(f"[cache] {task}: {path}", flush=True)
         else:
             if embed is None:
-                from harness.encoder import load_encoder
+                from harness.encoder.loading import load_encoder
 
                 embed = functools.partial(load_encoder(model).embed, pooler="cls_before_pooler")
             start = time.perf_counter()
@@ -89,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mode", choices=["fasttest", "test", "both"], default="fasttest")
     parser.add_argument("--tasks", nargs="+", default=list(TRANSFER_TASKS), choices=TRANSFER_TASKS)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--model", default="minilm", help="encoder name for harness.encoder.load_encoder")
+    parser.add_argument(
+        "--model", default="minilm", help="encoder name for harness.encoder.loading.load_encoder"
+    )
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--fast-sequential", action="store_true", help="also time the fast fit, 1 worker")

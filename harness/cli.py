@@ -60,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def profiles_epilog() -> str:
-    """The profiles (``--profile``), one line each, from :data:`harness.config.PROFILES`."""
-    from harness.config import PROFILES
+    """The profiles (``--profile``), one line each, from :data:`harness.config.profiles.PROFILES`."""
+    from harness.config.profiles import PROFILES
 
     lines = ["profiles (--profile; what a run costs):"]
     for name, values in PROFILES.items():

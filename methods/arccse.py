@@ -34,6 +34,7 @@ from methods.base import (
     ContrastiveParams,
     EncodeFn,
     LossOutput,
+    ModelLoader,
     check_non_negative,
     switch,
 )
@@ -159,11 +160,8 @@ class ArcCSEParams(ContrastiveParams):
             raise ConfigError(f"mask_ratios must be 'r1,r2' with 0 < r1 <= r2 <= 1, got {self.mask_ratios!r}")
         return values[0], values[1]
 
-    def encoder_rows(self) -> float:
-        return 5.0 if self.triplet_weight > 0 else 2.0  # two dropout views + (x, x', x'') without dropout
 
-
-class ArcCSE(ContrastiveMethod):
+class ArcCSE(ContrastiveMethod[ArcCSEParams]):
     """ArcCon on two dropout views, plus lambda * the masked-triplet ordering (module docstring)."""
 
     name = "arccse"
@@ -172,20 +170,18 @@ class ArcCSE(ContrastiveMethod):
         "of a sentence and two nested masked copies (triplet hinge)."
     )
     citation = ARCCSE_CITATION
-    params_cls = ArcCSEParams
     smoke_params = ({}, {"margin_form": "easy", "triplet_weight": 0.0})
-    uses_encoder = True  # for the tokenizer's [MASK] id and special tokens only
 
     def __init__(self, params: ArcCSEParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
-        self.p: ArcCSEParams = params
         self.mask_id: int | None = None
         self.special_ids: list[int] = []
 
-    def bind(self, encoder: nn.Module) -> None:
+    def bind(self, encoder: nn.Module, load: ModelLoader | None = None) -> None:
+        super().bind(encoder, load)
         tokenizer = getattr(encoder, "tokenizer", None)
         mask_id = getattr(tokenizer, "mask_token_id", None)
-        if self.p.triplet_weight > 0 and mask_id is None:
+        if self.params.triplet_weight > 0 and mask_id is None:
             raise ConfigError("arccse: the encoder's tokenizer has no [MASK] token; set triplet_weight=0")
         self.mask_id = None if mask_id is None else int(mask_id)
         self.special_ids = [int(i) for i in getattr(tokenizer, "all_special_ids", [])]
@@ -197,7 +193,7 @@ class ArcCSE(ContrastiveMethod):
         ids, attention = batch["input_ids"], batch["attention_mask"]
         special = torch.tensor(self.special_ids, dtype=ids.dtype, device=ids.device)
         maskable = attention.bool() & ~torch.isin(ids, special)
-        short, long = span_masks(maskable.cpu(), self.p.ratios())
+        short, long = span_masks(maskable.cpu(), self.params.ratios())
         triplet = {k: v.repeat_interleave(3, dim=0) for k, v in batch.items()}
         masked = triplet["input_ids"].clone().view(ids.shape[0], 3, -1)
         masked[:, 1][short.to(ids.device)] = self.mask_id
@@ -206,15 +202,15 @@ class ArcCSE(ContrastiveMethod):
         return triplet
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        p = self.p
+        p = self.params
         views = self.head(self.encode_views(encode, batch, 2))
         arc = arc_con_loss(views[:, 0], views[:, 1], p.temperature, math.radians(p.margin), p.margin_form)
         loss = arc
-        metrics = {"loss_arc": float(arc.detach())}
+        metrics = {"loss_arc": arc.detach()}
         if p.triplet_weight > 0:
             b = batch["input_ids"].shape[0]
             t = self.head(encode(self.masked_triplets(batch), dropout=False)).view(b, 3, -1)
             tri = triplet_order_loss(t[:, 0], t[:, 1], t[:, 2], p.triplet_margin)
             loss = loss + p.triplet_weight * tri
-            metrics["loss_tri"] = float(tri.detach())
+            metrics["loss_tri"] = tri.detach()
         return LossOutput(loss, metrics)

@@ -9,25 +9,34 @@ any scalar metrics worth logging (per-term losses, correlation rank, ...).
 A method is an ``nn.Module`` with a small lifecycle the loop drives, so a method with state (a
 momentum encoder, a negative queue) needs no change to the loop:
 
-1. ``Method(params, hidden_size)``: build heads and buffers.
-2. ``attach(encoder)`` -> ``bind(encoder)``: called once, before the optimiser is built, for
-   methods that declare ``uses_encoder = True``; this is the only way a method reaches the encoder
-   module (``self.encoder`` afterwards, e.g. to copy it into a momentum encoder). A method reads
-   the encoder and updates it through the optimiser; it registers no hooks on it and swaps none of
-   its modules, so evaluation (the encoder alone) is a function of the encoder's weights, which
-   is what lets runs share their step-0 probe (:mod:`harness.probe_cache`).
+1. ``Method(params, hidden_size)``: build heads and buffers (``params`` was validated when the run
+   was resolved, against the encoder's width).
+2. ``bind(encoder, load)``: called once for every method, before the optimiser is built. The base
+   keeps a reference to the encoder (``self.encoder``, not a sub-module); a method that needs more
+   overrides it, calls ``super().bind(encoder, load)`` first, and builds encoder-dependent state (a
+   momentum copy via :meth:`Method.register_frozen`, heads sized from the encoder). A second model
+   is not loaded by the method: ``load(name)`` asks the harness for it (same device, same tokenizer
+   checked). A method reads the encoder and updates it through the optimiser; it registers no hooks
+   on it and swaps none of its modules, so evaluation (the encoder alone) is a function of the
+   encoder's weights, which is what lets runs share their step-0 probe
+   (:mod:`harness.run.probe_cache`).
 3. each step: ``compute_loss(encode, batch, step)``; the optimiser steps over
    ``encoder.parameters()`` and :meth:`Method.trainable_parameters`; then ``after_step(step)``
-   (momentum updates, queue bookkeeping) returns metrics to log.
+   (momentum updates, queue bookkeeping) returns metrics to log. Metrics are detached tensors (or
+   floats): the loop reads them at evaluation points, so a step never waits on the device.
 4. model selection snapshots :meth:`Method.snapshot_state` (the trainable part only: frozen copies
    registered with :meth:`Method.register_frozen` and buffers are not copied into best-state
    snapshots) and restores it with :meth:`Method.restore_state`.
 
+What a method costs (encoder rows with and without gradient per sentence, whole encoder copies,
+parameters of its own) is not declared: the harness measures it by binding the method to a small
+encoder of the run's width and running one loss (:func:`harness.run.footprint.footprint`).
+
 Hyper-parameters are a frozen dataclass subclassing :class:`MethodParams`. Its fields are the grid
 keys that exist for the method: a misspelt ``--set`` key or grid key fails in
 :meth:`MethodParams.from_overrides` before anything trains, and :meth:`MethodParams.validate` checks
-values (against the encoder's hidden size too) and raises :class:`~harness.errors.ConfigError`
-naming the field.
+values (against the encoder's hidden size too, once, when the run is resolved) and raises
+:class:`~harness.errors.ConfigError` naming the field.
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ import dataclasses
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, TypeVar, overload
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import torch
 from torch import nn
@@ -64,7 +73,7 @@ class MethodParams:
     ``__post_init__`` coerces every field to its declared type, once, whatever built the record
     (:func:`harness.coerce.coerce_value`: ``Literal`` fields hold one of their choices, numbers are
     finite, command-line text becomes numbers). :meth:`validate` adds the method's own range checks
-    (and those that need the encoder's hidden size); :meth:`validate_once` runs it once per width.
+    (and those that need the encoder's hidden size).
     """
 
     def __post_init__(self) -> None:
@@ -76,47 +85,12 @@ class MethodParams:
         """Raise :class:`ConfigError` naming the field when a value is out of range.
 
         ``hidden_size=None`` checks what is wrong under every encoder (a table spec, when loaded);
-        a width adds the checks that depend on it. Callers use :meth:`validate_once`.
+        a width adds the checks that depend on it (:func:`harness.config.run_config.resolve_run`).
         """
-
-    def validate_once(self, hidden_size: int | None = None) -> None:
-        """:meth:`validate`, unless this record already passed it for ``hidden_size``.
-
-        The record remembers the widths it passed outside its fields (so not in :meth:`to_dict`,
-        equality or the run id), and the memory travels with it when it is pickled: the grid checks
-        a spec's record once for the profile's encoder, and the trial's :class:`Method` (built from
-        the same record, shipped by Ray) does not check it again.
-        """
-        passed: set[int | None] = self.__dict__.setdefault("_validated_for", set())
-        if hidden_size not in passed:
-            self.validate(hidden_size)
-            passed.add(hidden_size)
 
     def describe(self, hidden_size: int) -> dict[str, str]:
         """What the parameters resolve to on an encoder of this width (kept in the run record)."""
         return {}
-
-    def encoder_rows(self) -> float:
-        """Encoder rows WITH gradient per corpus sentence in one training step (SimCSE: 2, its two
-        dropout views): each costs a forward and a backward and keeps its activations until the
-        backward. The grid's cost estimate (:mod:`harness.cost`) scales a measured SimCSE step by
-        ``encoder_rows() / 2`` and the memory estimate (:mod:`harness.memory`) counts their tokens."""
-        return 2.0
-
-    def no_grad_encoder_rows(self) -> float:
-        """Encoder rows WITHOUT gradient per corpus sentence in one training step (0 for most
-        methods; a momentum key encoder's pass under ``torch.no_grad`` counts here): a forward only,
-        no activations kept. :mod:`harness.cost` and :mod:`harness.memory` count them at a share of
-        a row with gradient (``NO_GRAD_ROW_SHARE`` there)."""
-        return 0.0
-
-    def encoder_copies(self) -> tuple[int, int]:
-        """Whole copies of the encoder the method holds beside the run's own, as ``(trained, frozen)``
-        (0, 0 for most methods; CT's trained second model: (1, 0); a momentum key encoder or a frozen
-        complementary model: (0, 1), counted whole even where it shares the embedding layer). A
-        trained copy carries its gradients and AdamW's two moments; :mod:`harness.memory` adds their
-        bytes to the estimate, and a registry test compares the declaration with what ``bind`` holds."""
-        return (0, 0)
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -200,7 +174,7 @@ class EmbeddingEdit:
 
 @dataclass(frozen=True)
 class TokenFeatures:
-    """Token-level features of one encoder call (``encode(batch, tokens=True)``).
+    """Token-level features of one encoder call (``encode.tokens(batch)``).
 
     Attributes:
         hidden: the last layer's hidden states ``[n, L, d]``, with gradient; every padding position
@@ -217,34 +191,31 @@ class TokenFeatures:
 class EncodeFn(Protocol):
     """What the loop hands a method: one encoder call on a tokenised batch.
 
-    Returns the pooled training feature ``[n, d]`` (before any head), with gradient. With
-    ``dropout=False`` every dropout module is off for this call only (the model otherwise stays in
-    training mode) and is back on afterwards. A float ``dropout=r`` (``0 <= r < 1``) sets every
-    dropout module's rate to ``r`` for this call only (SCD's two views at two rates); ``0.0`` is
-    ``False`` exactly. ``True`` (default) keeps the encoder's own rates.
+    ``encode(batch)`` returns the pooled training feature ``[n, d]`` (before any head), with
+    gradient. ``encode.tokens(batch)`` is the same call returning token-level features instead: a
+    :class:`TokenFeatures` (the last layer's hidden states ``[n, L, d]`` of every position, padding
+    zeroed, and the attention mask); the training pooler is not applied (IS-BERT's CNN reads every
+    token). Both take the same options:
+
+    ``dropout=False`` turns every dropout module off for this call only (the model otherwise stays in
+    training mode); a float ``dropout=r`` (``0 <= r < 1``) sets every dropout module's rate to ``r``
+    for this call only (SCD's two views at two rates); ``0.0`` is ``False`` exactly. ``True``
+    (default) keeps the encoder's own rates.
 
     ``encoder=`` runs the call on another module instead of the run's encoder: a copy of the bound
     encoder (e.g. a momentum key encoder registered with :meth:`Method.register_frozen`), pooled
     with the run's training pooler and cut into the run's length buckets exactly as the run's own
-    calls are. Wrap the call in ``torch.no_grad()`` when it needs no gradient (and declare its rows
-    in :meth:`MethodParams.no_grad_encoder_rows`).
+    calls are. Wrap the call in ``torch.no_grad()`` when it needs no gradient.
 
     ``embeddings=`` (an :class:`EmbeddingEdit`) perturbs this call inside the embedding layer (token
     or feature cutoff, adversarial noise): the loop runs the embedding module, the method's edit,
     then the transformer layers and the pooler (BERT encoders only; same pooler and length buckets).
     A token shuffle needs no edit: the batch may carry ``position_ids`` ``[n, L]``, which the
     model's embedding module reads. No hook is registered and no module swapped either way.
-
-    ``tokens=True`` returns the call's token-level features instead of the pooled feature: a
-    :class:`TokenFeatures` (the last layer's hidden states ``[n, L, d]`` of every position, padding
-    zeroed, and the attention mask), with the same dropout, ``encoder=``, ``embeddings=``, length
-    buckets and precision as the pooled call; the training pooler is not applied (IS-BERT's CNN
-    reads every token). ``tokens=False`` (default) is the pooled call, unchanged.
     """
 
     hidden_size: int
 
-    @overload
     def __call__(
         self,
         batch: dict[str, torch.Tensor],
@@ -252,38 +223,47 @@ class EncodeFn(Protocol):
         dropout: bool | float = True,
         encoder: nn.Module | None = None,
         embeddings: EmbeddingEdit | None = None,
-        tokens: Literal[False] = False,
     ) -> torch.Tensor: ...
 
-    @overload
-    def __call__(
+    def tokens(
         self,
         batch: dict[str, torch.Tensor],
         *,
         dropout: bool | float = True,
         encoder: nn.Module | None = None,
         embeddings: EmbeddingEdit | None = None,
-        tokens: Literal[True],
     ) -> TokenFeatures: ...
 
-    @overload
-    def __call__(
-        self,
-        batch: dict[str, torch.Tensor],
-        *,
-        dropout: bool | float = True,
-        encoder: nn.Module | None = None,
-        embeddings: EmbeddingEdit | None = None,
-        tokens: bool = False,
-    ) -> torch.Tensor | TokenFeatures: ...
+
+ModelLoader = Callable[[str], nn.Module]
+"""``load(name)``: the harness loads another encoder (a model name or folder) onto the run's device,
+checked to share the run's tokenizer, for a method's :meth:`Method.bind` (DCLR's complementary
+model)."""
+
+
+Metric = torch.Tensor | float
+"""A scalar to log: a detached 0-d tensor (read by the loop at evaluation points only) or a float."""
 
 
 @dataclass
 class LossOutput:
-    """A scalar loss and scalar metrics to log (floats, already detached)."""
+    """A scalar loss and scalar metrics to log (detached tensors or floats)."""
 
     loss: torch.Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
+    metrics: Mapping[str, Metric] = field(default_factory=dict)
+
+
+def encoder_parts(encoder: nn.Module) -> dict[str, nn.Module]:
+    """``encoder.parts()`` of the harness's encoder (``embeddings``, ``layers``, ``pooler_dense``
+    where the architecture has them), or none for another module."""
+    parts = getattr(encoder, "parts", None)
+    return dict(parts()) if callable(parts) else {}
+
+
+def encoder_setting(encoder: nn.Module, name: str, default: float) -> float:
+    """A number of the bound encoder's configuration (``encoder.config_value``), or ``default``."""
+    value = getattr(encoder, "config_value", None)
+    return float(value(name, default)) if callable(value) else default
 
 
 def repeat_rows(batch: Mapping[str, torch.Tensor], n: int) -> dict[str, torch.Tensor]:
@@ -312,67 +292,66 @@ class MLPHead(nn.Module):
         return self.activation(self.dense(x))
 
 
-class Method(nn.Module):
-    """Base class of every registered method.
+class Method(nn.Module, Generic[P]):
+    """Base class of every registered method, generic over its parameter record.
 
-    Subclasses set the class attributes and implement :meth:`compute_loss`; stateful methods also
-    set ``uses_encoder`` and override :meth:`bind` / :meth:`after_step` (see the module docstring).
+    Subclasses name their record in the base (``class SimCSE(ContrastiveMethod[SimCSEParams])``,
+    which also sets :attr:`params_cls`), set the class attributes and implement
+    :meth:`compute_loss`; stateful methods also override :meth:`bind` / :meth:`after_step` (see
+    the module docstring).
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
     citation: ClassVar[str]
     params_cls: ClassVar[type[MethodParams]]
-    uses_encoder: ClassVar[bool] = False
-    """Declare that :meth:`bind` must receive the encoder module before training starts."""
+    """The parameter record's class: taken from the generic argument (``Method[XParams]``)."""
     smoke_params: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
     """Parameter sets (grid key -> value) of the short runs every registered method gets in the
     tests (``tests/test_cpu_runs.py``, the registry tests): the defaults, plus settings that reach
     the method's other code paths. Each must be valid on the tests' tiny and the packaged encoder."""
 
-    def __init__(self, params: MethodParams, hidden_size: int) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            for arg in typing.get_args(base):
+                if isinstance(arg, type) and issubclass(arg, MethodParams):
+                    cls.params_cls = arg
+
+    def __init__(self, params: P, hidden_size: int) -> None:
         super().__init__()
         if not isinstance(params, self.params_cls):
             raise ConfigError(
                 f"{self.name}: expected {self.params_cls.__name__}, got {type(params).__name__}"
             )
-        params.validate_once(hidden_size)
-        self.params = params
+        self.params: P = params
         self.hidden_size = hidden_size
         self._frozen: list[str] = []
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def attach(self, encoder: nn.Module) -> None:
-        """Called by the loop once, before the optimiser is built, when ``uses_encoder`` is set.
+    def bind(self, encoder: nn.Module, load: ModelLoader | None = None) -> None:
+        """Called by the loop once, for every method, before the optimiser is built.
 
-        Keeps a reference to the encoder that is NOT registered as a sub-module (so the encoder is not
-        part of the method's parameters or state) and calls :meth:`bind`.
+        Keeps a reference to the encoder that is NOT registered as a sub-module (so the encoder is
+        not part of the method's parameters or state). A method that overrides it calls
+        ``super().bind(encoder, load)`` first, then sets up its encoder-dependent state (a momentum
+        copy via :meth:`register_frozen`, heads sized from the encoder); ``load(name)`` gives it
+        another encoder (:data:`ModelLoader`).
         """
         object.__setattr__(self, "_bound_encoder", encoder)
-        self.bind(encoder)
 
     @property
     def encoder(self) -> nn.Module:
-        """The encoder given to :meth:`attach` (only for methods that declare ``uses_encoder``)."""
+        """The encoder given to :meth:`bind`."""
         bound = self.__dict__.get("_bound_encoder")
         if bound is None:
-            raise RuntimeError(f"{self.name}: no encoder attached (set uses_encoder = True)")
+            raise RuntimeError(f"{self.name}: not bound to an encoder yet (Method.bind)")
         return bound
-
-    def bind(self, encoder: nn.Module) -> None:
-        """Set up encoder-dependent state (e.g. a momentum copy via :meth:`register_frozen`)."""
-
-    def bind_parameters(self) -> int:
-        """Trainable parameters :meth:`bind` will add beside whole encoder copies (those are
-        ``params.encoder_copies()``): heads it builds only once it sees the encoder. 0 by default;
-        :func:`harness.memory.head_parameters` adds them, and a registry test compares the count
-        with what ``bind`` builds."""
-        return 0
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
         raise NotImplementedError
 
-    def after_step(self, step: int) -> dict[str, float]:
+    def after_step(self, step: int) -> Mapping[str, Metric]:
         """Called after every optimiser step (momentum updates, queues); returns metrics to log."""
         return {}
 

@@ -171,7 +171,7 @@ def cutoff_keep(kind: str, rate: float, mask: torch.Tensor, width: int) -> torch
     raise ValueError(f"not a cutoff: {kind!r}")
 
 
-class ConSERT(ContrastiveMethod):
+class ConSERT(ContrastiveMethod[ConSERTParams]):
     """Two augmented views from one call, NT-Xent (see the module docstring)."""
 
     name = "consert"
@@ -180,7 +180,6 @@ class ConSERT(ContrastiveMethod):
         "element dropout), NT-Xent with both views' rows as negatives."
     )
     citation = CONSERT_CITATION
-    params_cls = ConSERTParams
     smoke_params = (
         {},
         RECIPE,
@@ -188,16 +187,12 @@ class ConSERT(ContrastiveMethod):
         {"view1": "none", "view2": "none", "network_dropout": True, "intra_view_negatives": False},
     )
 
-    def __init__(self, params: ConSERTParams, hidden_size: int) -> None:
-        super().__init__(params, hidden_size)
-        self.p: ConSERTParams = params
-
     def augmented_batch(
         self, batch: dict[str, torch.Tensor]
     ) -> tuple[dict[str, torch.Tensor], EmbeddingEdit | None]:
         """The doubled batch (rows ``2i``, ``2i+1``: the views of sentence ``i``), its shuffled position
         ids where a view shuffles, and the cutoff edit where a view cuts (None without one)."""
-        p = self.p
+        p = self.params
         rows = repeat_rows(batch, 2)
         mask = rows["attention_mask"]
         n, length = mask.shape
@@ -222,7 +217,7 @@ class ConSERT(ContrastiveMethod):
         return rows, EmbeddingEdit(output=cut)
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        p = self.p
+        p = self.params
         rows, edit = self.augmented_batch(batch)
         b = batch["input_ids"].shape[0]
         if edit is None:
@@ -233,4 +228,4 @@ class ConSERT(ContrastiveMethod):
         a, c = nt_xent_terms(views[:, 0], views[:, 1], p.temperature, p.intra_view_negatives)
         weight = RELEASED_CL_RATE if p.loss_weight == "released" else 0.5
         loss = weight * (a + c)
-        return LossOutput(loss, {"loss_ntxent": float((a + c).detach() / 2)})
+        return LossOutput(loss, {"loss_ntxent": (a + c).detach() / 2})

@@ -25,17 +25,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, Method
-
-if TYPE_CHECKING:
-    from harness.encoder import SentenceEncoder
+from methods.base import ContrastiveParams, EncodeFn, LossOutput, Method, ModelLoader
 
 CT_CITATION = (
     "Carlsson et al., Semantic Re-Tuning with Contrastive Tension, ICLR 2021 "
@@ -100,14 +96,8 @@ class CTParams(ContrastiveParams):
     def describe(self, hidden_size: int) -> dict[str, str]:
         return {"unused": "temperature and mlp (CT: raw dot products, no head)"}
 
-    def encoder_rows(self) -> float:
-        return 2.0  # the batch through model 2 (the run's encoder) and through model 1, both with gradient
 
-    def encoder_copies(self) -> tuple[int, int]:
-        return (1, 0)  # model 1, trained
-
-
-class ContrastiveTension(Method):
+class ContrastiveTension(Method[CTParams]):
     """Model 1 (a trainable copy) and model 2 (the run's encoder), BCE on dot products."""
 
     name = "ct"
@@ -116,25 +106,20 @@ class ContrastiveTension(Method):
         "dot products of same-sentence (positive) and random-pair (negative) features."
     )
     citation = CT_CITATION
-    params_cls = CTParams
     smoke_params = ({}, {"negatives": 2, "dropout": True})
-    uses_encoder = True
-    model1: SentenceEncoder
+    model1: nn.Module
 
-    def __init__(self, params: CTParams, hidden_size: int) -> None:
-        super().__init__(params, hidden_size)
-        self.p: CTParams = params
-
-    def bind(self, encoder: nn.Module) -> None:
+    def bind(self, encoder: nn.Module, load: ModelLoader | None = None) -> None:
         """Model 1: a trainable copy of the encoder (a normal sub-module: optimised and snapshotted)."""
+        super().bind(encoder, load)
         self.add_module("model1", copy.deepcopy(encoder))
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        dropout = self.p.dropout
+        dropout = self.params.dropout
         z2 = encode(batch, dropout=dropout)  # model 2: the run's encoder, the one evaluated
         z1 = encode(batch, dropout=dropout, encoder=self.model1)
         b = z2.shape[0]
-        neg_a, neg_b = draw_negative_pairs(b, self.p.negatives, z2.device)
+        neg_a, neg_b = draw_negative_pairs(b, self.params.negatives, z2.device)
         loss, pos, neg = ct_loss(z1, z2, neg_a, neg_b)
         metrics = {"loss_ct": loss, "ct_pos": pos, "ct_neg": neg}
-        return LossOutput(loss, {k: float(v.detach()) for k, v in metrics.items()})
+        return LossOutput(loss, {k: v.detach() for k, v in metrics.items()})

@@ -30,9 +30,10 @@ With ``phi = 1`` (no cosine exceeds 1) and ``noise_times = 0`` the paper form is
 
 The complementary model (``complementary``): ``initial`` (default) is a frozen copy of the run's
 encoder as it is when training starts; any other value is a model name or folder that
-:func:`harness.encoder.load_encoder` loads (the paper's choice is a trained SimCSE: a SimCSE run of
-the same store trained with ``--save-model`` keeps its encoder under ``RUNS/checkpoints/<run_id>``).
-It must share the run's tokenizer (it reads the same token ids).
+the harness loads and hands to :meth:`~methods.base.Method.bind` (the paper's choice is a trained
+SimCSE: a SimCSE run of the same store trained with ``--save-model`` keeps its encoder under
+``RUNS/checkpoints/<run_id>``). It must share the run's tokenizer (it reads the same token ids); the
+harness checks that when it loads it.
 """
 
 from __future__ import annotations
@@ -45,12 +46,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.encoder import SentenceEncoder, load_encoder
 from harness.errors import ConfigError
 from methods.base import (
     ContrastiveParams,
     EncodeFn,
     LossOutput,
+    ModelLoader,
     check_non_negative,
     repeat_rows,
     switch,
@@ -183,14 +184,8 @@ class DCLRParams(ContrastiveParams):
         if not self.complementary.strip():
             raise ConfigError("complementary must be 'initial' or a model name or folder, got ''")
 
-    def no_grad_encoder_rows(self) -> float:
-        return 2.0  # the complementary model's two dropout views, without gradient
 
-    def encoder_copies(self) -> tuple[int, int]:
-        return (0, 1)  # the complementary model, frozen
-
-
-class DCLR(ContrastiveMethod):
+class DCLR(ContrastiveMethod[DCLRParams]):
     """SimCSE's two dropout views plus refined noise negatives and complementary-model weights."""
 
     name = "dclr"
@@ -202,33 +197,22 @@ class DCLR(ContrastiveMethod):
         "Zhou et al., Debiased Contrastive Learning of Unsupervised Sentence Representations, ACL 2022 "
         "(github.com/RUCAIBox/DCLR)"
     )
-    params_cls = DCLRParams
-    uses_encoder = True
     smoke_params = ({}, {"loss_form": "paper", "noise_times": 2.5, "phi": 0.5})
-    complementary_encoder: SentenceEncoder
+    complementary_encoder: nn.Module
 
-    def __init__(self, params: DCLRParams, hidden_size: int) -> None:
-        super().__init__(params, hidden_size)
-        self.p: DCLRParams = params
-
-    def bind(self, encoder: nn.Module) -> None:
-        if self.p.complementary == INITIAL:
+    def bind(self, encoder: nn.Module, load: ModelLoader | None = None) -> None:
+        super().bind(encoder, load)
+        if self.params.complementary == INITIAL:
             model = copy.deepcopy(encoder)
+        elif load is None:
+            raise ConfigError(f"dclr: complementary={self.params.complementary!r} needs the harness's loader")
         else:
-            device = next(encoder.parameters()).device
-            model = load_encoder(self.p.complementary, device=device)
-            vocab = getattr(getattr(encoder, "tokenizer", None), "vocab_size", None)
-            if vocab is not None and model.tokenizer.vocab_size != vocab:
-                raise ConfigError(
-                    f"complementary model {self.p.complementary!r} has a vocabulary of "
-                    f"{model.tokenizer.vocab_size} tokens, the run's encoder {vocab}: it must share the "
-                    "run's tokenizer"
-                )
+            model = load(self.params.complementary)
         model.train()  # dropout on, as the released code's fixed model in a training-mode module
         self.register_frozen("complementary_encoder", model)
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        p = self.p
+        p = self.params
         views = self.head(self.encode_views(encode, batch, 2))
         z1, z2 = views[:, 0], views[:, 1]
         b = z1.shape[0]
@@ -242,5 +226,5 @@ class DCLR(ContrastiveMethod):
             [cosine_logits(z1, z2, p.temperature), cosine_logits(z1, noise, p.temperature)], dim=1
         )
         loss = dclr_loss(logits, weights, p.loss_form)
-        dropped = float((weights[:, :b] == 0).sum()) / max(b * (b - 1), 1)
-        return LossOutput(loss, {"loss_dclr": float(loss.detach()), "dropped_negatives": dropped})
+        dropped = (weights[:, :b] == 0).sum() / max(b * (b - 1), 1)
+        return LossOutput(loss, {"loss_dclr": loss.detach(), "dropped_negatives": dropped})

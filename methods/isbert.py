@@ -8,7 +8,7 @@ https://github.com/yanzhangnlp/IS-BERT (a fork of sentence-transformers:
 ``examples/training/nli/unsupervised_training_nli.py``, ``SentenceTransformer.py`` ``fit``).
 docs/baselines.md lists where each value comes from.
 
-One training step (one encoder call, dropout on, ``encode(batch, tokens=True)``):
+One training step (one encoder call, dropout on, ``encode.tokens(batch)``):
 
 1. Local features: a 1-D CNN over the last layer's token states ``h [n, L, d]``, one ``Conv1d``
    per kernel size ``k`` (``channels`` filters each, "same" padding ``(k - 1) / 2``), the outputs
@@ -137,11 +137,8 @@ class ISBERTParams(ContrastiveParams):
             "sentence_embedding": f"mean over tokens of the CNN's outputs ({size} dims), not a pooler",
         }
 
-    def encoder_rows(self) -> float:
-        return 1.0  # one call with gradient: the batch's token states
 
-
-class ISBERT(Method):
+class ISBERT(Method[ISBERTParams]):
     """Token CNN + mean; Jensen-Shannon MI between each sentence vector and its own token features."""
 
     name = "isbert"
@@ -153,12 +150,10 @@ class ISBERT(Method):
         "Zhang, He, Liu, Lim and Bing, An Unsupervised Sentence Embedding Method by Mutual Information "
         "Maximization, EMNLP 2020 (github.com/yanzhangnlp/IS-BERT)"
     )
-    params_cls = ISBERTParams
     smoke_params = ({}, {"kernel_sizes": (1, 3), "channels": 16, "cnn_activation": "relu"})
 
     def __init__(self, params: ISBERTParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
-        self.p: ISBERTParams = params
         self.cnn = TokenCNN(
             hidden_size, params.kernel_sizes, params.channels, params.cnn_activation == "relu"
         )
@@ -167,7 +162,7 @@ class ISBERT(Method):
         return self.cnn
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        features = encode(batch, tokens=True)
+        features = encode.tokens(batch)
         mask = features.attention_mask
         local = self.cnn.tokens(features.hidden, mask)
         sentence = self.cnn.pool(local, mask)

@@ -40,8 +40,12 @@ from methods.base import (
     EncodeFn,
     LossOutput,
     Method,
+    Metric,
+    ModelLoader,
     check_non_negative,
     check_positive,
+    encoder_parts,
+    encoder_setting,
     switch,
 )
 from methods.losses import cosine_logits
@@ -88,15 +92,6 @@ class MoCoSEParams(ContrastiveParams):
         check_non_negative(self.fgsm, "fgsm")
         check_positive(self.predictor_layers, "predictor_layers")
 
-    def encoder_rows(self) -> float:
-        return 1.0  # the queries
-
-    def no_grad_encoder_rows(self) -> float:
-        return 1.0  # the keys: the key encoder's pass without gradient
-
-    def encoder_copies(self) -> tuple[int, int]:
-        return (0, 1)  # the EMA key layers (the embedding layer is shared): at most one frozen copy
-
     def decay(self, update: int) -> float:
         """The EMA decay at update ``update`` (1-based): cosine from ``momentum`` towards 1."""
         if self.momentum_steps == 0:
@@ -136,7 +131,7 @@ class Predictor(nn.Module):
         return torch.tanh(self.dense(self.blocks(x)))
 
 
-class MoCoSE(Method):
+class MoCoSE(Method[MoCoSEParams]):
     """Online queries with FGSM noise, EMA keys, a queue of past keys (see the module docstring)."""
 
     name = "mocose"
@@ -145,8 +140,6 @@ class MoCoSE(Method):
         "on the word embeddings, projection + predictor heads."
     )
     citation = MOCOSE_CITATION
-    params_cls = MoCoSEParams
-    uses_encoder = True
     key_encoder: nn.Module
     key_pooler: nn.Linear
     key_projection: Projection
@@ -158,7 +151,6 @@ class MoCoSE(Method):
 
     def __init__(self, params: MoCoSEParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
-        self.p: MoCoSEParams = params
         self.queue = NegativeQueue(params.queue_size, hidden_size) if params.queue_size > 0 else None
         if self.queue is not None and params.queue_init == "random":
             with torch.no_grad():
@@ -175,14 +167,14 @@ class MoCoSE(Method):
         self.embedding_dropout = 0.1
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def bind(self, encoder: nn.Module) -> None:
-        config = getattr(getattr(encoder, "model", None), "config", None)
-        eps = float(getattr(config, "layer_norm_eps", 1e-12))
-        self.embedding_dropout = float(getattr(config, "hidden_dropout_prob", 0.1))
+    def bind(self, encoder: nn.Module, load: ModelLoader | None = None) -> None:
+        super().bind(encoder, load)
+        eps = encoder_setting(encoder, "layer_norm_eps", 1e-12)
+        self.embedding_dropout = encoder_setting(encoder, "hidden_dropout_prob", 0.1)
         device = next(encoder.parameters()).device
-        if self.p.mlp:
+        if self.params.mlp:
             self.pooler, self.projection, self.predictor = self._heads(eps, self.embedding_dropout)
-            dense = getattr(getattr(getattr(encoder, "model", None), "pooler", None), "dense", None)
+            dense = encoder_parts(encoder).get("pooler_dense")
             if isinstance(dense, nn.Linear):  # the code loads BERT's pooler dense into its pooler
                 self.pooler.load_state_dict(dense.state_dict())
             self.to(device)
@@ -195,17 +187,10 @@ class MoCoSE(Method):
         draws their random initialisation, so a run's heads depend on it."""
         d = self.hidden_size
         pooler, projection = nn.Linear(d, d), Projection(d, eps, dropout)
-        return pooler, projection, Predictor(d, self.p.predictor_layers, eps, dropout)
-
-    def bind_parameters(self) -> int:
-        if not self.p.mlp:
-            return 0
-        with torch.device("meta"):  # counted, not allocated
-            heads = self._heads(1e-12, 0.0)
-        return sum(p.numel() for module in heads for p in module.parameters())
+        return pooler, projection, Predictor(d, self.params.predictor_layers, eps, dropout)
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        p = self.p
+        p = self.params
         self._words = []
         q = encode(batch) if p.fgsm == 0 else encode(batch, embeddings=self._query_edit())
         key_edit = EmbeddingEdit(words=self._noise if p.fgsm > 0 else None, output=self._embedding_dropout)
@@ -220,19 +205,18 @@ class MoCoSE(Method):
         queue = self.queue.contents() if self.queue is not None else k.new_zeros(0, k.shape[1])
         loss = queue_info_nce(q, k, queue, p.temperature)
         self._keys = k.detach()
-        return LossOutput(loss, {"loss_infonce": float(loss.detach())})
+        return LossOutput(loss, {"loss_infonce": loss.detach()})
 
-    def after_step(self, step: int) -> dict[str, float]:
+    def after_step(self, step: int) -> dict[str, Metric]:
         self.updates += 1
-        decay = self.p.decay(int(self.updates) + 1)  # the code updates before its forward: u = step + 1
+        decay = self.params.decay(int(self.updates) + 1)  # the code updates before its forward: u = step + 1
         online, key = self.encoder, self.key_encoder
-        layers, key_layers = _part(online, "encoder"), _part(key, "encoder")
-        if layers is not None and key_layers is not None:
-            ema_update(key_layers, layers, decay)
-            for name in ("embeddings", "pooler"):  # the embedding layer is shared: copied
-                a, b = _part(key, name), _part(online, name)
-                if a is not None and b is not None:
-                    ema_update(a, b, 0.0)
+        parts, key_parts = encoder_parts(online), encoder_parts(key)
+        if "layers" in parts and "layers" in key_parts:
+            ema_update(key_parts["layers"], parts["layers"], decay)
+            for name in ("embeddings", "pooler_dense"):  # the embedding layer is shared: copied
+                if name in parts and name in key_parts:
+                    ema_update(key_parts[name], parts[name], 0.0)
         else:  # another architecture: the whole encoder follows the EMA
             ema_update(key, online, decay)
         if self.pooler is not None:
@@ -242,9 +226,9 @@ class MoCoSE(Method):
         self._collect_noise_gradient()
         if self.queue is not None and self._keys is not None:
             self.queue.push(self._keys)
-        metrics = {"ema_decay": decay}
+        metrics: dict[str, Metric] = {"ema_decay": decay}
         if self.queue is not None:
-            metrics["queue_filled"] = float(self.queue.filled)
+            metrics["queue_filled"] = self.queue.filled.clone()
         return metrics
 
     # -- the word-embedding noise -----------------------------------------------------------------
@@ -267,7 +251,7 @@ class MoCoSE(Method):
         delta = torch.zeros_like(x)
         inside = rows < g.shape[0]
         delta[inside, :length] = g[rows[inside], :length].to(x.dtype)
-        return x + self.p.fgsm * delta
+        return x + self.params.fgsm * delta
 
     def _embedding_dropout(self, x: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         return F.dropout(x, self.embedding_dropout, training=True)
@@ -287,8 +271,3 @@ class MoCoSE(Method):
 
     def export_head(self) -> nn.Linear | None:
         return None  # MoCoSE evaluates the [CLS] feature before any head (cls_before_pooler)
-
-
-def _part(encoder: nn.Module, name: str) -> nn.Module | None:
-    part = getattr(getattr(encoder, "model", None), name, None)
-    return part if isinstance(part, nn.Module) else None

@@ -15,7 +15,7 @@ from typing import Literal
 import torch
 
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, check_non_negative, switch
+from methods.base import ContrastiveParams, EncodeFn, LossOutput, Metric, check_non_negative, switch
 from methods.losses import (
     barlow_twins_objective,
     correlation_rank,
@@ -54,13 +54,8 @@ class NoiseProbeParams(ContrastiveParams):
         if self.k_samples < 1:
             raise ConfigError(f"k_samples must be >= 1, got {self.k_samples}")
 
-    def encoder_rows(self) -> float:
-        if self.variant in ("pos_minus_noise", "neg_minus_noise"):
-            return 2.0 * self.k_samples + (2.0 if self.k_independent else 0.0)
-        return 2.0
 
-
-class NoiseProbe(ContrastiveMethod):
+class NoiseProbe(ContrastiveMethod[NoiseProbeParams]):
     """SimCSE with more (``+noise``) or less (``-noise``) noise on the positive or negative pairs.
 
     With ``z1, z2`` two dropout views after the head, ``e1, e2 ~ N(0, noise_var I)`` drawn fresh each
@@ -84,15 +79,10 @@ class NoiseProbe(ContrastiveMethod):
         "or the negative pairs."
     )
     citation = SIMCSEPP_CITATION
-    params_cls = NoiseProbeParams
     smoke_params = ({"variant": "neg_plus_noise"}, {"variant": "pos_minus_noise", "k_samples": 2})
 
-    def __init__(self, params: NoiseProbeParams, hidden_size: int) -> None:
-        super().__init__(params, hidden_size)
-        self.p: NoiseProbeParams = params
-
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        p = self.p
+        p = self.params
         if p.variant in ("pos_plus_noise", "neg_plus_noise"):
             views = self.head(self.encode_views(encode, batch, 2))
             z1, z2 = views[:, 0], views[:, 1]
@@ -115,7 +105,7 @@ class NoiseProbe(ContrastiveMethod):
                 loss = split_info_nce(m1, m2, z1, z2, p.temperature)
             else:
                 loss = split_info_nce(z1, z2, m1, m2, p.temperature)
-        return LossOutput(loss, {"loss_infonce": float(loss.detach())})
+        return LossOutput(loss, {"loss_infonce": loss.detach()})
 
 
 @dataclass(frozen=True)
@@ -154,7 +144,7 @@ class BarlowProbeParams(ContrastiveParams):
             raise ConfigError(f"rank_every must be >= 0, got {self.rank_every}")
 
 
-class BarlowProbe(ContrastiveMethod):
+class BarlowProbe(ContrastiveMethod[BarlowProbeParams]):
     """``InfoNCE(z1, z2) + bt_weight * BarlowTwins([z1; P], [z2; P])``.
 
     ``P`` is ``[M, d]`` drawn fresh from N(0, 1) every step and appended to BOTH views (the same rows:
@@ -170,15 +160,10 @@ class BarlowProbe(ContrastiveMethod):
         "artificial N(0, 1) rows."
     )
     citation = SIMCSEPP_CITATION
-    params_cls = BarlowProbeParams
     smoke_params = ({"padding_rows": 320},)
 
-    def __init__(self, params: BarlowProbeParams, hidden_size: int) -> None:
-        super().__init__(params, hidden_size)
-        self.p: BarlowProbeParams = params
-
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        p = self.p
+        p = self.params
         views = self.head(self.encode_views(encode, batch, 2))
         z1, z2 = views[:, 0], views[:, 1]
         nce = info_nce(z1, z2, p.temperature)
@@ -187,7 +172,7 @@ class BarlowProbe(ContrastiveMethod):
             padding = torch.randn(p.padding_rows, z1.shape[1], dtype=z1.dtype, device=z1.device)
         c = cross_correlation(z1, z2, padding, centre=p.correlation == "centred")
         bt = barlow_twins_objective(c, p.offdiag_weight)
-        metrics = {"loss_infonce": float(nce.detach()), "loss_bt": float(bt.detach())}
+        metrics: dict[str, Metric] = {"loss_infonce": nce.detach(), "loss_bt": bt.detach()}
         if p.rank_every and (step <= 1 or step % p.rank_every == 0):
             metrics["corr_rank"] = float(correlation_rank(c))
         return LossOutput(nce + p.bt_weight * bt, metrics)

@@ -97,7 +97,7 @@ class SCDParams(ContrastiveParams):
             raise ConfigError(f"projector needs one or more layer sizes >= 1, got {list(self.projector)}")
 
 
-class SCD(ContrastiveMethod):
+class SCD(ContrastiveMethod[SCDParams]):
     """Two views at two dropout rates; minimise their cosine and decorrelate their projections."""
 
     name = "scd"
@@ -109,16 +109,14 @@ class SCD(ContrastiveMethod):
         "Klein and Nabi, SCD: Self-Contrastive Decorrelation of Sentence Embeddings, ACL 2022 "
         "(github.com/SAP-samples/acl2022-self-contrastive-decorrelation)"
     )
-    params_cls = SCDParams
     smoke_params = ({"mlp": False, "projector": (256, 256)},)
 
     def __init__(self, params: SCDParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
-        self.p: SCDParams = params
         self.projector = build_projector(hidden_size, params.projector)
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        p = self.p
+        p = self.params
         z1 = self.head(encode(batch, dropout=p.dropout_low))
         z2 = self.head(encode(batch, dropout=p.dropout_high))
         contrast = self_contrast(z1, z2, p.temperature)
@@ -127,7 +125,7 @@ class SCD(ContrastiveMethod):
         return LossOutput(
             loss,
             {
-                "loss_self_contrast": float(contrast.detach()),
-                "loss_decorrelation": float(decorrelation.detach()),
+                "loss_self_contrast": contrast.detach(),
+                "loss_decorrelation": decorrelation.detach(),
             },
         )

@@ -10,6 +10,7 @@ head and "m dropout views in one encoder call"); the other methods are this plus
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -19,10 +20,13 @@ from methods.losses import info_nce
 SIMCSE_CITATION = "Gao et al., SimCSE: Simple Contrastive Learning of Sentence Embeddings, EMNLP 2021"
 
 
-class ContrastiveMethod(Method):
+CP = TypeVar("CP", bound=ContrastiveParams)
+
+
+class ContrastiveMethod(Method[CP]):
     """Shared wiring (not registered): the optional MLP head and multi-view encoding."""
 
-    def __init__(self, params: ContrastiveParams, hidden_size: int) -> None:
+    def __init__(self, params: CP, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
         self.mlp = MLPHead(hidden_size) if params.mlp else None
 
@@ -45,19 +49,14 @@ class SimCSEParams(ContrastiveParams):
     """Hyper-parameters of unsupervised SimCSE: the shared ``temperature`` and ``mlp`` only."""
 
 
-class SimCSE(ContrastiveMethod):
+class SimCSE(ContrastiveMethod[SimCSEParams]):
     """``loss = InfoNCE(head(z1), head(z2))`` with ``z1, z2`` two dropout views from one call."""
 
     name = "simcse"
     description = "Unsupervised SimCSE: two dropout views per sentence, InfoNCE over in-batch negatives."
     citation = SIMCSE_CITATION
-    params_cls = SimCSEParams
-
-    def __init__(self, params: SimCSEParams, hidden_size: int) -> None:
-        super().__init__(params, hidden_size)
-        self.p: SimCSEParams = params
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
         views = self.head(self.encode_views(encode, batch, 2))
-        loss = info_nce(views[:, 0], views[:, 1], self.p.temperature)
-        return LossOutput(loss, {"loss_infonce": float(loss.detach())})
+        loss = info_nce(views[:, 0], views[:, 1], self.params.temperature)
+        return LossOutput(loss, {"loss_infonce": loss.detach()})

@@ -31,6 +31,7 @@ from methods.base import (
     ContrastiveParams,
     EncodeFn,
     LossOutput,
+    Metric,
     check_non_negative,
     check_positive,
     switch,
@@ -79,11 +80,8 @@ class SimCSEppParams(ContrastiveParams):
         if not self.infonce and self.lambda_dcl == 0:
             raise ConfigError("lambda_dcl must be > 0 when infonce=False (DCL is then the only objective)")
 
-    def encoder_rows(self) -> float:
-        return 3.0 if self.off_dropout else 2.0  # + the dropout-off view of the batch
 
-
-class SimCSEpp(ContrastiveMethod):
+class SimCSEpp(ContrastiveMethod[SimCSEppParams]):
     """Off-dropout InfoNCE with weight m, plus lambda * DCL (see the module docstring)."""
 
     name = "simcsepp"
@@ -92,25 +90,20 @@ class SimCSEpp(ContrastiveMethod):
         "contrastive learning (DCL)."
     )
     citation = SIMCSEPP_CITATION
-    params_cls = SimCSEppParams
-
-    def __init__(self, params: SimCSEppParams, hidden_size: int) -> None:
-        super().__init__(params, hidden_size)
-        self.p: SimCSEppParams = params
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        p = self.p
+        p = self.params
         views = self.head(self.encode_views(encode, batch, 2))
         z1, z2 = views[:, 0], views[:, 1]
-        metrics: dict[str, float] = {}
+        metrics: dict[str, Metric] = {}
         loss = z1.new_zeros(())
         if p.infonce:
             z0 = self.head(encode(batch, dropout=False)) if p.off_dropout else None
             nce = off_dropout_nce(z1, z2, z0, p.temperature, p.m, p.m_placement)
             loss = loss + nce
-            metrics["loss_infonce"] = float(nce.detach())
+            metrics["loss_infonce"] = nce.detach()
         if p.lambda_dcl > 0:
             dcl = dcl_loss(z1, z2, p.tau_dcl, p.dcl_reduction)
             loss = loss + p.lambda_dcl * dcl
-            metrics["loss_dcl"] = float(dcl.detach())
+            metrics["loss_dcl"] = dcl.detach()
         return LossOutput(loss, metrics)

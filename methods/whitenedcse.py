@@ -38,7 +38,7 @@ from typing import Literal
 import torch
 
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, check_non_negative, switch
+from methods.base import ContrastiveParams, EncodeFn, LossOutput, Metric, check_non_negative, switch
 from methods.losses import info_nce_terms, multi_positive_l1, multi_positive_l2
 from methods.simcse import ContrastiveMethod
 from methods.whitening import RunningWhitening, describe_groups, group_whiten, random_permutations
@@ -122,9 +122,6 @@ class WhitenedCSEParams(ContrastiveParams):
             return self.num_groups
         return max(1, round(self.num_groups * hidden_size / PAPER_HIDDEN_SIZE))
 
-    def encoder_rows(self) -> float:
-        return float(self.num_positives) if self.positive_source == "dropout" else 2.0
-
     def validate(self, hidden_size: int | None = None) -> None:
         super().validate(hidden_size)
         if self.num_groups < 1:
@@ -165,7 +162,7 @@ class WhitenedCSEParams(ContrastiveParams):
         }
 
 
-class WhitenedCSE(ContrastiveMethod):
+class WhitenedCSE(ContrastiveMethod[WhitenedCSEParams]):
     """Whitening of every view before the MLP, then L1/L2 over the anchor and ``m - 1`` positives."""
 
     name = "whitenedcse"
@@ -176,12 +173,10 @@ class WhitenedCSE(ContrastiveMethod):
     citation = (
         "Zhuo et al., WhitenedCSE: Whitening-based Contrastive Learning of Sentence Embeddings, ACL 2023"
     )
-    params_cls = WhitenedCSEParams
     smoke_params = ({"num_groups": 128}, {"whitening": "zca", "num_positives": 2})
 
     def __init__(self, params: WhitenedCSEParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
-        self.p: WhitenedCSEParams = params
         self.running: RunningWhitening | None = None
         if params.whitening in ("zca", "pca"):
             self.running = RunningWhitening(
@@ -197,34 +192,34 @@ class WhitenedCSE(ContrastiveMethod):
     # -- step 1: raw views ------------------------------------------------------------------------
     def raw_views(self, encode: EncodeFn, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Raw pooled views ``[B, m, d]`` from the configured positive source."""
-        m = self.p.num_positives
-        if self.p.positive_source == "dropout":
+        m = self.params.num_positives
+        if self.params.positive_source == "dropout":
             return self.encode_views(encode, batch, m)
         two = self.encode_views(encode, batch, 2)
         b, _, d = two.shape
         return torch.cat([two[:, :1], two[:, 1:2].expand(b, m - 1, d)], dim=1)
 
     # -- step 2: whitening ------------------------------------------------------------------------
-    def whiten(self, views: torch.Tensor, step: int) -> tuple[torch.Tensor, dict[str, float]]:
+    def whiten(self, views: torch.Tensor, step: int) -> tuple[torch.Tensor, dict[str, Metric]]:
         """Whiten raw views ``[B, m, d]`` as configured; return ``([B, m, d], metrics)``."""
-        p = self.p
+        p = self.params
         b, m, d = views.shape
         if p.whitening == "none":
             return views, {}
         if self.running is not None:
             out, evals = self.running(views.reshape(b * m, d), step)
-            return out.view(b, m, d), {"whiten_min_eig": float(evals.min())}
+            return out.view(b, m, d), {"whiten_min_eig": evals.min().detach()}
         # paper: view k is block k ([m, B, d]); released: the sentence-major [B*m, d] rows cut into
         # m contiguous blocks of B rows.
         blocks = views.transpose(0, 1) if p.reading == "paper" else views.reshape(m, b, d)
         perm = random_permutations(m, d, views.device) if p.shuffled else None
         out, evals = group_whiten(blocks, self.num_groups, p.eps, perm=perm, grad=p.whitening_grad, step=step)
         out = out.transpose(0, 1) if p.reading == "paper" else out.reshape(b, m, d)
-        return out, {"whiten_min_eig": float(evals.min())}
+        return out, {"whiten_min_eig": evals.min().detach()}
 
     # -- step 3: loss -----------------------------------------------------------------------------
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
-        p = self.p
+        p = self.params
         white, metrics = self.whiten(self.raw_views(encode, batch), step)
         z = self.head(white)
         anchor, positives = z[:, 0], z[:, 1:]
@@ -235,6 +230,6 @@ class WhitenedCSE(ContrastiveMethod):
             loss = multi_positive_l2(anchor, positives, p.temperature, weights, form=p.l2_form)
         with torch.no_grad():
             terms = info_nce_terms(anchor, positives, p.temperature)
-        metrics.update({f"loss_pos{k + 2}": float(t) for k, t in enumerate(terms)})
-        metrics[f"loss_{p.loss}"] = float(loss.detach())
+        metrics.update({f"loss_pos{k + 2}": t for k, t in enumerate(terms)})
+        metrics[f"loss_{p.loss}"] = loss.detach()
         return LossOutput(loss, metrics)

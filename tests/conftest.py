@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.config.paths import resolve_data_root
 from harness.errors import DataError
-from harness.paths import resolve_data_root
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from paper_tables import number, paper_rows
 
-from harness.specs import TableSpec, sweep_cell_key
+from harness.specs.model import TableSpec, sweep_cell_key
 
 Paper = dict[str, list[dict[str, Any]]]
 

@@ -13,9 +13,10 @@ from data_roots import make_data_root
 from harness.cli import main
 from harness.errors import DataError
 from harness.evaluation.transfer import read_task
-from harness.grid import expand
-from harness.specs import load_table_spec
-from harness.store import RunStore, new_record
+from harness.grid.plan import expand
+from harness.specs.parse import load_table_spec
+from harness.store.record import new_record
+from harness.store.run_store import RunStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"
@@ -213,7 +214,7 @@ def test_an_empty_split_names_the_task_and_file(
 
 
 def test_finite_check_helpers() -> None:
-    from harness.commands.common import check_finite_overrides
+    from harness.config.inputs import check_finite_overrides
 
     check_finite_overrides({"a": 1.0, "b": "text", "c": "3e-5", "d": None}, "x")
     for bad in (math.inf, -math.inf, math.nan, "inf", "-Infinity", "NaN", "1e999"):

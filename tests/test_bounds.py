@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from data_roots import make_data_root
 
-import harness.checkpoint as ckpt
+import harness.run.checkpoint as ckpt
 from harness.cli import main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

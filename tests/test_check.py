@@ -94,8 +94,8 @@ def test_a_grid_holding_the_runs_folder_is_a_problem(
         [
             sys.executable,
             "-c",
-            "import time; from harness.store import RunStore; "
-            f"RunStore({str(runs)!r}).lock().acquire(); print('locked', flush=True); time.sleep(120)",
+            "import time; from harness.grid.lock import GridLock; "
+            f"GridLock.of({str(runs)!r}).acquire(); print('locked', flush=True); time.sleep(120)",
         ],
         env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
         stdout=subprocess.PIPE,

@@ -14,8 +14,10 @@ from paper_tables import PAPER_TABLES, parse_paper_tables
 from scipy import stats
 from spec_checks import check_claim_deltas
 
-from harness.claims import (
-    Claim,
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.grid.plan import expand
+from harness.reporting.statistics import (
     evaluate,
     minimum_detectable_difference,
     pair_by_seed,
@@ -24,12 +26,11 @@ from harness.claims import (
     summarise,
     t_interval,
 )
-from harness.cli import main
-from harness.errors import ConfigError
-from harness.grid import expand
-from harness.record import new_record
-from harness.specs import load_table_spec, load_table_specs
-from harness.store import RunStore
+from harness.specs.claim import Claim
+from harness.specs.find import load_table_specs
+from harness.specs.parse import load_table_spec
+from harness.store.record import new_record
+from harness.store.run_store import RunStore
 
 CORPUS_TEXT = "".join(f"claim fixture sentence {i} for the corpus.\n" for i in range(64))
 
@@ -276,8 +277,8 @@ def test_a_real_three_seed_smoke_grid_renders_claims(tmp_path: Path, data_root: 
 
 
 def test_the_forest_plot_names_the_pair_where_one_statement_covers_several() -> None:
-    from harness.claims import ClaimResult
     from harness.reporting.claims import claim_label
+    from harness.reporting.statistics import ClaimResult
 
     def result(better: str, worse: str, text: str) -> ClaimResult:
         claim = Claim("t", better, worse, "avg", 1.0, text)
@@ -293,8 +294,8 @@ def test_the_forest_plot_names_the_pair_where_one_statement_covers_several() -> 
 
 
 def test_the_forest_plot_names_the_table_only_where_there_are_several() -> None:
-    from harness.claims import ClaimResult
     from harness.reporting.claims import draw_forest
+    from harness.reporting.statistics import ClaimResult
 
     def result(spec: str, text: str) -> ClaimResult:
         paired = pair_by_seed({1: 2.0, 2: 3.0, 3: 2.5}, {1: 1.0, 2: 1.5, 3: 1.2})

@@ -11,7 +11,7 @@ import typing
 import pytest
 
 from harness.cli import build_parser, main
-from harness.config import PROFILES
+from harness.config.profiles import PROFILES
 from methods import REGISTRY, get_method
 
 

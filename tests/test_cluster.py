@@ -34,7 +34,7 @@ import pytest
 from data_roots import make_data_root
 from processes import session_pids
 
-from harness.store import RunStore
+from harness.store.run_store import RunStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"

@@ -9,15 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import (
-    OVERRIDABLE,
-    PROFILES,
-    RunConfig,
-    corpus_id,
-    resolve_config,
-    resolve_run,
-    resolve_settings,
-)
+from harness.config.profiles import PROFILES
+from harness.config.run_config import RunConfig, resolve_config, resolve_run
+from harness.config.settings import OVERRIDABLE, corpus_id, resolve_settings
 from harness.errors import ConfigError, DataError, ModelLoadError
 from methods.simcse import SimCSEParams
 from methods.whitenedcse import WhitenedCSEParams
@@ -252,7 +246,7 @@ def test_overrides_are_honoured_before_anything_reads_the_profile(data_root: Pat
 def test_hidden_size_lookup_never_asks_an_offline_hub(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import harness.encoder as enc
+    import harness.config.models as enc
 
     enc.hidden_size_of.cache_clear()
     asked: list[str] = []

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import RunConfig, resolve_config, resolve_run, resolve_settings
-from harness.cost import (
+from harness.config.run_config import RunConfig, resolve_config, resolve_run
+from harness.config.settings import resolve_settings
+from harness.evaluation.tasks import sts_sentences
+from harness.grid.cost import (
     FLOW_FIT_S_PER_SENTENCE,
     CostModel,
     estimate_lines,
@@ -17,7 +19,6 @@ from harness.cost import (
     probes_of,
     scratch_line,
 )
-from harness.evaluation.tasks import sts_sentences
 
 
 def cpu(
@@ -73,7 +74,7 @@ def test_post_processing_adds_its_embedding_and_a_flow_its_fit(data_root: Path) 
 
 
 def test_the_step0_probe_is_shared_except_with_the_cls_pooler(data_root: Path) -> None:
-    from harness.cost import computed_probes, shares_step0_probe
+    from harness.grid.cost import computed_probes, shares_step0_probe
 
     simcse = cpu(data_root)
     assert shares_step0_probe(simcse) and computed_probes(simcse, 100) == 4
@@ -121,7 +122,7 @@ def test_finished_records_calibrate_the_units_of_matching_runs(data_root: Path) 
 
 
 def test_transfer_is_embedding_plus_fits_until_runs_measure_it(data_root: Path) -> None:
-    from harness.cost import TRANSFER_FIT_S, TRANSFER_PER_STS
+    from harness.grid.cost import TRANSFER_FIT_S, TRANSFER_PER_STS
 
     model = CostModel()
     sts_only = cpu(data_root, eval_precision="bf16")
@@ -182,7 +183,7 @@ def test_the_scratch_line_estimates_every_run(data_root: Path) -> None:
 
 
 def test_gpu_sharing_follows_the_measured_throughput(data_root: Path) -> None:
-    from harness.cost import sharing_slowdown
+    from harness.grid.cost import sharing_slowdown
 
     assert sharing_slowdown("bert-base-uncased", 1) == 1.0
     assert sharing_slowdown("bert-base-uncased", 4) == pytest.approx(4 * 14.8 / 49.4)

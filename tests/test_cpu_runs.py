@@ -15,14 +15,16 @@ from typing import Any
 
 import pytest
 
-from harness import memory
-from harness.config import RunConfig, resolve_config
-from harness.cost import NO_GRAD_ROW_SHARE, CostModel
-from harness.encoder import SentenceEncoder, load_encoder
+from harness.config.paths import resolve_data_root
+from harness.config.run_config import RunConfig, resolve_config
+from harness.encoder.loading import load_encoder
+from harness.encoder.model import SentenceEncoder
 from harness.errors import DataError
-from harness.paths import resolve_data_root
-from harness.store import RunStore
-from harness.train import train_run
+from harness.grid import memory
+from harness.grid.cost import NO_GRAD_ROW_COST, CostModel
+from harness.run.footprint import footprint
+from harness.run.training import train_run
+from harness.store.run_store import RunStore
 from methods import REGISTRY, build_params, get_method
 
 CASES: list[tuple[str, dict[str, Any]]] = [
@@ -77,21 +79,22 @@ def test_cost_and_memory_count_rows_with_and_without_gradient(
 ) -> None:
     config = resolve_config(method, params, "cpu", {"max_steps": 100}, tiny_data_root)
     simcse = resolve_config("simcse", {}, "cpu", {"max_steps": 100}, tiny_data_root)
-    grad, no_grad = config.params.encoder_rows(), config.params.no_grad_encoder_rows()
+    measured = footprint(config.method, config.params, config.hidden_size)
+    grad, no_grad = measured.rows, measured.no_grad_rows
     assert grad > 0 and no_grad >= 0
     model = CostModel(cpu_id="test-cpu")
     units, _ = model.units(config)
     extra = model.run_seconds(config) - model.run_seconds(simcse)
-    assert extra == pytest.approx(100 * units.step_s * ((grad + NO_GRAD_ROW_SHARE * no_grad) / 2 - 1))
+    assert extra == pytest.approx(100 * units.step_s * ((grad + NO_GRAD_ROW_COST * no_grad) / 2 - 1))
     # the memory estimate is linear in rows x batch x length: SimCSE at twice the batch = 2 more rows
     row = (
         memory.estimate_bytes(simcse.replace(batch_size=2 * simcse.batch_size))
         - memory.estimate_bytes(simcse)
     ) / 2
-    rows = grad + memory.NO_GRAD_ROW_SHARE * no_grad
+    rows = grad + memory.NO_GRAD_ROW_MEMORY * no_grad
     # and a whole encoder's fp32 weights (the cpu profile's MiniLM, counted on a model of its
     # shape) per extra copy the method holds, a trained one with its gradients and AdamW moments
-    trained, frozen = config.params.encoder_copies()
+    trained, frozen = measured.trained_copies, measured.frozen_copies
     extra_bytes = memory.estimate_bytes(config) - memory.estimate_bytes(simcse) - row * (rows - 2)
     copies = memory.TRAINED_COPY_SHARE * trained + frozen
     minilm = load_encoder("random:minilm")
@@ -106,9 +109,8 @@ def test_cost_and_memory_count_rows_with_and_without_gradient(
 def _own_trainable(config: RunConfig, encoder: SentenceEncoder) -> int:
     """The method's trainable parameters once bound to ``encoder``, less its whole trained copies."""
     method = get_method(config.method)(config.params, encoder.hidden_size)
-    if method.uses_encoder:
-        method.attach(encoder)
-    trained, _frozen = config.params.encoder_copies()
+    method.bind(encoder)
+    trained = footprint(config.method, config.params, config.hidden_size).trained_copies
     whole = sum(p.numel() for p in encoder.parameters())
     return sum(p.numel() for p in method.trainable_parameters()) - trained * whole
 

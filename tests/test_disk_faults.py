@@ -29,7 +29,7 @@ import pytest
 from harness import atomic
 from harness.atomic import WriteError, atomic_folder, atomic_write, write_text
 from harness.cli import main
-from harness.store import RunStore
+from harness.store.run_store import RunStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NIGHT = REPO_ROOT / "docs" / "night"
@@ -112,12 +112,17 @@ WRITES = re.compile(
     r"|shutil\.(copy|move)|\.save_pretrained\(|os\.open\(|\.touch\("
 )
 ALLOWED = {
-    ("harness/memory.py", 'Path("/proc/self/clear_refs").write_text('): "a kernel knob, not a file",
-    ("harness/probe_cache.py", "json.dump("): "into an atomic_write handle",
-    ("harness/checkpoint.py", "torch.save("): "into an atomic_write handle",
-    ("harness/train.py", "hf_model.save_pretrained("): "into an atomic_folder",
-    ("harness/train.py", "self.encoder.tokenizer.save_pretrained("): "into an atomic_folder",
-    ("harness/store.py", "os.open("): "the grid lock and an attempt number's reservation",
+    (
+        "harness/run/process_memory.py",
+        'Path("/proc/self/clear_refs").write_text(',
+    ): "a kernel knob, not a file",
+    ("harness/run/probe_cache.py", "json.dump("): "into an atomic_write handle",
+    ("harness/run/checkpoint.py", "torch.save("): "into an atomic_write handle",
+    ("harness/encoder/saved.py", "torch.save("): "into an atomic_write handle",
+    ("harness/run/training.py", "hf_model.save_pretrained("): "into an atomic_folder",
+    ("harness/run/training.py", "self.encoder.tokenizer.save_pretrained("): "into an atomic_folder",
+    ("harness/store/run_store.py", "os.open("): "an attempt number's reservation",
+    ("harness/grid/lock.py", "os.open("): "the grid lock",
 }
 
 
@@ -214,7 +219,7 @@ def test_a_failed_attempt_write_leaves_no_empty_attempt_file(
         raise atomic.failed_write(target, OSError(errno.ENOSPC, "No space left on device"))
         yield  # pragma: no cover
 
-    monkeypatch.setattr("harness.store.atomic_write", full_disk)
+    monkeypatch.setattr("harness.store.run_store.atomic_write", full_disk)
     with pytest.raises(WriteError, match="no space left on the device"):
         store.save({"run_id": "r1", "status": "running", "started_at": "t1", "host": "h"})
     assert list(store.attempts_dir("r1").glob("*.json")) == []
@@ -264,7 +269,7 @@ def test_reporters_check_their_output_before_reading_records(
     def no_work(*_args: Any, **_kwargs: Any) -> Any:
         raise AssertionError("records were read before the output was checked")
 
-    monkeypatch.setattr("harness.reporting.tables.build_tables", no_work)
+    monkeypatch.setattr("harness.reporting.tables.build.build_tables", no_work)
     monkeypatch.setattr("harness.reporting.claims.build_claims", no_work)
     monkeypatch.setattr("harness.reporting.plots.collect_series", no_work)
     fill_in = {"file": str(a_file), "tmp": str(tmp_path)}
@@ -312,7 +317,7 @@ def test_read_only_outputs_are_refused_before_any_work(
         raise AssertionError("work started before the output was checked")
 
     monkeypatch.setattr("harness.evaluation.runner.run_evaluation", no_work)
-    monkeypatch.setattr("harness.reporting.tables.build_tables", no_work)
+    monkeypatch.setattr("harness.reporting.tables.build.build_tables", no_work)
     monkeypatch.setattr("harness.commands.export_cmd.export_model", no_work)
     eval_args = ["eval", "--model", "random:tiny", "--tasks", "STS12", "--device", "cpu"]
     assert main([*eval_args, "--data-dir", str(data_root), "--output", str(read_only / "out.json")]) == 2
@@ -376,7 +381,7 @@ def test_a_grid_lock_that_is_a_folder_is_one_line_before_ray_starts(
 def test_a_torch_checkpoint_on_a_full_disk_is_one_write_error(mount: Mount) -> None:
     import torch
 
-    from harness.checkpoint import save_checkpoint
+    from harness.run.checkpoint import save_checkpoint
 
     disk = mount("1m")
     target = disk / "resume" / "run.pt"
@@ -422,7 +427,7 @@ def test_eval_on_a_disk_that_fills_up_keeps_the_earlier_output(
 def test_tables_on_a_disk_that_fills_up_keep_the_earlier_files(
     mount: Mount, data_root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.reporting import tables
+    from harness.reporting.tables import build as tables
 
     disk = mount("2m")
     for name in ("tables/cpu_demo.tex", "tables/tables.md", "claims/claims.md", "claims/claims.json"):
@@ -454,8 +459,8 @@ def test_export_on_a_disk_that_fills_up_leaves_nothing_behind(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from harness.commands import export_cmd
-    from harness.config import resolve_config
-    from harness.train import train_run
+    from harness.config.run_config import resolve_config
+    from harness.run.training import train_run
 
     root = tmp_path / "data"
     (root / "corpus").mkdir(parents=True)
@@ -495,7 +500,7 @@ def test_train_on_a_disk_that_fills_up_stops_with_one_line(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from harness import checkpoint
+    from harness.run import checkpoint
 
     root = tmp_path / "data"
     (root / "corpus").mkdir(parents=True)

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.config import resolve_config
-from harness.encoder import load_encoder
+from harness.config.paths import senteval_dir
+from harness.config.run_config import resolve_config
+from harness.encoder.loading import load_encoder
 from harness.evaluation.geometry import StsbDevProbe
-from harness.paths import senteval_dir
-from harness.store import RunStore
-from harness.train import train_run
+from harness.run.training import train_run
+from harness.store.run_store import RunStore
 
 
 @pytest.fixture

@@ -9,12 +9,15 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.config import RunConfig
+from harness.config.paths import resolve_data_root
+from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
-from harness.grid import attach_status, claims_only, complete_for, describe, expand
-from harness.paths import resolve_data_root
-from harness.specs import load_table_spec, load_table_specs
-from harness.store import RunStore, new_record
+from harness.grid.plan import attach_status, claims_only, complete_for, describe, expand
+from harness.run.footprint import footprint
+from harness.specs.find import load_table_specs
+from harness.specs.parse import load_table_spec
+from harness.store.record import new_record
+from harness.store.run_store import RunStore
 from methods.whitenedcse import WhitenedCSEParams
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -237,9 +240,10 @@ def test_claims_only_keeps_the_runs_that_claims_compare(
 def test_grid_and_tables_resolve_through_one_path(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # No command resolves a throwaway config to learn the profile's model or seed: grid expansion and
     # table building go through resolve_settings once per set of overrides and resolve_run per cell.
-    import harness.config as config_mod
-    from harness.reporting.tables import build_tables
-    from harness.store import RunStore
+    import harness.config.run_config as run_config_mod
+    import harness.config.settings as config_mod
+    from harness.reporting.tables.build import build_tables
+    from harness.store.run_store import RunStore
 
     calls: list[str] = []
     real_settings = config_mod.resolve_settings
@@ -252,14 +256,14 @@ def test_grid_and_tables_resolve_through_one_path(data_root: Path, monkeypatch: 
         raise AssertionError("resolve_config called: a throwaway config was resolved")
 
     monkeypatch.setattr(config_mod, "resolve_settings", counting_settings)
-    monkeypatch.setattr(config_mod, "resolve_config", forbidden)
+    monkeypatch.setattr(run_config_mod, "resolve_config", forbidden)
     spec = load_table_spec(Path("tables/whitenedcse_table4.toml"))
     build_tables([spec], RunStore(data_root / "runs"), "cpu", data_root=data_root)
     assert calls == ["settings"]  # 16 cells, one set of overrides: one resolution of the settings
 
 
 def test_transfer_is_scored_only_for_runs_a_transfer_table_uses(data_root: Path) -> None:
-    from harness.store import RunStore
+    from harness.store.run_store import RunStore
 
     (data_root / "corpus" / "wiki1m_for_simcse.txt").write_text(CORPUS_TEXT, encoding="utf-8")
     specs = [load_table_spec(Path(f"tables/whitenedcse_table{i}.toml")) for i in (1, 2, 3)]
@@ -291,7 +295,7 @@ def test_transfer_is_scored_only_for_runs_a_transfer_table_uses(data_root: Path)
     attach_status(plan, store)
     assert shared.state == "missing"
     assert complete_for(record, "sts") and not complete_for(record, "all") and not complete_for(None, "sts")
-    from harness.bookkeeping import mark_interrupted
+    from harness.store.bookkeeping import mark_interrupted
 
     # the re-run with transfer is stopped: its attempt beside the finished record is marked
     # interrupted (the finished STS record stays), and it does not count as done for this plan
@@ -329,7 +333,7 @@ def test_dry_run_and_check_plan_without_the_corpus(
 def test_grid_starts_its_runs_longest_first(
     data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import harness.tune as tune_mod
+    import harness.grid.tune.driver as tune_mod
 
     started: list[RunConfig] = []
 
@@ -342,7 +346,7 @@ def test_grid_starts_its_runs_longest_first(
     args = ["grid", "simcsepp_table1", "--profile", "cpu", "--runs-dir", str(tmp_path / "runs")]
     with pytest.raises(SystemExit):
         main([*args, "--data-dir", str(data_root)])
-    rows = [c.params.encoder_rows() for c in started]
+    rows = [footprint(c.method, c.params, c.hidden_size).rows for c in started]
     assert len(started) > 3 and rows == sorted(rows, reverse=True)  # the K=10 noise probes first
     assert rows[0] > 2 * rows[-1]
     assert "trial-hours" in capsys.readouterr().out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.config import RunConfig
+from harness.config.run_config import RunConfig
 
 RECORDS = Path(__file__).resolve().parents[1] / "docs" / "night" / "runs" / "records"
 

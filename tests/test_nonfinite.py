@@ -11,11 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-import harness.train as train_mod
-from harness.config import RunConfig, resolve_config
+import harness.run.training as train_mod
+from harness.config.run_config import RunConfig, resolve_config
 from harness.errors import TrainingError
-from harness.store import RunStore
-from harness.train import LOSS_LIMIT, non_finite_scores, train_run
+from harness.run.hooks import non_finite_scores
+from harness.run.step import LOSS_LIMIT
+from harness.run.training import train_run
+from harness.store.run_store import RunStore
 
 CORPUS = [f"the dog number {i} walks to the park ." for i in range(80)]
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from processes import session_pids
 
-from harness.store import RunStore
+from harness.store.run_store import RunStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"
@@ -95,8 +95,8 @@ def test_a_second_grid_is_refused_while_the_first_holds_the_lock(
         [
             sys.executable,
             "-c",
-            "import sys, time; from harness.store import RunStore; "
-            f"lock = RunStore({str(runs)!r}).lock(); lock.acquire(); print('locked', flush=True); "
+            "import sys, time; from harness.grid.lock import GridLock; "
+            f"lock = GridLock.of({str(runs)!r}); lock.acquire(); print('locked', flush=True); "
             "time.sleep(120)",
         ],
         env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
@@ -221,7 +221,7 @@ def test_sigkill_of_the_driver_at_a_random_moment_then_rerun(small_root: Path, t
 
 
 def test_stale_ray_temp_dirs_are_removed(tmp_path: Path) -> None:
-    from harness.cleanup import remove_stale_temp_dirs
+    from harness.grid.cleanup import remove_stale_temp_dirs
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
     stale = tmp_path / f"harness-ray-{int(dead.stdout)}-abc"

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from harness.reporting.plots import SeriesData, draw_plot, not_drawn, step_ticks, thin
-from harness.specs import PlotSpec, load_plot_specs
+from harness.specs.find import load_plot_specs
+from harness.specs.model import PlotSpec
 
 
 def series(label: str, points: int, seeds: int, last: int) -> SeriesData:

@@ -20,17 +20,13 @@ from pathlib import Path
 import pytest
 from test_reporting import LATEX_DOC, _pdflatex, fill_store, make_data_root
 
-from harness.reporting.tables import (
-    Line,
-    RenderedTable,
-    Text,
-    build_tables,
-    latex_escape,
-    latex_layout,
-    render_latex,
-)
-from harness.specs import load_table_spec, load_table_specs
-from harness.store import RunStore
+from harness.reporting.latex_text import latex_escape
+from harness.reporting.tables.build import build_tables
+from harness.reporting.tables.latex import latex_layout, render_latex
+from harness.reporting.tables.model import Line, RenderedTable, Text
+from harness.specs.find import load_table_specs
+from harness.specs.parse import load_table_spec
+from harness.store.run_store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = Path(__file__).parent / "fixtures" / "specs"

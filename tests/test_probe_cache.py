@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-import harness.train as train_mod
-from harness.config import RunConfig, resolve_config
-from harness.encoder import load_encoder
-from harness.probe_cache import ProbeCache, probe_key, weights_digest
-from harness.store import RunStore
-from harness.train import train_run
+import harness.run.training as train_mod
+from harness.config.run_config import RunConfig, resolve_config
+from harness.encoder.loading import load_encoder
+from harness.run.probe_cache import ProbeCache, probe_key, weights_digest
+from harness.run.training import train_run
+from harness.store.run_store import RunStore
 
 SENTENCES = ["a man is playing a guitar .", "a man plays the guitar .", "a woman slices an onion ."]
 CORPUS = [

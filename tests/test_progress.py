@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-import harness.progress as progress
-from harness.cost import makespan
-from harness.progress import GridProgress
-from harness.store import RunStore
+import harness.grid.progress as progress
+from harness.grid.cost import makespan
+from harness.grid.progress import GridProgress
+from harness.store.run_store import RunStore
 
 
 class Clock:
@@ -128,9 +128,9 @@ def test_the_final_evaluation_after_the_last_step_is_still_to_wait_for(tmp_path:
 
 
 def test_the_grid_gives_each_run_the_share_its_steps_take() -> None:
-    from harness.commands.grid_cmd import steps_shares
-    from harness.config import resolve_config
-    from harness.cost import CostModel
+    from harness.config.run_config import resolve_config
+    from harness.grid.cost import CostModel
+    from harness.grid.launch import steps_shares
 
     model = CostModel([], "cpu", {}, 1)
     with_sts = resolve_config("simcse", None, "smoke", {})

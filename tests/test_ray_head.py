@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from processes import session_pids
 
-from harness.store import RunStore
+from harness.store.run_store import RunStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.record import check_record
-from harness.store import RunStore
+from harness.store.record import check_record
+from harness.store.run_store import RunStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NIGHT = REPO_ROOT / "docs" / "night" / "runs" / "records"
@@ -125,7 +125,9 @@ def test_the_command_line_shows_a_warning_as_one_line_once() -> None:
     before = warnings.formatwarning
     text = "run record x.json: skipping field(s) of the wrong type: final"
     with cli._one_line_warnings():
-        shown = [warnings.formatwarning(text, RuntimeWarning, "harness/store.py", 1) for _ in range(3)]
+        shown = [
+            warnings.formatwarning(text, RuntimeWarning, "harness/store/run_store.py", 1) for _ in range(3)
+        ]
         other = warnings.formatwarning("another", UserWarning, "x.py", 2, None)
     assert shown == [f"warning: {text}\n", "", ""] and other == "warning: another\n"
     assert warnings.formatwarning is before

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from data_roots import make_data_root
 
-from harness import relay
 from harness.cli import main
-from harness.store import RunStore
+from harness.grid import relay
+from harness.store.run_store import RunStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SPEC = REPO_ROOT / "tests" / "fixtures" / "specs" / "smoke_grid.toml"

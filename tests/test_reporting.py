@@ -13,19 +13,18 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.grid import expand
+from harness.grid.plan import expand
+from harness.reporting.latex_text import latex_escape
 from harness.reporting.plots import average_trajectory, write_plots
-from harness.reporting.tables import (
-    RenderedTable,
-    build_tables,
-    format_mean_std,
-    latex_escape,
-    render_latex,
-    render_markdown_preview,
-    write_tables,
-)
-from harness.specs import load_plot_specs, load_table_spec
-from harness.store import RunStore, new_record
+from harness.reporting.tables.build import build_tables
+from harness.reporting.tables.latex import render_latex
+from harness.reporting.tables.markdown import render_markdown_preview
+from harness.reporting.tables.model import RenderedTable, format_mean_std
+from harness.reporting.tables.write import write_tables
+from harness.specs.find import load_plot_specs
+from harness.specs.parse import load_table_spec
+from harness.store.record import new_record
+from harness.store.run_store import RunStore
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SPECS = FIXTURES / "specs"
@@ -194,7 +193,7 @@ def test_write_tables_writes_tex_and_preview(rendered: list[RenderedTable], tmp_
 
 
 def test_every_real_spec_renders_without_records(tmp_path: Path) -> None:
-    from harness.specs import load_table_specs
+    from harness.specs.find import load_table_specs
 
     data_root = make_data_root(tmp_path)
     tables = build_tables(load_table_specs(), RunStore(tmp_path / "runs"), "cpu", data_root=data_root)
@@ -259,7 +258,7 @@ def test_tables_and_plots_commands(tmp_path: Path, capsys: pytest.CaptureFixture
 
 # -- LaTeX typography and fit ----------------------------------------------------------------------
 def test_latex_typography(rendered: list[RenderedTable]) -> None:
-    from harness.reporting.tables import latex_text
+    from harness.reporting.latex_text import latex_text
 
     tex = render_latex(rendered[0])
     # the own-method mark after a row end: `\\*` would be LaTeX's starred line break, swallowing it
@@ -279,7 +278,8 @@ def test_latex_typography(rendered: list[RenderedTable]) -> None:
     assert r"\quad\textit{measured} & \textbf{61.00} & \underline{70.50} & \textbf{65.50} \\" in tex
     assert r" & $\pm$1.41 & $\pm$0.71 & $\pm$0.71 \\" in tex
     assert "Every mean $\\pm$ sd is over n = 2 finished seeds." in tex
-    from harness.reporting.tables import Text, _split_cell
+    from harness.reporting.tables.latex import _split_cell
+    from harness.reporting.tables.model import Text
 
     assert _split_cell(Text("61.00 \u00b1 1.41", seeds=2), None) == ("61.00", "\u00b11.41 (2)")
     assert _split_cell(Text("61.00 \u00b1 1.41", seeds=2), 2) == ("61.00", "\u00b11.41")
@@ -288,7 +288,7 @@ def test_latex_typography(rendered: list[RenderedTable]) -> None:
 
 
 def test_measured_lines_name_their_encoder(rendered: list[RenderedTable]) -> None:
-    from harness.reporting.tables import encoder_name
+    from harness.reporting.tables.model import encoder_name
 
     rows = rendered[0]
     labels = [(ln.kind, ln.label) for ln in rows.lines if ln.kind in ("paper", "measured")]
@@ -346,7 +346,7 @@ def test_latex_check_catches_overfull_and_errors(tmp_path: Path) -> None:
 
 
 def test_every_table_compiles_and_fits_two_columns(rendered: list[RenderedTable], tmp_path: Path) -> None:
-    from harness.specs import load_table_specs
+    from harness.specs.find import load_table_specs
 
     _pdflatex()
     data_root = make_data_root(tmp_path / "real")
@@ -358,7 +358,7 @@ def test_every_table_compiles_and_fits_two_columns(rendered: list[RenderedTable]
 def test_claims_table_compiles_and_fits(tmp_path: Path) -> None:
     from harness.reporting.claims import build_claims
     from harness.reporting.claims import render_latex as render_claims
-    from harness.specs import load_table_specs
+    from harness.specs.find import load_table_specs
 
     _pdflatex()
     data_root = make_data_root(tmp_path / "real")
@@ -380,7 +380,7 @@ AGG_RECORD = {
 
 
 def test_metric_reads_the_chosen_sts_aggregate() -> None:
-    from harness.reporting.tables import _metric
+    from harness.reporting.tables.model import _metric
 
     assert _metric(AGG_RECORD, "sts", "STS12") == 60.0
     assert _metric(AGG_RECORD, "sts", "STS12", "mean") == 58.126

@@ -41,7 +41,7 @@ def test_contributing_names_the_files_a_new_method_and_table_touch() -> None:
     items = [line for line in method_part.splitlines() if re.match(r"^\d\. `", line)]
     named = {re.match(r"^\d\. `([^`]+)`", line).group(1) for line in items}  # type: ignore[union-attr]
     assert named == {"methods/<name>.py", "methods/__init__.py", "README.md", "tests/methods/test_<name>.py"}
-    assert "harness/train.py" not in named  # the loop never changes for a new method
+    assert "harness/run/training.py" not in named  # the loop never changes for a new method
     tables = {m.group(1) for m in re.finditer(r"^\d\. `([^`]+)`", table_part, flags=re.MULTILINE)}
     assert tables == {"tables/<paper>_<table>.toml"}
     assert "`../shared/docs/PAPER_TABLES.md`" in table_part  # and the quoted numbers, for a new source
@@ -66,9 +66,9 @@ FOUR_FILE_TESTS = [
 REGISTRY_DERIVED = [
     "test_registered_method_is_documented",  # the registry tests
     "test_unknown_key_is_rejected_with_a_suggestion",  # parameter records
-    "test_encoder_rows_declares_what_a_step_encodes",  # rows with and without gradient, counted
-    "test_encoder_copies_declares_what_bind_holds",  # whole encoder copies, for the memory estimate
-    "test_head_parameters_counts_what_the_method_builds",  # heads and projectors, for the same
+    "test_the_footprint_counts_what_a_step_encodes",  # rows with and without gradient, measured
+    "test_the_footprint_counts_the_copies_bind_holds",  # whole encoder copies, for the memory estimate
+    "test_the_footprint_counts_the_parameters_the_method_builds",  # heads and projectors, for the same
     "test_tiny_run",  # a CPU run through the training loop
     "test_cost_and_memory_count_rows_with_and_without_gradient",  # the grid's estimates
 ]
@@ -117,7 +117,8 @@ def test_a_stateful_method_is_added_by_the_four_files_contributing_lists(
     tmp_path: Path, data_root: Path
 ) -> None:
     """A copy of the repository gains the test-only momentum method (a frozen key encoder encoded
-    through the run's pooler and buckets, a queue, rows without gradient) through exactly the four
+    through the run's pooler and buckets, a queue, rows without gradient: measured, not declared)
+    through exactly the four
     files of CONTRIBUTING.md's "Adding a method", and every registry-derived test passes on it there:
     no test, loop, cost or memory code names the methods."""
     repo = tmp_path / "repo"

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-import harness.checkpoint as ckpt
-from harness.config import resolve_config
-from harness.store import RunStore
-from harness.train import train_run
+import harness.run.checkpoint as ckpt
+from harness.config.run_config import resolve_config
+from harness.run.training import train_run
+from harness.store.run_store import RunStore
 from methods import REGISTRY
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import typing
 import pytest
 
 from harness.cli import build_parser
-from harness.commands.common import overrides_from_args, parse_key_values, setting_help, settings_from_args
-from harness.config import OVERRIDABLE, RunSettings
+from harness.commands.arguments import overrides_from_args, parse_key_values, setting_help, settings_from_args
+from harness.config.settings import OVERRIDABLE, RunSettings
 from harness.errors import ConfigError
 
 
@@ -27,7 +27,7 @@ def test_every_setting_has_its_docstring_entry_as_help() -> None:
     docs = setting_help()
     assert set(docs) == {f for f in RunSettings.__dataclass_fields__}
     assert docs["lr"] == "peak learning rate of AdamW (linear decay to 0)."
-    assert "``" not in docs["precision"] and "harness.hardware.auto_precision" in docs["precision"]
+    assert "``" not in docs["precision"] and "harness.config.hardware.auto_precision" in docs["precision"]
 
 
 @pytest.mark.parametrize(

@@ -18,15 +18,9 @@ from spec_checks import (
 )
 
 from harness.errors import ConfigError
-from harness.specs import (
-    PLOTS_DIR,
-    TABLES_DIR,
-    format_value,
-    load_plot_specs,
-    load_table_spec,
-    load_table_specs,
-    table_spec_paths,
-)
+from harness.specs.find import load_plot_specs, load_table_specs, plots_dir, table_spec_paths, tables_dir
+from harness.specs.model import format_value
+from harness.specs.parse import load_table_spec
 from methods import build_params
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -218,7 +212,7 @@ def test_bad_column_and_score_set(tmp_path: Path) -> None:
 def test_spec_lookup_by_name_path_and_all() -> None:
     assert [p.stem for p in table_spec_paths(["whitenedcse_table3"])] == ["whitenedcse_table3"]
     assert table_spec_paths(["all"]) == table_spec_paths()
-    assert table_spec_paths([str(TABLES_DIR / "simcsepp_table5.toml")])[0].name == "simcsepp_table5.toml"
+    assert table_spec_paths([str(tables_dir() / "simcsepp_table5.toml")])[0].name == "simcsepp_table5.toml"
     with pytest.raises(ConfigError, match="did you mean 'whitenedcse_table3'"):
         table_spec_paths(["whitenedcse_tabel3"])
-    assert PLOTS_DIR.is_dir()
+    assert plots_dir().is_dir()

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.store import SCHEMA_VERSION, RunStore, code_version, new_record
+from harness.grid.lock import GridLock
+from harness.store.provenance import code_version
+from harness.store.record import SCHEMA_VERSION, new_record
+from harness.store.run_store import RunStore
 
 
 def record(run_id: str, status: str = "finished", **extra: object) -> dict[str, object]:
@@ -91,13 +94,13 @@ def test_invalid_run_ids_are_rejected(tmp_path: Path) -> None:
 
 
 def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
-    from harness.config import resolve_config
+    from harness.config.run_config import resolve_config
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(f"s {i}" for i in range(20)) + "\n")
     config = resolve_config("simcse", profile="smoke", overrides={"corpus": str(corpus)})
     rec = new_record(config)
-    from harness.record import RunRecord
+    from harness.store.record import RunRecord
 
     # every key the typed record declares (the NotRequired ones are written only when they apply)
     written_later = {
@@ -156,7 +159,7 @@ def test_a_later_finished_attempt_becomes_the_record_and_keeps_the_old_one(tmp_p
 
 
 def test_missing_scores() -> None:
-    from harness.store import missing_scores
+    from harness.store.run_store import missing_scores
 
     cfg = {"final_tasks": "sts"}
     assert missing_scores(record("a", config=cfg, final={"sts": {"avg": 1.0}})) is None
@@ -175,13 +178,13 @@ def test_a_second_lock_is_refused_naming_the_holder(tmp_path: Path) -> None:
     from harness.errors import GridLockedError
 
     store = RunStore(tmp_path / "runs")
-    with store.lock():
+    with GridLock.of(store.root):
         info = json.loads((store.root / "grid.lock").read_text())
         assert info["pid"] == os.getpid() and info["host"] == socket.gethostname()
         with pytest.raises(GridLockedError, match=rf"in use by grid pid {os.getpid()} on host"):
-            store.lock().acquire()
+            GridLock.of(store.root).acquire()
     assert not (store.root / "grid.lock").exists()
-    with store.lock():  # free again
+    with GridLock.of(store.root):  # free again
         pass
 
 
@@ -196,7 +199,7 @@ def test_a_stale_lock_of_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     stale = {"pid": pid, "host": socket.gethostname(), "started_at": "2026-01-01T00:00:00+00:00"}
     (tmp_path / "grid.lock").write_text(json.dumps(stale))
     notes: list[str] = []
-    with store.lock(log=notes.append):
+    with GridLock.of(store.root, log=notes.append):
         assert json.loads((tmp_path / "grid.lock").read_text())["pid"] == os.getpid()
     assert len(notes) == 1 and f"stale grid lock of pid {pid}" in notes[0]
 
@@ -207,4 +210,4 @@ def test_a_lock_from_another_host_is_refused(tmp_path: Path) -> None:
     other = {"pid": 1, "host": "elsewhere.example", "started_at": "2026-01-01T00:00:00+00:00"}
     (tmp_path / "grid.lock").write_text(json.dumps(other))
     with pytest.raises(GridLockedError, match=r"elsewhere\.example.*delete the lock file"):
-        RunStore(tmp_path).lock().acquire()
+        GridLock.of(tmp_path).acquire()

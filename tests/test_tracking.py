@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import harness.tracking as tracking
-from harness.tracking import Tracking
+import harness.grid.tracking as tracking
+from harness.grid.tracking import Tracking
 
 SPEC = Path(__file__).parent / "fixtures" / "specs" / "smoke_grid.toml"
 
@@ -69,7 +69,7 @@ def test_track_wandb_builds_rays_callback_offline_under_the_runs_folder(
     """Ray's WandbLoggerCallback refuses to be built without wandb: a stand-in records its arguments."""
     import ray.air.integrations.wandb as ray_wandb
 
-    import harness.tune as tune
+    import harness.grid.tune.callbacks as tune
 
     built: list[dict[str, object]] = []
 
@@ -80,8 +80,8 @@ def test_track_wandb_builds_rays_callback_offline_under_the_runs_folder(
     monkeypatch.setattr(ray_wandb, "WandbLoggerCallback", stand_in)
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")
-    assert tune._tracker_callbacks(None, "g") == []
-    (callback,) = tune._tracker_callbacks(Tracking(("wandb",), tmp_path / "runs"), "cpu_demo")
+    assert tune.tracker_callbacks(None, "g") == []
+    (callback,) = tune.tracker_callbacks(Tracking(("wandb",), tmp_path / "runs"), "cpu_demo")
     assert callback is built[0]
     assert built == [
         {

@@ -17,11 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-import harness.train as train_mod
-from harness.config import RunConfig, resolve_config
+import harness.run.training as train_mod
+from harness.config.run_config import RunConfig, resolve_config
 from harness.errors import DataError, TrainingError
-from harness.store import RunStore
-from harness.train import batches, linear_schedule, read_corpus, train_run
+from harness.run.data import batches, read_corpus
+from harness.run.step import linear_schedule
+from harness.run.training import train_run
+from harness.store.run_store import RunStore
 from methods import REGISTRY
 from methods.base import EncodeFn, LossOutput
 from methods.simcse import SimCSE
@@ -121,7 +123,7 @@ def test_batches_are_seeded_full_and_reshuffled() -> None:
 
 
 def test_adamw_is_fused_where_it_can_be_and_updates_as_the_default_does() -> None:
-    from harness.train import make_adamw
+    from harness.run.step import make_adamw
 
     torch.manual_seed(0)
     start = [torch.randn(30, 20), torch.randn(20)]
@@ -171,7 +173,7 @@ def test_smoke_run_end_to_end_and_deterministic(fakes: None, data_root: Path, tm
     assert record["final"]["tasks"] == "sts" and record["final"]["mode"] == "fasttest"
     for key in ("wall_time_s", "train_time_s", "eval_time_s"):
         assert record[key] > 0
-    if Path("/proc/self/status").exists():  # the run's peak resident memory (harness.memory)
+    if Path("/proc/self/status").exists():  # the run's peak resident memory (harness.grid.memory)
         assert 50 < record["peak_rss_mb"] < 64 * 1024
     assert record["started_at"] and record["finished_at"] and record["host"] and record["code_version"]
     assert store.load(config.run_id()) == json.loads(json.dumps(record))
@@ -220,7 +222,7 @@ def test_post_whitening_whitens_the_final_embeddings(
     train_run(config, data_root, log=None)
     # With no training the encoder is the seeded random one: whitening must be fitted on the first 80
     # corpus sentences and applied to the evaluation embeddings.
-    from harness.encoder import load_encoder
+    from harness.encoder.loading import load_encoder
     from methods.whitening import apply_post_whitening, fit_post_whitening
 
     threads = torch.get_num_threads()
@@ -250,7 +252,7 @@ def test_post_flow_evaluates_the_flows_latents(
     assert record["status"] == "finished"
     # No training: the flow is fitted (seeded by the run's seed) on the seeded random encoder's
     # embeddings of the first 80 corpus sentences, and the final tasks score its latents.
-    from harness.encoder import load_encoder
+    from harness.encoder.loading import load_encoder
     from methods.flow import READINGS, fit_flow
 
     threads = torch.get_num_threads()
@@ -303,7 +305,7 @@ def test_bad_corpus_fails_the_record(fakes: None, data_root: Path, tmp_path: Pat
 
 @pytest.mark.slow
 def test_real_probe_when_the_evaluator_exists(data_root: Path) -> None:
-    from harness.paths import resolve_data_root
+    from harness.config.paths import resolve_data_root
 
     try:
         real_root = resolve_data_root(None)
@@ -358,8 +360,8 @@ def test_records_carry_provenance_schema_and_method_notes(
 ) -> None:
     import transformers
 
-    from harness.hardware import cpu_id, cpu_model
-    from harness.record import SCHEMA_VERSION
+    from harness.config.hardware import cpu_id, cpu_model
+    from harness.store.record import SCHEMA_VERSION
 
     config = smoke(data_root, "whitenedcse", max_steps=2, eval_every=2)
     assert config.threads == 1
@@ -397,7 +399,7 @@ def test_bf16_on_a_cpu_that_emulates_it_is_announced(
 def test_dev_probes_use_the_training_precision_and_final_tasks_their_own(
     fakes: None, data_root: Path, monkeypatch: pytest.MonkeyPatch, precision: str, eval_precision: str
 ) -> None:
-    from harness.encoder import SentenceEncoder
+    from harness.encoder.model import SentenceEncoder
 
     seen: list[str] = []
     real_embed = SentenceEncoder.embed

@@ -15,19 +15,24 @@ from typing import Any
 
 import pytest
 
-import harness.tune as tune
-from harness.grid import attach_status, expand
-from harness.paths import resolve_data_root
-from harness.specs import load_table_spec
-from harness.store import RunStore, new_record
+from harness.config.paths import resolve_data_root
+from harness.grid.options import ClusterOptions, GridRequest
+from harness.grid.plan import attach_status, expand
+from harness.grid.tune import callbacks, cluster, driver
+from harness.specs.parse import load_table_spec
+from harness.store.record import new_record
+from harness.store.run_store import RunStore
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
 
 
+SMOKE = ClusterOptions(smoke=True)
+
+
 @pytest.fixture(scope="module")
 def ray_up() -> Iterator[float]:
-    with tune.ray_session(smoke=True) as start_s:
+    with cluster.ray_session(smoke=True) as start_s:
         yield start_s
 
 
@@ -68,8 +73,8 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     pending = attach_status(plan, store).pending()
     assert [r.run_id for r in pending] == ids[1:]
     lines: list[str] = []
-    report = tune.run_trials(
-        [r.config for r in pending], data_root, store, smoke=True, train_fn=fake_train, log=lines.append
+    report = driver.run_trials(
+        [r.config for r in pending], data_root, store, GridRequest(SMOKE, fake_train, lines.append)
     )
     assert report.total == 3 and report.finished == 1
     failed = dict(report.failed)
@@ -89,8 +94,8 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     (data_root / "behaviour.json").write_text("{}")
     pending = attach_status(expand(specs, "smoke", seeds=2, data_root=data_root), store).pending()
     assert [r.run_id for r in pending] == ids[2:]
-    report = tune.run_trials(
-        [r.config for r in pending], data_root, store, smoke=True, train_fn=fake_train, log=print
+    report = driver.run_trials(
+        [r.config for r in pending], data_root, store, GridRequest(SMOKE, fake_train, print)
     )
     assert report.finished == 2 and not report.failed
     # Tune's folders of both grids stay: every run's curves, and the failed trials' error files
@@ -102,9 +107,19 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     from harness.errors import ConfigError
 
     with pytest.raises(ConfigError, match="more than the 0 GPU"):
-        tune.run_trials([plan.runs[0].config], data_root, store, smoke=True, gpus_per_trial=1000)
+        driver.run_trials(
+            [plan.runs[0].config],
+            data_root,
+            store,
+            GridRequest(ClusterOptions(smoke=True, gpus_per_trial=1000)),
+        )
     with pytest.raises(ConfigError, match="--cpus-per-trial 100000 is more than"):
-        tune.run_trials([plan.runs[0].config], data_root, store, smoke=True, cpus_per_trial=100000)
+        driver.run_trials(
+            [plan.runs[0].config],
+            data_root,
+            store,
+            GridRequest(ClusterOptions(smoke=True, cpus_per_trial=100000)),
+        )
     records = store.records()
     assert sorted(r["run_id"] for r in records) == sorted(ids)
     assert all(r["status"] == "finished" for r in records)
@@ -120,7 +135,7 @@ def test_real_smoke_grid_tables_and_plots(
     The runs report every evaluation point to Tune: the progress lines show them, and TensorBoard's
     own reader and MLflow's client (``--track mlflow``) read one point per evaluation step back.
     """
-    import harness.progress as progress
+    import harness.grid.progress as progress
     from harness.cli import main
 
     monkeypatch.setattr(progress, "POINT_GAP_S", 0.0)
@@ -167,13 +182,13 @@ def test_progress_callback_pickles_even_after_print_is_replaced(
 
     import ray.cloudpickle as cloudpickle
 
-    from harness.store import RunStore
+    from harness.store.run_store import RunStore
 
     captured = builtins.print
     monkeypatch.setattr(builtins, "print", lambda *a, **k: None)
-    progress = tune._Progress(2, RunStore(tmp_path), captured)
+    progress = callbacks.TuneProgress(2, RunStore(tmp_path), captured)
     restored = cloudpickle.loads(cloudpickle.dumps(progress))
-    assert restored.log is tune.print_line
+    assert restored.log is callbacks.print_line
     assert progress.log is captured  # the live callback still logs where it was told to
 
 
@@ -185,7 +200,7 @@ def test_a_local_grid_ignores_ray_address(tmp_path: Path) -> None:
     import sys
 
     code = (
-        "import ray, harness.tune as t\n"
+        "import ray, harness.grid.tune.cluster as t\n"
         "with t.ray_session(address=None, smoke=True):\n"
         "    assert ray.is_initialized() and ray.cluster_resources().get('CPU', 0) >= 1\n"
         "print('ok')\n"
@@ -230,7 +245,7 @@ def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
 ) -> None:
     import ray
 
-    import harness.memory as memory
+    from harness.grid import memory
 
     resources = ray.cluster_resources()
     if resources.get("CPU", 0) < 2 or not resources.get("memory"):
@@ -245,9 +260,7 @@ def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
         monkeypatch.setattr(memory, "estimate_bytes", lambda config, device="cpu": int(fraction * budget))
         store = RunStore(tmp_path / f"runs-{fraction}")
         lines: list[str] = []
-        report = tune.run_trials(
-            configs, data_root, store, smoke=True, train_fn=timed_train, log=lines.append
-        )
+        report = driver.run_trials(configs, data_root, store, GridRequest(SMOKE, timed_train, lines.append))
         assert report.finished == 2, report.failed
         spans = [json.loads(p.read_text()) for p in data_root.glob("span-*.json")]
         overlap = min(end for _, end in spans) > max(start for start, _ in spans)
@@ -260,8 +273,8 @@ def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
     assert any(ln.startswith("memory: the largest run needs") and "at most 1 such run" in ln for ln in lines)
     # a run that needs more than the whole budget asks for all of it, and still runs (alone)
     monkeypatch.setattr(memory, "estimate_bytes", lambda config, device="cpu": int(3 * budget))
-    assert tune.trial_memory(configs, 0.0, budget) == {c.run_id(): int(budget) for c in configs}
-    assert tune.trial_memory(configs, 0.5, budget) == {}  # GPU trials: activations are not host memory
+    assert cluster.trial_memory(configs, 0.0, budget) == {c.run_id(): int(budget) for c in configs}
+    assert cluster.trial_memory(configs, 0.5, budget) == {}  # GPU trials: activations are not host memory
 
 
 def test_tune_failing_marks_the_running_runs_interrupted_and_the_grid_says_how_to_resume(
@@ -281,7 +294,7 @@ def test_tune_failing_marks_the_running_runs_interrupted_and_the_grid_says_how_t
         store.save(new_record(configs[0]))  # one trial had started ("running")
         raise RuntimeError(oom)
 
-    monkeypatch.setattr(tune, "_fit", broken_fit)
+    monkeypatch.setattr(driver, "_fit", broken_fit)
     args = ["grid", str(spec), "--smoke", "--runs-dir", str(store.root), "--data-dir", str(data_root)]
     assert main(args) == 1
     err = capsys.readouterr().err
@@ -333,15 +346,15 @@ def test_a_heartbeat_line_comes_while_a_trial_trains_between_its_reports(
     ray_up: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tune calls the progress callback between results too: a silent trial still gets lines."""
-    import harness.progress as progress
+    import harness.grid.progress as progress
 
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.5)
     data_root = _smoke_data(tmp_path)
     plan = expand([load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke", data_root=data_root)
     config = plan.runs[0].config
     lines: list[str] = []
-    report = tune.run_trials(
-        [config], data_root, RunStore(tmp_path / "runs"), smoke=True, train_fn=timed_train, log=lines.append
+    report = driver.run_trials(
+        [config], data_root, RunStore(tmp_path / "runs"), GridRequest(SMOKE, timed_train, lines.append)
     )
     assert report.finished == 1
     beats = [ln for ln in lines if "| running: " in ln]
@@ -378,8 +391,11 @@ def test_saved_encoders_come_back_through_tunes_storage(ray_up: float, tmp_path:
                                          data_root=data_root).runs]  # fmt: skip
     store = RunStore(tmp_path / "runs")
     storage = tmp_path / "elsewhere"
-    report = tune.run_trials(
-        configs, data_root, store, smoke=True, train_fn=model_train, save_model=True, storage_dir=storage
+    report = driver.run_trials(
+        configs,
+        data_root,
+        store,
+        GridRequest(ClusterOptions(smoke=True, storage=str(storage)), model_train, save_model=True),
     )
     assert report.finished == 2, report.failed
     for config in configs:

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-import harness.encoder
-from harness.config import RunConfig
+import harness.config.settings
+from harness.config.run_config import RunConfig, resolve_run
+from harness.config.settings import resolve_settings
 from harness.errors import ConfigError
-from harness.grid import expand
-from harness.specs import load_table_spec
+from harness.grid.plan import expand
+from harness.specs.parse import load_table_spec
 from methods import get_method
 from methods.base import MethodParams
 from methods.simcse import SimCSEParams
@@ -87,7 +88,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Counter[Any]:
         seen["hidden_size_of", name] += 1
         return 64
 
-    monkeypatch.setattr(harness.encoder, "hidden_size_of", counting_hidden_size_of)
+    monkeypatch.setattr(harness.config.settings, "hidden_size_of", counting_hidden_size_of)
     return seen
 
 
@@ -117,14 +118,14 @@ def test_a_spec_value_is_built_once_and_checked_once_per_encoder_up_to_the_trial
     records = {id(cell.configs[0].params) for cell in plan.cells}
     assert records == {id(run.record) for _, run in spec.run_cells()}  # the spec's own records
 
-    from harness import tune
-    from harness.store import RunStore
+    from harness.grid.tune import trial as tune
+    from harness.store.run_store import RunStore
 
     given: list[RunConfig] = []
 
     def fake_train(config: RunConfig, data_root: Path, store: RunStore, **_: Any) -> dict[str, Any]:
         given.append(config)
-        get_method(config.method)(config.params, 64)  # what harness.train does with the record
+        get_method(config.method)(config.params, 64)  # what harness.run.training does with the record
         return {"status": "finished"}
 
     monkeypatch.setattr(tune.tune, "report", lambda metrics: None)
@@ -132,19 +133,20 @@ def test_a_spec_value_is_built_once_and_checked_once_per_encoder_up_to_the_trial
     before = Counter(counts)
     for run in plan.runs:
         shipped = pickle.loads(pickle.dumps({"run_entry": {"run": run.config, "run_id": run.run_id}}))
-        tune._trial_body(shipped, spec=trial)
+        tune.trial_body(shipped, spec=trial)
     assert counts == before  # no record rebuilt, none checked again, no width looked up
     assert [c.to_dict() for c in given] == [r.config.to_dict() for r in plan.runs]
 
 
-def test_a_record_built_elsewhere_is_still_checked_when_its_method_is_built(counts: Counter[Any]) -> None:
+def test_a_record_built_elsewhere_is_checked_once_when_it_is_resolved(counts: Counter[Any]) -> None:
     params = WhitenedCSEParams(num_groups=16)
-    get_method("whitenedcse")(params, 64)
-    get_method("whitenedcse")(params, 64)
-    get_method("whitenedcse")(params, 32)
+    settings = resolve_settings("smoke", require_corpus=False)  # random:tiny, d = 64
+    config = resolve_run("whitenedcse", params, settings)
     assert counts["validate", "WhitenedCSEParams", 64] == 1
-    assert counts["validate", "WhitenedCSEParams", 32] == 1
-    assert params == WhitenedCSEParams(num_groups=16) and "_validated_for" not in params.to_dict()
+    get_method("whitenedcse")(config.params, 64)
+    get_method("whitenedcse")(config.params, 64)
+    assert counts["validate", "WhitenedCSEParams", 64] == 1  # the method trusts the resolved record
+    assert params == WhitenedCSEParams(num_groups=16) and "_validated_for" not in params.__dict__
 
 
 @pytest.mark.parametrize(

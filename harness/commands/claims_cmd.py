@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.common import add_override_arguments, overrides_from_args
-from harness.commands.grid_cmd import add_common_report_arguments
+from harness.commands.arguments import (
+    add_common_report_arguments,
+    add_override_arguments,
+    overrides_from_args,
+)
 
 HELP = "test every table's claims on paired seeds: paper delta, measured interval, verdict"
 
@@ -19,11 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_runs_dir, check_spec_paths, check_writable_dir
+    from harness.atomic import check_output_dir
+    from harness.config.inputs import check_runs_dir, check_spec_paths
 
     check_spec_paths(args.specs)
     check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
-    out = check_writable_dir(args.out, "claims output folder")
+    out = check_output_dir(args.out, "claims output folder")
     for path in write_claims_for(args, out):
         print(path)
     return 0
@@ -31,10 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
 def write_claims_for(args: argparse.Namespace, out: Path) -> list[Path]:
     """Build and write the claims of ``args.specs`` (shared with ``harness tables``)."""
-    from harness.paths import resolve_data_root
+    from harness.config.paths import resolve_data_root
     from harness.reporting.claims import build_claims, totals, write_claims
-    from harness.specs import load_table_specs
-    from harness.store import RunStore
+    from harness.specs.find import load_table_specs
+    from harness.store.run_store import RunStore
 
     profile = args.profile or "cpu"
     specs = [s for s in load_table_specs(args.specs) if s.claims]

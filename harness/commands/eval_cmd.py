@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.choices import POOLERS, POST_WHITEN, PRECISIONS
-from harness.commands.common import add_data_dir
+from harness.commands.arguments import add_data_dir
+from harness.config.choices import POOLERS, POST_WHITEN, PRECISIONS
 
 HELP = "evaluate an encoder on the STS and/or SentEval transfer tasks (see --tasks)"
 
@@ -82,9 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _prepare_output(path: Path) -> Path:
     """Prove ``--output`` can be written before anything is evaluated (results are never lost)."""
-    from harness.commands.common import check_writable_file
+    from harness.atomic import check_output_file
 
-    return check_writable_file(path, "--output")
+    return check_output_file(path, "--output")
 
 
 def format_table(results: dict[str, dict[str, float]]) -> str:
@@ -169,12 +169,13 @@ def _check_inputs(args: argparse.Namespace) -> _Inputs:
     """Everything a user can get wrong, checked before the encoder loads (one error line each)."""
     import torch
 
-    from harness.commands.common import check_device
-    from harness.encoder import check_encoder_only, check_pooler
+    from harness.config.inputs import check_device
+    from harness.config.paths import resolve_data_root, senteval_dir
+    from harness.encoder.model import check_pooler
+    from harness.encoder.saved import check_encoder_only
     from harness.errors import ConfigError, DataError
     from harness.evaluation.runner import check_mode, select_tasks
     from harness.evaluation.tasks import sts_files
-    from harness.paths import resolve_data_root, senteval_dir
 
     check_device(args.device)
     if args.model:  # a saved run whose sentence embedding is its method's head, not a pooler
@@ -192,7 +193,7 @@ def _check_inputs(args: argparse.Namespace) -> _Inputs:
             raise DataError(f"STS data file not found: {missing[0]}{more}")
     whiten_corpus = None
     if args.post_whiten != "none":
-        from harness.paths import resolve_corpus
+        from harness.config.paths import resolve_corpus
 
         if args.whiten_sentences < 2:
             raise ConfigError(f"--whiten-sentences must be at least 2, got {args.whiten_sentences}")
@@ -203,13 +204,14 @@ def _check_inputs(args: argparse.Namespace) -> _Inputs:
 
 def _embedder(args: argparse.Namespace, inputs: _Inputs) -> tuple[Any, Any, Any]:
     """The loaded encoder, its embedding function (post-whitened when asked) and token lengths."""
-    from harness.encoder import load_encoder
+    from harness.encoder.loading import load_encoder
     from harness.evaluation.runner import encoder_functions
 
     encoder = load_encoder(args.model, device=inputs.device)
     embed, token_lengths = encoder_functions(encoder, inputs.pooler, args.precision)
     if inputs.whiten_corpus is not None:
-        from harness.train import fit_whitening, read_corpus
+        from harness.run.data import read_corpus
+        from harness.run.hooks import fit_whitening
 
         fit_on = read_corpus(inputs.whiten_corpus)[: args.whiten_sentences]
         embed = fit_whitening(embed, fit_on, args.post_whiten)

@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.atomic import atomic_folder, write_json
-    from harness.store import RunStore
+    from harness.store.run_store import RunStore
 
     store = RunStore(args.runs_dir)
     record = store.load(args.run_id)
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             f"run {args.run_id} kept no checkpoint ({checkpoint} is missing): train it again with "
             "--save-model (harness train ... --save-model, or harness grid ... --save-model)"
         )
-    from harness.encoder import check_encoder_only
+    from harness.encoder.saved import check_encoder_only
 
     check_encoder_only(checkpoint, f"harness export {args.run_id}")
     out = _check_out(Path(args.out), checkpoint)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.common import add_override_arguments, overrides_from_args
-from harness.commands.grid_cmd import add_common_report_arguments
+from harness.commands.arguments import (
+    add_common_report_arguments,
+    add_override_arguments,
+    overrides_from_args,
+)
 
 HELP = "draw alignment/uniformity plots (PNG and PDF) from run records"
 
@@ -19,17 +22,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_runs_dir, check_spec_paths, check_writable_dir
-    from harness.paths import resolve_data_root
+    from harness.atomic import check_output_dir
+    from harness.config.inputs import check_runs_dir, check_spec_paths
+    from harness.config.paths import resolve_data_root
     from harness.reporting.plots import write_plots
-    from harness.specs import load_plot_specs
-    from harness.store import RunStore
+    from harness.specs.find import load_plot_specs
+    from harness.store.run_store import RunStore
 
     check_spec_paths(args.specs)
     check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
     profile = args.profile or "cpu"
     specs = load_plot_specs(args.specs)
-    out = check_writable_dir(args.out, "plots output folder")
+    out = check_output_dir(args.out, "plots output folder")
     written = write_plots(
         specs,
         RunStore(args.runs_dir),

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.common import add_override_arguments, overrides_from_args
-from harness.commands.grid_cmd import add_common_report_arguments
+from harness.commands.arguments import (
+    add_common_report_arguments,
+    add_override_arguments,
+    overrides_from_args,
+)
 
 HELP = "write results/report.html: every table, the claims, the plots and each run's provenance"
 
@@ -22,18 +25,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_runs_dir, check_writable_file
-    from harness.paths import resolve_data_root
+    from harness.atomic import check_output_file
+    from harness.config.inputs import check_runs_dir
+    from harness.config.paths import resolve_data_root
     from harness.reporting.report import render_report, write_report
-    from harness.reporting.tables import build_tables
-    from harness.specs import load_table_specs
-    from harness.store import RunStore
+    from harness.reporting.tables.build import build_tables
+    from harness.specs.find import load_table_specs
+    from harness.store.run_store import RunStore
 
     profile = args.profile or "cpu"
     store = RunStore(check_runs_dir(args.runs_dir))  # a misspelt folder: one line, exit 2
     specs = load_table_specs(args.specs)
     results = Path(args.results)
-    out = check_writable_file(Path(args.out) if args.out else results / "report.html", "report --out")
+    out = check_output_file(Path(args.out) if args.out else results / "report.html", "report --out")
     tables = build_tables(
         specs,
         store,

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.common import add_override_arguments, overrides_from_args
-from harness.commands.grid_cmd import add_common_report_arguments
+from harness.commands.arguments import (
+    add_common_report_arguments,
+    add_override_arguments,
+    overrides_from_args,
+)
 
 HELP = "render LaTeX tables (and a Markdown preview) from run records"
 
@@ -18,19 +21,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.commands.common import check_runs_dir, check_spec_paths, check_writable_dir
-    from harness.paths import resolve_data_root
-    from harness.reporting.tables import build_tables, write_tables
-    from harness.specs import load_table_specs
-    from harness.store import RunStore
+    from harness.atomic import check_output_dir
+    from harness.config.inputs import check_runs_dir, check_spec_paths
+    from harness.config.paths import resolve_data_root
+    from harness.reporting.tables.build import build_tables
+    from harness.reporting.tables.write import write_tables
+    from harness.specs.find import load_table_specs
+    from harness.store.run_store import RunStore
 
     check_spec_paths(args.specs)
     profile = args.profile or "cpu"
     specs = load_table_specs(args.specs)
     check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
-    out = check_writable_dir(args.out, "tables output folder")
+    out = check_output_dir(args.out, "tables output folder")
     if any(spec.claims for spec in specs):
-        check_writable_dir(out.parent / "claims", "claims output folder")
+        check_output_dir(out.parent / "claims", "claims output folder")
     tables = build_tables(
         specs,
         RunStore(args.runs_dir),

@@ -6,21 +6,16 @@ import argparse
 import sys
 from typing import Any
 
-from harness.atomic import WriteError
-from harness.commands.common import (
+from harness.atomic import WriteError, check_output_dir
+from harness.commands.arguments import (
     add_data_dir,
     add_setting_flags,
-    check_device,
-    check_environment,
-    check_finite_overrides,
-    check_seed,
-    check_threads,
-    check_writable_dir,
     parse_key_values,
     profile_help,
     settings_from_args,
 )
-from harness.config import PROFILES
+from harness.config.inputs import check_device, check_finite_overrides, check_seed, check_threads
+from harness.config.profiles import PROFILES
 
 HELP = f"train one method on one profile ({', '.join(PROFILES)}) and evaluate its best checkpoint"
 
@@ -62,10 +57,11 @@ def _print_final(final: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.config import resolve_config
-    from harness.paths import resolve_data_root
-    from harness.store import RunStore
-    from harness.train import train_run
+    from harness.config.paths import resolve_data_root
+    from harness.config.run_config import resolve_config
+    from harness.run.checkpoint import every_from_env
+    from harness.run.training import train_run
+    from harness.store.run_store import RunStore
 
     params = parse_key_values(args.params, "--set")
     overrides = settings_from_args(args)
@@ -73,12 +69,12 @@ def run(args: argparse.Namespace) -> int:
     check_finite_overrides({f"--{k.replace('_', '-')}": v for k, v in overrides.items()}, "")
     check_seed(overrides.get("seed"))
     check_threads(overrides.get("threads"))
-    check_environment()  # HARNESS_CHECKPOINT_EVERY_S
+    every_from_env(strict=True)  # HARNESS_CHECKPOINT_EVERY_S
     check_device(args.device)
     data_root = resolve_data_root(args.data_dir)
     config = resolve_config(args.method, params, args.profile, overrides, data_root=data_root)
     store = RunStore(args.output_dir)
-    check_writable_dir(store.root, "--output-dir")
+    check_output_dir(store.root, "--output-dir")
     run_id = config.run_id()
     previous = store.load(run_id)
     if previous is not None and previous.get("status") == "finished":

@@ -151,7 +151,7 @@ class StsbDevProbe:
     def cache_token(self) -> str:
         """sha256 of everything this probe computes from besides the encoder: the dev sentences in
         embedding order, the pairs' rows and gold scores, the threshold and the batch size (the
-        step-0 probe cache keys on it, :mod:`harness.probe_cache`)."""
+        step-0 probe cache keys on it, :mod:`harness.run.probe_cache`)."""
         h = hashlib.sha256()
         h.update(json.dumps([self.threshold, self.batch_size, list(self.sentences)]).encode())
         for array in (self._rows1, self._rows2, np.asarray(self.pairs.gold, dtype=np.float64)):

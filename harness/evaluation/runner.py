@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.config.paths import senteval_dir
 from harness.errors import ConfigError, did_you_mean
 from harness.evaluation.sts import BATCH_SIZE, EmbedFn, LengthsFn, run_sts
 from harness.evaluation.tasks import check_names, sts_task_names, transfer_task_names, year_task_names
-from harness.paths import senteval_dir
 
 if TYPE_CHECKING:
-    from harness.encoder import SentenceEncoder
+    from harness.encoder.model import SentenceEncoder
 
 TASK_GROUPS: tuple[str, ...] = ("sts", "transfer", "all")
 STS_AGGREGATES: tuple[str, ...] = ("all", "mean", "wmean")
@@ -81,8 +81,8 @@ def encoder_functions(
     """The ``embed`` and ``token_lengths`` functions of an encoder with a pooler.
 
     Args:
-        encoder: a loaded :class:`~harness.encoder.SentenceEncoder`.
-        pooler: one of :data:`harness.encoder.POOLERS`.
+        encoder: a loaded :class:`~harness.encoder.model.SentenceEncoder`.
+        pooler: one of :data:`harness.config.choices.POOLERS`.
         precision: ``fp32`` or ``bf16`` (autocast of the forward pass; output float32 either way).
 
     Returns:
@@ -132,7 +132,7 @@ class EvaluationReport:
     def record(self) -> dict[str, Any]:
         """What a run record keeps as ``final``: :attr:`results`, ``sts_aggregates`` when STS ran,
         and per group the tasks its ``avg`` covers (``sts_tasks``, ``transfer_tasks``; see
-        :func:`harness.record.record_tasks`)."""
+        :func:`harness.store.record.record_tasks`)."""
         out: dict[str, Any] = dict(self.results)
         aggregates = self.sts_aggregates()
         if aggregates:

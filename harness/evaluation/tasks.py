@@ -12,7 +12,7 @@ Everything else that names tasks is derived from :data:`STS_REGISTRY` and
   all/mean/wmean aggregates (:func:`year_task_names`);
 * the sentences of the final STS pass in the cost model (:func:`sts_sentences`);
 * which records a table may show: a record states the tasks its averages cover
-  (``final.sts_tasks``, ``final.transfer_tasks``; see :mod:`harness.record`), and only records
+  (``final.sts_tasks``, ``final.transfer_tasks``; see :mod:`harness.store.record`), and only records
   covering the registered tasks count.
 
 Adding a task is its entry here plus its test (``CONTRIBUTING.md``, "Adding an evaluation task").

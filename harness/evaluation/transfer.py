@@ -50,7 +50,6 @@ from harness.evaluation.logreg import (
     FitResult,
 )
 from harness.evaluation.readers import TaskText, Tokens, sort_split
-from harness.evaluation.readers import TextSplit as TextSplit  # re-exported
 from harness.evaluation.tasks import check_names, transfer_task, transfer_task_names
 
 EmbedFn = Callable[[list[str]], np.ndarray]

@@ -2,7 +2,7 @@
 
 For every claim of every spec, under one profile: the paper's delta, the measured paired difference
 over seeds (mean and 95 % interval), the number of paired seeds, the verdict and the smallest
-difference this many seeds could detect at the observed spread (see :mod:`harness.claims`).
+difference this many seeds could detect at the observed spread (see :mod:`harness.reporting.statistics`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.atomic import save_figure, write_text
-from harness.claims import ClaimResult, evaluate, seed_values
-from harness.grid import expand
-from harness.reporting.tables import index_records, latex_text
+from harness.grid.plan import expand
+from harness.reporting.latex_text import latex_text
+from harness.reporting.statistics import ClaimResult, evaluate, seed_values
+from harness.reporting.tables.build import index_records
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from harness.specs import TableSpec
-    from harness.store import RunStore
+    from harness.specs.model import TableSpec
+    from harness.store.run_store import RunStore
 
 VERDICT_TEXT = {
     "holds": "holds",

@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.atomic import save_figure
-from harness.grid import expand
-from harness.reporting.tables import index_records
-from harness.specs import PlotSpec
+from harness.grid.plan import expand
+from harness.reporting.tables.build import index_records
+from harness.specs.model import PlotSpec
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from harness.store import RunStore
+    from harness.store.run_store import RunStore
 
 
 @dataclass

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_text
-from harness.reporting.tables import OURS_MARK, Line, RenderedTable, Text
+from harness.reporting.tables.model import OURS_MARK, Line, RenderedTable, Text
 
 NO_CLAIMS = "No claims computed."
 PROVENANCE_KEYS: tuple[str, ...] = ("code_version", "host", "config")

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.config.paths import ENV_VAR, resolve_corpus, resolve_data_root
 from harness.errors import DataError
-from harness.paths import ENV_VAR, resolve_corpus, resolve_data_root
 
 
 def test_data_root_order(tmp_path, monkeypatch):

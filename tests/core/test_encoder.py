@@ -10,15 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness.encoder import (
-    POOLERS,
-    TrainingEncode,
-    check_pooler,
-    dropout_off,
-    dropout_rates,
-    hidden_size_of,
-    load_encoder,
-)
+from harness.config.choices import POOLERS
+from harness.config.models import hidden_size_of
+from harness.encoder.loading import load_encoder
+from harness.encoder.model import check_pooler, dropout_off, dropout_rates
+from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError, ModelLoadError
 
 
@@ -120,7 +116,7 @@ def test_packaged_hidden_size_without_weights():
 
 
 def test_length_buckets_give_the_same_features_and_gradients() -> None:
-    from harness.encoder import TrainingEncode
+    from harness.encoder.training_encode import TrainingEncode
 
     torch.set_num_threads(1)
     encoder = load_encoder("random:tiny", seed=0)
@@ -179,7 +175,7 @@ def test_word_embedding_lookup_is_shared_only_for_bert() -> None:
 
 
 def test_length_buckets_trim_padding() -> None:
-    from harness.encoder import TrainingEncode
+    from harness.encoder.training_encode import TrainingEncode
 
     encoder = load_encoder("random:tiny", seed=0)
     widths: list[int] = []
@@ -245,7 +241,7 @@ def test_cls_shortcut_gives_the_same_gradients_with_dropout_off():
 
 
 def test_cls_shortcut_leaves_models_without_a_bert_layer_alone():
-    from harness.encoder import cls_only_last_layer
+    from harness.encoder.forward import cls_only_last_layer
 
     plain = torch.nn.Linear(3, 3)
     with cls_only_last_layer(plain, torch.ones(2, 4)):
@@ -254,7 +250,7 @@ def test_cls_shortcut_leaves_models_without_a_bert_layer_alone():
 
 @pytest.mark.parametrize("pooler", ["cls_before_pooler", "avg"])
 def test_onednn_linears_give_the_fp32_embeddings_up_to_rounding(pooler):
-    from harness.encoder import onednn_available
+    from harness.encoder.cpu_kernels import onednn_available
 
     if not onednn_available():
         pytest.skip("this PyTorch has no oneDNN linear operator (the default path is used)")
@@ -280,7 +276,7 @@ def test_onednn_linears_give_the_fp32_embeddings_up_to_rounding(pooler):
 
 
 def test_onednn_linears_give_the_fp32_gradients_up_to_rounding():
-    from harness.encoder import onednn_available
+    from harness.encoder.cpu_kernels import onednn_available
 
     if not onednn_available():
         pytest.skip("this PyTorch has no oneDNN linear operator (the default path is used)")
@@ -317,7 +313,7 @@ def test_onednn_linears_give_the_fp32_gradients_up_to_rounding():
 def test_exact_gelu_is_recognised_and_approximations_are_not():
     from transformers.activations import ACT2FN
 
-    from harness.encoder import _exact_gelu
+    from harness.encoder.cpu_kernels import _exact_gelu
 
     assert _exact_gelu(ACT2FN["gelu"]) and _exact_gelu(torch.nn.GELU()) and _exact_gelu(F.gelu)
     assert not _exact_gelu(ACT2FN["gelu_new"]) and not _exact_gelu(torch.nn.GELU(approximate="tanh"))
@@ -325,7 +321,7 @@ def test_exact_gelu_is_recognised_and_approximations_are_not():
 
 
 def test_a_onednn_operator_that_fails_on_this_cpu_leaves_the_default_path():
-    from harness.encoder import onednn_available
+    from harness.encoder.cpu_kernels import onednn_available
 
     def broken(*args: Any) -> torch.Tensor:
         raise RuntimeError("could not create a primitive")
@@ -420,7 +416,7 @@ def test_embedding_edits_need_a_bert_encoder(tiny):
 
     batch = tiny.tokenize(["a b"], max_length=8)
     with (
-        mock.patch.object(type(tiny), "word_embeddings", return_value=None),
+        mock.patch("harness.encoder.forward.bert_word_embeddings", return_value=None),
         pytest.raises(ConfigError, match="need a BERT encoder"),
     ):
         TrainingEncode(tiny)(batch, embeddings=EmbeddingEdit(output=_identity))

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import harness.hardware as hw
-from harness.config import resolve_config, resolve_settings
+import harness.config.hardware as hw
+from harness.config.run_config import resolve_config
+from harness.config.settings import resolve_settings
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""harness.memory: the per-run peak memory in records and the estimate a grid trial asks Ray for."""
+"""The per-run peak memory in records (harness.run.process_memory) and the estimate a grid trial asks
+Ray for (harness.grid.memory)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness import memory
-from harness.config import RunConfig, resolve_config
+from harness.config.run_config import RunConfig, resolve_config
+from harness.grid import memory
+from harness.run import process_memory
 
 LINUX_PROC = Path("/proc/self/status").exists()
 GB = 2**30
@@ -44,11 +46,11 @@ def test_the_estimate_covers_what_was_measured_and_grows_with_the_encoder_rows()
 @pytest.mark.skipif(not LINUX_PROC, reason="needs /proc (Linux)")
 def test_the_peak_is_measured_per_run_after_a_reset() -> None:
     big = np.ones(40_000_000)  # 320 MB, touched
-    peak = memory.peak_rss_bytes()
+    peak = process_memory.peak_rss_bytes()
     del big
     assert peak is not None and peak > 300 * 2**20
-    assert memory.reset_peak()
-    after = memory.peak_rss_bytes()
+    assert process_memory.reset_peak()
+    after = process_memory.peak_rss_bytes()
     assert after is not None and after < peak - 250 * 2**20
 
 
@@ -63,8 +65,8 @@ def test_memory_freed_in_another_thread_goes_back_to_the_system() -> None:
     thread = threading.Thread(target=work)
     thread.start()
     thread.join()
-    before = memory.rss_bytes()
-    memory.release_freed()
-    after = memory.rss_bytes()
+    before = process_memory.rss_bytes()
+    process_memory.release_freed()
+    after = process_memory.rss_bytes()
     assert before is not None and after is not None
     assert after < before - 200 * 2**20, (before / 2**20, after / 2**20)

@@ -26,7 +26,7 @@ def test_bad_value_type_names_field():
 
 def test_validation_names_field():
     with pytest.raises(ConfigError, match="temperature must be finite and > 0"):
-        get_method("simcse")(SimCSEParams(temperature=0.0), hidden_size=8)
+        SimCSEParams(temperature=0.0).validate(8)
 
 
 def test_unknown_method_suggests():

@@ -1,4 +1,4 @@
-"""The encode contract's token-level form, ``encode(batch, tokens=True)``, and ``embed(head=...)``:
+"""The encode contract's token-level form, ``encode.tokens(batch)``, and ``embed(head=...)``:
 the token features are the encoder's last hidden state (padding zeroed) under every option of the
 pooled call, and the pooled call is unchanged bit for bit."""
 
@@ -9,7 +9,9 @@ import copy
 import pytest
 import torch
 
-from harness.encoder import POOLERS, TrainingEncode, load_encoder
+from harness.config.choices import POOLERS
+from harness.encoder.loading import load_encoder
+from harness.encoder.training_encode import TrainingEncode
 from methods.base import EmbeddingEdit, TokenFeatures
 
 SENTS = [
@@ -44,7 +46,7 @@ def test_token_features_are_the_last_hidden_state(tiny, buckets):
     tiny.eval()
     try:
         with torch.no_grad():
-            out = TrainingEncode(tiny, "cls_before_pooler", buckets)(batch, tokens=True)
+            out = TrainingEncode(tiny, "cls_before_pooler", buckets).tokens(batch)
     finally:
         tiny.train()
     assert isinstance(out, TokenFeatures)
@@ -59,36 +61,35 @@ def test_token_features_follow_dropout_encoder_and_edits(tiny):
     tiny.train()
     expected = reference_states(tiny, batch)
     encode = TrainingEncode(tiny, "avg", 2)
-    off = encode(batch, dropout=False, tokens=True)  # training mode, dropout off for this call
+    off = encode.tokens(batch, dropout=False)  # training mode, dropout off for this call
     assert off.hidden.requires_grad
     torch.testing.assert_close(off.hidden.detach(), expected, rtol=1e-5, atol=1e-5)
     torch.manual_seed(0)
-    on = encode(batch, tokens=True)
+    on = encode.tokens(batch)
     assert not torch.allclose(on.hidden.detach(), expected, atol=1e-3)  # dropout on by default
     other = copy.deepcopy(tiny)
     with torch.no_grad():
         other.model.embeddings.word_embeddings.weight.mul_(2.0)
-    moved = encode(batch, dropout=False, encoder=other, tokens=True)
+    moved = encode.tokens(batch, dropout=False, encoder=other)
     torch.testing.assert_close(moved.hidden.detach(), reference_states(other, batch), rtol=1e-5, atol=1e-5)
-    edited = encode(
-        batch, dropout=False, embeddings=EmbeddingEdit(words=lambda x, m, r: 2.0 * x), tokens=True
-    )
+    edited = encode.tokens(batch, dropout=False, embeddings=EmbeddingEdit(words=lambda x, m, r: 2.0 * x))
     torch.testing.assert_close(edited.hidden.detach(), moved.hidden.detach(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("pooler", POOLERS)
 @pytest.mark.parametrize("buckets", [1, 3])
 def test_the_pooled_call_is_unchanged_bit_for_bit(tiny, pooler, buckets):
-    """``tokens=False`` (the default) is the pooled call: the same tensor as before, dropout draws
-    included (the unbucketed call is ``features`` itself)."""
+    """The pooled call is unchanged by the token-level one beside it: the same tensor as
+    ``features``, dropout draws included, and the same again after a token call."""
     batch = tiny.tokenize(SENTS, 32)
     tiny.train()
     encode = TrainingEncode(tiny, pooler, buckets)
     torch.manual_seed(3)
     default = encode(batch)
+    encode.tokens(batch)
     torch.manual_seed(3)
-    explicit = encode(batch, tokens=False)
-    assert torch.equal(default, explicit)
+    again = encode(batch)
+    assert torch.equal(default, again)
     if buckets == 1:
         torch.manual_seed(3)
         assert torch.equal(default, tiny.features(batch, pooler))

@@ -314,7 +314,7 @@ def test_evaluate_sts_top_level_contract(mini_senteval: Path) -> None:
 
 def test_packaged_encoder_paths_agree(mini_senteval: Path) -> None:
     """The real encoder: the length-sorted distinct path against SentEval's own batching."""
-    from harness.encoder import load_encoder
+    from harness.encoder.loading import load_encoder
     from harness.evaluation.runner import encoder_functions
 
     embed, token_lengths = encoder_functions(load_encoder(None), "cls_before_pooler")
@@ -331,7 +331,7 @@ def test_packaged_encoder_paths_agree(mini_senteval: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("exact_batches", [False, True], ids=["harness", "senteval-batches"])
 def test_reference_values(senteval: Path, exact_batches: bool) -> None:
-    from harness.encoder import load_encoder
+    from harness.encoder.loading import load_encoder
     from harness.evaluation.runner import encoder_functions
 
     embed, token_lengths = encoder_functions(load_encoder(None), "cls_before_pooler")

@@ -178,7 +178,7 @@ def test_task_names_live_only_in_the_registry() -> None:
 
 def test_unknown_task_names_get_one_line_with_a_hint(tmp_path: Path) -> None:
     from harness.evaluation.runner import select_tasks
-    from harness.specs import load_table_spec
+    from harness.specs.parse import load_table_spec
 
     with pytest.raises(ConfigError, match=r"unknown STS task\(s\) 'STS17' \(did you mean 'STS1\d'\?\)"):
         check_names("STS", ["STS17"])
@@ -241,8 +241,8 @@ def test_a_registered_task_is_evaluated_averaged_and_recorded(tiny: StsTask, tin
 def test_a_registered_task_is_a_spec_column_a_checked_file_and_counted_sentences(
     tiny: StsTask, tiny_root: Path, tmp_path: Path
 ) -> None:
-    from harness.commands.check_cmd import needed_data_files
-    from harness.specs import load_table_spec
+    from harness.grid.checks import needed_data_files
+    from harness.specs.parse import load_table_spec
 
     assert SCORE_KEYS["sts"] == (*LEGACY_STS_TASKS, "TINY", "avg")
     assert COLUMN_LABELS["TINY"] == "Tiny"
@@ -261,8 +261,8 @@ def test_a_registered_task_is_a_spec_column_a_checked_file_and_counted_sentences
 
 
 def test_records_of_other_task_sets_are_never_mixed(tiny: StsTask) -> None:
-    from harness.grid import complete_for
-    from harness.record import record_metric, record_tasks
+    from harness.grid.plan import complete_for
+    from harness.store.record import record_metric, record_tasks
 
     old = {"status": "finished", "config": {"final_tasks": "sts"}, "final": {"sts": {"avg": 70.0}}}
     new = {
@@ -277,8 +277,8 @@ def test_records_of_other_task_sets_are_never_mixed(tiny: StsTask) -> None:
 
 
 def test_without_the_task_old_records_count_and_new_ones_do_not() -> None:
-    from harness.grid import complete_for
-    from harness.record import record_metric
+    from harness.grid.plan import complete_for
+    from harness.store.record import record_metric
 
     scores: dict[str, Any] = {"sts": {"avg": 70.0}, "transfer": {"avg": 80.0}}
     old = {"status": "finished", "config": {"final_tasks": "all"}, "final": scores}
@@ -290,11 +290,11 @@ def test_without_the_task_old_records_count_and_new_ones_do_not() -> None:
 
 def test_a_table_cell_never_mixes_task_sets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One group, two seeds: a 7-task record and an 8-task one. The cell shows one of them, never both."""
-    from harness.grid import expand
-    from harness.record import new_record
-    from harness.reporting.tables import build_tables
-    from harness.specs import load_table_spec
-    from harness.store import RunStore
+    from harness.grid.plan import expand
+    from harness.reporting.tables.build import build_tables
+    from harness.specs.parse import load_table_spec
+    from harness.store.record import new_record
+    from harness.store.run_store import RunStore
 
     root = tmp_path / "data"
     (root / "corpus").mkdir(parents=True)

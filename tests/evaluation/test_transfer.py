@@ -21,16 +21,15 @@ from harness.evaluation.logreg import (
     fit_reference,
     initial_parameters,
 )
+from harness.evaluation.readers import TextSplit, sort_split
 from harness.evaluation.transfer import (
     TRANSFER_TASKS,
     TaskFeatures,
     TaskProtocol,
-    TextSplit,
     classify_tasks,
     embed_column,
     evaluate_transfer,
     read_task,
-    sort_split,
 )
 
 SENTEVAL = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "senteval"
@@ -434,7 +433,7 @@ def test_malformed_lines_are_data_errors(
 @pytest.mark.slow
 @needs_data
 def test_packaged_encoder_on_trec() -> None:
-    from harness.encoder import load_encoder
+    from harness.encoder.loading import load_encoder
 
     encoder = load_encoder("minilm")
     result = evaluate_transfer(lambda b: encoder.embed(b), SENTEVAL, tasks=["TREC"])

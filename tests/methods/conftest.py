@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
-from harness.encoder import SentenceEncoder, load_encoder
+from harness.encoder.loading import load_encoder
+from harness.encoder.model import SentenceEncoder
 
 
 @pytest.fixture(autouse=True)

@@ -3,21 +3,22 @@
 It exists to prove that the method contract fits stateful methods: it is written against
 ``methods.base`` alone and registered by one line in its test; the training loop is not touched.
 Its key encoder runs through the run's ``encode`` (``encoder=self.key_encoder``), so the keys get
-the run's training pooler and length buckets, and its parameter record declares those rows as
-rows without gradient (``no_grad_encoder_rows``), so the grid's cost and memory estimates count them.
+the run's training pooler and length buckets; it declares nothing of what it costs: the harness
+measures its rows without gradient and its frozen copy (:func:`harness.run.footprint.footprint`),
+and the grid's cost and memory estimates count them.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from harness.encoder import SentenceEncoder
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, MLPHead, check_positive
+from methods.base import ContrastiveParams, EncodeFn, LossOutput, Metric, MLPHead, ModelLoader, check_positive
 from methods.losses import cosine_logits
 from methods.memory import NegativeQueue, ema_update
 from methods.simcse import ContrastiveMethod
@@ -41,35 +42,24 @@ class MomentumQueueParams(ContrastiveParams):
         if self.queue_size < 1:
             raise ConfigError(f"queue_size must be >= 1, got {self.queue_size}")
 
-    def encoder_rows(self) -> float:
-        return 1.0  # the queries: one view of the batch, with gradient
 
-    def no_grad_encoder_rows(self) -> float:
-        return 1.0  # the keys: the momentum encoder's view of the batch, without gradient
-
-    def encoder_copies(self) -> tuple[int, int]:
-        return (0, 1)  # the momentum encoder, frozen
-
-
-class MomentumQueue(ContrastiveMethod):
+class MomentumQueue(ContrastiveMethod[MomentumQueueParams]):
     """Queries from the online encoder, keys from a momentum copy, negatives = batch keys + queue."""
 
     name = "momentum_queue"
     description = "Test-only: momentum key encoder and a negative queue."
     citation = "He et al., Momentum Contrast for Unsupervised Visual Representation Learning, CVPR 2020"
-    params_cls = MomentumQueueParams
     smoke_params = ({}, {"momentum": 0.5, "queue_size": 4})
-    uses_encoder = True
-    key_encoder: SentenceEncoder
+    key_encoder: nn.Module
     key_head: MLPHead
 
     def __init__(self, params: MomentumQueueParams, hidden_size: int) -> None:
         super().__init__(params, hidden_size)
-        self.p = params
         self.queue = NegativeQueue(params.queue_size, hidden_size)
         self._keys: torch.Tensor | None = None
 
-    def bind(self, encoder: nn.Module) -> None:
+    def bind(self, encoder: nn.Module, load: ModelLoader | None = None) -> None:
+        super().bind(encoder, load)
         self.register_frozen("key_encoder", copy.deepcopy(encoder))
         key_head = MLPHead(self.hidden_size)
         if self.mlp is not None:
@@ -81,15 +71,15 @@ class MomentumQueue(ContrastiveMethod):
         with torch.no_grad():
             k = self.key_head(encode(batch, encoder=self.key_encoder))
         negatives = torch.cat([k, self.queue.contents().to(k.dtype)])
-        logits = cosine_logits(q, negatives, self.p.temperature)
+        logits = cosine_logits(q, negatives, self.params.temperature)
         loss = nn.functional.cross_entropy(logits, torch.arange(q.shape[0], device=q.device))
         self._keys = k
-        return LossOutput(loss, {"loss_infonce": float(loss.detach())})
+        return LossOutput(loss, {"loss_infonce": loss.detach()})
 
-    def after_step(self, step: int) -> dict[str, float]:
+    def after_step(self, step: int) -> Mapping[str, Metric]:
         assert self.mlp is not None
-        ema_update(self.key_encoder, self.encoder, self.p.momentum)
-        ema_update(self.key_head, self.mlp, self.p.momentum)
+        ema_update(self.key_encoder, self.encoder, self.params.momentum)
+        ema_update(self.key_head, self.mlp, self.params.momentum)
         if self._keys is not None:
             self.queue.push(self._keys)
-        return {"queue_filled": float(self.queue.filled)}
+        return {"queue_filled": self.queue.filled.clone()}

@@ -10,7 +10,8 @@ import pytest
 import torch
 from sentences import SENTS
 
-from harness.encoder import TrainingEncode, load_encoder
+from harness.encoder.loading import load_encoder
+from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
 from methods import REGISTRY, build_params
 from methods.arccse import ArcCSE, ArcCSEParams, arc_con_loss, span_masks, triplet_order_loss
@@ -116,7 +117,7 @@ def bound(**params: object) -> tuple[ArcCSE, object]:
     encoder.train()
     torch.manual_seed(123)
     method = ArcCSE(ArcCSEParams.from_overrides(dict(params)), encoder.hidden_size)
-    method.attach(encoder)
+    method.bind(encoder)
     return method, encoder
 
 
@@ -156,7 +157,7 @@ def test_margin_zero_without_triplets_is_simcse_in_loss_and_gradients() -> None:
     simcse = REGISTRY["simcse"](build_params("simcse"), encoder.hidden_size)
     torch.manual_seed(123)
     arc = ArcCSE(ArcCSEParams(margin=0.0, triplet_weight=0.0), encoder.hidden_size)
-    arc.attach(encoder)
+    arc.bind(encoder)
     (out_a, grads_a), (out_b, grads_b) = (
         loss_and_grads(arc, encoder, batch),
         loss_and_grads(simcse, encoder, batch),
@@ -174,17 +175,17 @@ def test_the_triplet_pass_is_dropout_off_and_weighted() -> None:
     calls: list[tuple[int, bool]] = []
 
     class Spy(TrainingEncode):
-        def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
+        def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
             calls.append((int(batch["input_ids"].shape[0]), dropout))
-            return super().__call__(
-                batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens
-            )
+            return super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
 
     batch = encoder.tokenize(SENTS, max_length=32)  # type: ignore[attr-defined]
     out = method.compute_loss(Spy(encoder), batch, step=1)  # type: ignore[arg-type]
     b = len(SENTS)
     assert calls == [(2 * b, True), (3 * b, False)]
-    assert out.loss.item() == pytest.approx(out.metrics["loss_arc"] + 0.1 * out.metrics["loss_tri"], rel=1e-5)
+    assert out.loss.item() == pytest.approx(
+        float(out.metrics["loss_arc"]) + 0.1 * float(out.metrics["loss_tri"]), rel=1e-5
+    )
 
 
 def test_bad_values_name_the_field() -> None:

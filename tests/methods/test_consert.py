@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from harness.encoder import TrainingEncode, dropout_off
+from harness.encoder.model import dropout_off
+from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
 from methods import build_params
 from methods.base import repeat_rows
@@ -138,7 +139,7 @@ def test_released_weighting_is_0_15_times_the_sum(encoder, batch) -> None:
     torch.manual_seed(5)
     lr = released.compute_loss(encode, batch, step=0)
     torch.testing.assert_close(lr.loss, 0.15 * 2 * lp.loss)
-    assert lr.metrics["loss_ntxent"] == pytest.approx(lp.loss.item(), rel=1e-5)
+    assert float(lr.metrics["loss_ntxent"]) == pytest.approx(lp.loss.item(), rel=1e-5)
 
 
 def test_default_views_are_the_features_of_the_manual_augmentation(encoder, batch) -> None:

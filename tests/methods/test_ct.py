@@ -10,9 +10,11 @@ import pytest
 import torch
 from sentences import SENTS
 
-from harness.config import resolve_config
-from harness.encoder import SentenceEncoder, TrainingEncode, load_encoder
-from harness.train import TrainStep
+from harness.config.run_config import resolve_config
+from harness.encoder.loading import load_encoder
+from harness.encoder.model import SentenceEncoder
+from harness.encoder.training_encode import TrainingEncode
+from harness.run.step import TrainStep
 from methods import REGISTRY
 from methods.ct import ContrastiveTension, CTParams, ct_loss, draw_negative_pairs
 
@@ -70,8 +72,8 @@ class Recording(TrainingEncode):
         super().__init__(encoder, "avg")
         self.calls: list[tuple[torch.Tensor, bool, bool]] = []
 
-    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens)
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
         self.calls.append((out, dropout, encoder is not None))
         return out
 
@@ -80,7 +82,7 @@ def bound(seed: int = 0, **params: object) -> tuple[ContrastiveTension, Sentence
     encoder = load_encoder("random:tiny", seed=seed)
     encoder.train()
     method = ContrastiveTension(CTParams.from_overrides(dict(params)), encoder.hidden_size)
-    method.attach(encoder)
+    method.bind(encoder)
     return method, encoder
 
 
@@ -94,10 +96,10 @@ def test_identical_copies_without_dropout_give_squared_norms_as_positive_logits(
     assert (drop1, drop2) == (False, False) and (copy1, copy2) == (True, False)
     torch.testing.assert_close(z1, z2, rtol=0, atol=0)  # the untrained copy is the encoder
     norms = (z2 * z2).sum(-1)
-    pairs = len(SENTS) * (1 + method.p.negatives)
+    pairs = len(SENTS) * (1 + method.params.negatives)
     expected_pos = torch.nn.functional.softplus(-norms).sum() / pairs
-    assert out.metrics["ct_pos"] == pytest.approx(expected_pos.item(), rel=1e-5)
-    assert out.metrics["loss_ct"] == pytest.approx(out.loss.item(), rel=1e-6)
+    assert float(out.metrics["ct_pos"]) == pytest.approx(expected_pos.item(), rel=1e-5)
+    assert float(out.metrics["loss_ct"]) == pytest.approx(out.loss.item(), rel=1e-6)
     assert REGISTRY["ct"] is ContrastiveTension
 
 

@@ -14,15 +14,16 @@ import pytest
 import torch
 from sentences import SENTS
 
-import harness.train as train_mod
-from harness.checkpoint import SENTENCE_HEAD_FILE
+import harness.run.training as train_mod
 from harness.cli import main
-from harness.config import resolve_config
-from harness.encoder import TrainingEncode
+from harness.config.run_config import resolve_config
+from harness.encoder.saved import SENTENCE_HEAD_FILE
+from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
-from harness.probe_cache import CACHE_DIR
-from harness.store import RunStore
-from harness.train import train_run
+from harness.run.footprint import footprint
+from harness.run.probe_cache import CACHE_DIR
+from harness.run.training import train_run
+from harness.store.run_store import RunStore
 from methods import build_params
 from methods.isbert import ISBERT, ISBERTParams, TokenCNN, jsd_local_global_loss
 
@@ -136,7 +137,9 @@ def test_cnn_shape_masking_and_mean_match_the_loop(relu, kernels, channels):
 def test_params_defaults_and_validation():
     p = ISBERTParams()
     assert (p.kernel_sizes, p.channels, p.cnn_activation) == ((1, 3, 5), 256, "none")
-    assert p.encoder_rows() == 1.0 and p.no_grad_encoder_rows() == 0.0 and p.encoder_copies() == (0, 0)
+    measured = footprint("isbert", p, 64)
+    copies = (measured.trained_copies, measured.frozen_copies)
+    assert (measured.rows, measured.no_grad_rows, copies) == (1, 0, (0, 0))
     assert "cnn_activation" in ISBERTParams.switches()
     assert "768 dims" in p.describe(384)["sentence_embedding"]
     sizes: tuple[int, ...]
@@ -159,15 +162,19 @@ def test_loss_is_the_jsd_of_the_cnn_on_one_token_call(encoder):
 
     class Spy(TrainingEncode):
         def __call__(self, batch, **kwargs):
-            calls.append(kwargs)
+            calls.append({"pooled": True, **kwargs})
             return super().__call__(batch, **kwargs)
+
+        def tokens(self, batch, **kwargs):
+            calls.append({"tokens": True, **kwargs})
+            return super().tokens(batch, **kwargs)
 
     encode = Spy(encoder)
     torch.manual_seed(5)
     out = method.compute_loss(encode, batch, 1)
     assert calls == [{"tokens": True}]
     torch.manual_seed(5)
-    feats = TrainingEncode(encoder)(batch, tokens=True)
+    feats = TrainingEncode(encoder).tokens(batch)
     local = method.cnn.tokens(feats.hidden, feats.attention_mask)
     expected = jsd_local_global_loss(
         local, method.cnn(feats.hidden, feats.attention_mask), feats.attention_mask

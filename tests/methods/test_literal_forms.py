@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import methods.probes as probes
-from harness.encoder import TrainingEncode, load_encoder
+from harness.encoder.loading import load_encoder
+from harness.encoder.training_encode import TrainingEncode
 from methods import build_params
 from methods.base import EmbeddingEdit
 from methods.losses import correlation_rank, cross_correlation, dcl_loss, multi_positive_l2
@@ -92,10 +93,20 @@ class CountingEncode:
         dropout: bool | float = True,
         encoder: torch.nn.Module | None = None,
         embeddings: EmbeddingEdit | None = None,
-        tokens: bool = False,
     ) -> Any:
         self.rows.append(int(batch["input_ids"].shape[0]))
-        return self.encode(batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens)
+        return self.encode(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
+
+    def tokens(
+        self,
+        batch: dict[str, torch.Tensor],
+        *,
+        dropout: bool | float = True,
+        encoder: torch.nn.Module | None = None,
+        embeddings: EmbeddingEdit | None = None,
+    ) -> Any:
+        self.rows.append(int(batch["input_ids"].shape[0]))
+        return self.encode.tokens(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
 
 
 @pytest.mark.parametrize("variant", ["pos_minus_noise", "neg_minus_noise"])

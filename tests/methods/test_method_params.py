@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.config.run_config import resolve_run
+from harness.config.settings import resolve_settings
 from harness.errors import ConfigError
 from methods import REGISTRY, build_params
 from methods.whitenedcse import WhitenedCSEParams
@@ -34,7 +36,7 @@ def test_more_groups_than_channels_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"num_groups=384 gives 384 groups, more than .* d=64"):
         build("whitenedcse", group_scaling="count")
     with pytest.raises(ConfigError, match=r"num_groups=5000 gives 2500 groups, more than .* d=384"):
-        REGISTRY["whitenedcse"](WhitenedCSEParams(num_groups=5000), 384)
+        WhitenedCSEParams(num_groups=5000).validate(384)
     build("whitenedcse", whitening="zca", num_groups=5000)  # num_groups is read only by sgw / group
 
 
@@ -131,6 +133,9 @@ def test_unknown_key_is_rejected_with_a_suggestion(name):
         build_params(name, {"temprature": 0.1})
 
 
-def test_validation_runs_when_the_method_is_built():
+def test_validation_runs_when_the_run_is_resolved():
+    settings = resolve_settings("smoke", require_corpus=False)  # random:tiny, d = 64
     with pytest.raises(ConfigError, match="num_positives"):
-        REGISTRY["whitenedcse"](WhitenedCSEParams(num_groups=16, num_positives=1), 64)
+        resolve_run("whitenedcse", WhitenedCSEParams(num_groups=16, num_positives=1), settings)
+    with pytest.raises(ConfigError, match=r"more than .* d=64"):
+        resolve_run("whitenedcse", {"num_groups": 5000, "group_scaling": "count"}, settings)

@@ -9,9 +9,11 @@ import pytest
 import torch
 from sentences import SENTS
 
-from harness import memory
-from harness.encoder import TrainingEncode, dropout_rates, load_encoder
+from harness.encoder.loading import load_encoder
+from harness.encoder.model import dropout_rates
+from harness.encoder.training_encode import TrainingEncode
 from harness.errors import TrainingError
+from harness.run.footprint import footprint
 from methods import REGISTRY, build_params
 from methods.base import Method
 from methods.whitening import group_whiten, random_permutations
@@ -90,8 +92,8 @@ class RecordingEncode(TrainingEncode):
         self.outputs: list[torch.Tensor] = []
         encoder.model.register_forward_pre_hook(lambda mod, args: self.rates.append(dropout_rates(mod)))
 
-    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens)
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
         self.outputs.append(out)
         return out
 
@@ -122,7 +124,7 @@ def test_simcsepp_dcl_only_makes_no_dropout_off_pass(batch):
     out = method.compute_loss(encode, batch, step=0)
     assert len(encode.rates) == 1
     assert set(out.metrics) == {"loss_dcl"}
-    assert out.loss.item() == pytest.approx(0.1 * out.metrics["loss_dcl"], rel=1e-5)
+    assert out.loss.item() == pytest.approx(0.1 * float(out.metrics["loss_dcl"]), rel=1e-5)
 
 
 def test_whitenedcse_paper_reading_whitens_each_view_with_its_own_permutation():
@@ -194,22 +196,22 @@ def test_whitenedcse_variants_train(encoder, batch, overrides):
     out, grads = loss_and_grads(method, encoder, batch)
     assert torch.isfinite(out.loss)
     assert all(torch.isfinite(g).all() for g in grads)
-    m = method.p.num_positives
+    m = method.params.num_positives
     assert {f"loss_pos{k}" for k in range(2, m + 1)} <= set(out.metrics)
-    if method.p.whitening != "none":
-        assert out.metrics["whiten_min_eig"] > 0
-    assert out.metrics[f"loss_{method.p.loss}"] == pytest.approx(out.loss.item(), rel=1e-6)
+    if method.params.whitening != "none":
+        assert float(out.metrics["whiten_min_eig"]) > 0
+    assert float(out.metrics[f"loss_{method.params.loss}"]) == pytest.approx(out.loss.item(), rel=1e-6)
 
 
 def test_barlow_probe_logs_correlation_rank(encoder, batch):
     b = len(SENTS)
     out, _ = loss_and_grads(make("barlow_probe", encoder.hidden_size), encoder, batch)
-    assert 0 < out.metrics["corr_rank"] <= b
+    assert 0 < float(out.metrics["corr_rank"]) <= b
     padded, _ = loss_and_grads(make("barlow_probe", encoder.hidden_size, padding_rows=100), encoder, batch)
-    assert padded.metrics["corr_rank"] > b
+    assert float(padded.metrics["corr_rank"]) > b
     assert {"loss_infonce", "loss_bt"} <= set(padded.metrics)
     assert padded.loss.item() == pytest.approx(
-        padded.metrics["loss_infonce"] + padded.metrics["loss_bt"], rel=1e-5
+        float(padded.metrics["loss_infonce"]) + float(padded.metrics["loss_bt"]), rel=1e-5
     )
 
 
@@ -289,9 +291,9 @@ class RowCountingEncode(TrainingEncode):
         self.rows = 0
         self.no_grad_rows = 0
 
-    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens)
-        if (out.hidden if tokens else out).requires_grad:
+    def _call(self, batch, dropout, encoder, embeddings, tokens):
+        out = super()._call(batch, dropout, encoder, embeddings, tokens)
+        if out.requires_grad:
             self.rows += int(batch["input_ids"].shape[0])
         else:
             self.no_grad_rows += int(batch["input_ids"].shape[0])
@@ -314,47 +316,66 @@ SMOKE_CASES = [(name, dict(p)) for name, cls in REGISTRY.items() for p in cls.sm
 
 
 @pytest.mark.parametrize(("name", "overrides"), ROW_CASES + SMOKE_CASES)
-def test_encoder_rows_declares_what_a_step_encodes(encoder, batch, name, overrides):
-    """The grid's cost and memory estimates count ``encoder_rows()`` rows with gradient and
-    ``no_grad_encoder_rows()`` rows without per sentence: both must be true."""
+def test_the_footprint_counts_what_a_step_encodes(encoder, batch, name, overrides):
+    """The grid's cost and memory estimates count the measured footprint's rows with and without
+    gradient per sentence (on a one-layer stand-in, four sentences): a real step of the tiny encoder
+    on another batch encodes the same per sentence."""
     method = make(name, encoder.hidden_size, **overrides)
-    if method.uses_encoder:
-        method.attach(encoder)
+    method.bind(encoder)
     counting = RowCountingEncode(encoder)
     method.compute_loss(counting, batch, step=1)
     b = batch["input_ids"].shape[0]
-    assert counting.rows == method.params.encoder_rows() * b
-    assert counting.no_grad_rows == method.params.no_grad_encoder_rows() * b
+    measured = footprint(name, method.params, encoder.hidden_size)
+    assert counting.rows == measured.rows * b
+    assert counting.no_grad_rows == measured.no_grad_rows * b
 
 
 @pytest.mark.parametrize(("name", "overrides"), SMOKE_CASES)
-def test_encoder_copies_declares_what_bind_holds(encoder, name, overrides):
-    """The memory estimate adds ``encoder_copies()`` whole encoders: after ``bind``, the method's new
-    trainable and frozen weights must be within one copy below the declaration (a share of a copy,
-    such as key layers sharing the embedding layer, counts as one) and not above it by more than
-    small heads built in ``bind``."""
+def test_the_footprint_counts_the_copies_bind_holds(encoder, name, overrides):
+    """The memory estimate adds the footprint's whole encoder copies: after ``bind`` on the tiny
+    encoder, the method's new trainable and frozen weights are within one copy below the count (a
+    share of a copy, such as key layers sharing the embedding layer, counts as one) and not above it
+    by more than small heads built in ``bind``."""
     method = make(name, encoder.hidden_size, **overrides)
     own = sum(p.numel() for p in method.trainable_parameters())
-    if method.uses_encoder:
-        method.attach(encoder)
+    method.bind(encoder)
     whole = sum(p.numel() for p in encoder.parameters())
     trained = (sum(p.numel() for p in method.trainable_parameters()) - own) / whole
     frozen = (sum(p.numel() for p in method.parameters()) - own) / whole - trained
-    declared_trained, declared_frozen = method.params.encoder_copies()
-    assert declared_trained - 1 < trained <= declared_trained + 0.25, (trained, declared_trained)
-    assert declared_frozen - 1 < frozen <= declared_frozen + 0.25, (frozen, declared_frozen)
+    measured = footprint(name, method.params, encoder.hidden_size)
+    assert measured.trained_copies - 1 < trained <= measured.trained_copies + 0.25, (trained, measured)
+    assert measured.frozen_copies - 1 < frozen <= measured.frozen_copies + 0.25, (frozen, measured)
 
 
 @pytest.mark.parametrize(("name", "overrides"), ROW_CASES + SMOKE_CASES)
-def test_head_parameters_counts_what_the_method_builds(encoder, name, overrides):
-    """The memory estimate adds the method's own trainable parameters, counted on the meta device
-    (no weights allocated): the count must equal those of the real method after ``bind``, less the
-    whole trained encoder copies that ``encoder_copies()`` declares (the estimate counts those
-    apart)."""
+def test_the_footprint_counts_the_parameters_the_method_builds(encoder, name, overrides):
+    """The memory estimate adds the method's own trainable parameters (heads, projectors, and those
+    ``bind`` builds): the footprint's count, taken on the stand-in encoder, equals those of the real
+    method bound to the tiny encoder, less its whole trained encoder copies (counted apart)."""
     method = make(name, encoder.hidden_size, **overrides)
-    if method.uses_encoder:
-        method.attach(encoder)
+    method.bind(encoder)
     own = sum(p.numel() for p in method.trainable_parameters())
     whole = sum(p.numel() for p in encoder.parameters())
-    trained_copies, _frozen = method.params.encoder_copies()
-    assert memory.head_parameters(name, method.params, encoder.hidden_size) == own - trained_copies * whole
+    measured = footprint(name, method.params, encoder.hidden_size)
+    assert measured.own_parameters == own - measured.trained_copies * whole
+
+
+def test_the_footprint_of_the_known_methods() -> None:
+    """Values read off the methods' definitions: SimCSE's two views, WhitenedCSE's m positives, the
+    noise probe's 2K samples, CT's trained second model, DCLR's frozen complementary model (two
+    views without gradient) and MoCoSE's queries with gradient, keys and key encoder without."""
+    d = 32
+    expect = {
+        ("simcse", ()): (2.0, 0.0, 0, 0),
+        ("whitenedcse", (("num_groups", 8), ("num_positives", 4))): (4.0, 0.0, 0, 0),
+        ("noise_probe", (("variant", "neg_minus_noise"), ("k_samples", 3))): (6.0, 0.0, 0, 0),
+        ("ct", ()): (2.0, 0.0, 1, 0),
+        ("dclr", ()): (2.0, 2.0, 0, 1),
+        ("mocose", ()): (1.0, 1.0, 0, 1),
+    }
+    for (name, overrides), (rows, no_grad, trained, frozen) in expect.items():
+        measured = footprint(name, build_params(name, dict(overrides)), d)
+        got = (measured.rows, measured.no_grad_rows, measured.trained_copies, measured.frozen_copies)
+        assert got == (rows, no_grad, trained, frozen), name
+    assert footprint("simcse", build_params("simcse", {"mlp": False}), d).own_parameters == 0
+    assert footprint("simcse", build_params("simcse", {}), d).own_parameters == d * d + d  # the MLP head

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-from harness.encoder import TrainingEncode, load_encoder
+from harness.encoder.loading import load_encoder
+from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
 from methods import build_params
 from methods.losses import info_nce
@@ -61,7 +62,7 @@ def batch():
 
 def make(encoder, **overrides) -> MoCoSE:
     method = MoCoSE(MoCoSEParams.from_overrides(overrides), encoder.hidden_size)
-    method.attach(encoder)
+    method.bind(encoder)
     return method
 
 
@@ -70,8 +71,8 @@ class Recording(TrainingEncode):
         super().__init__(encoder)
         self.outputs: list[torch.Tensor] = []
 
-    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
-        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings, tokens=tokens)
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
+        out = super().__call__(batch, dropout=dropout, encoder=encoder, embeddings=embeddings)
         self.outputs.append(out)
         return out
 
@@ -140,7 +141,7 @@ def test_the_queue_starts_random_and_fills_with_keys(batch) -> None:
     out = empty.compute_loss(TrainingEncode(encoder), batch, step=1)
     out.loss.backward()
     metrics = empty.after_step(1)
-    assert metrics["queue_filled"] == 4.0
+    assert float(metrics["queue_filled"]) == 4.0
     assert empty._keys is not None
     torch.testing.assert_close(empty.queue.contents(), empty._keys)
 

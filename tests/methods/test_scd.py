@@ -8,7 +8,9 @@ import math
 import pytest
 import torch
 
-from harness.encoder import TrainingEncode, dropout_off, dropout_rates, load_encoder
+from harness.encoder.loading import load_encoder
+from harness.encoder.model import dropout_off, dropout_rates
+from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
 from methods.losses import barlow_twins_loss
 from methods.scd import SCD, SCDParams, build_projector, self_contrast
@@ -70,9 +72,12 @@ class FakeEncode:
         self.hidden_size = hidden
         self.dropouts: list[object] = []
 
-    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None, tokens=False):
+    def __call__(self, batch, *, dropout=True, encoder=None, embeddings=None):
         self.dropouts.append(dropout)
         return torch.randn(batch["input_ids"].shape[0], self.hidden_size, requires_grad=True)
+
+    def tokens(self, batch, *, dropout=True, encoder=None, embeddings=None):
+        raise NotImplementedError("SCD makes no token-level call")
 
 
 def test_method_loss_is_alpha_self_contrast_plus_beta_decorrelation_of_the_projections():
@@ -112,11 +117,11 @@ def test_identical_views_give_the_closed_form():
     params = SCDParams(mlp=False, projector=(32, 16), dropout_low=0.0, dropout_high=0.0, offdiag_weight=0.0)
     method = SCD(params, encoder.hidden_size)
     out = method.compute_loss(TrainingEncode(encoder), batch, step=0)
-    assert out.metrics["loss_self_contrast"] == pytest.approx(1 / 0.05, rel=1e-5)
+    assert float(out.metrics["loss_self_contrast"]) == pytest.approx(1 / 0.05, rel=1e-5)
     with torch.no_grad():
         var = method.projector(TrainingEncode(encoder)(batch, dropout=0.0)).var(dim=0, unbiased=False)
     expected = float(((1e-5 / (var + 1e-5)) ** 2).sum())
-    assert out.metrics["loss_decorrelation"] == pytest.approx(expected, rel=1e-3, abs=1e-7)
+    assert float(out.metrics["loss_decorrelation"]) == pytest.approx(expected, rel=1e-3, abs=1e-7)
 
 
 @pytest.mark.parametrize(
@@ -193,8 +198,8 @@ def test_memory_estimate_counts_the_projector_with_its_gradients_and_adam_moment
     """The released 4096-4096-4096 projector is 35 M parameters on MiniLM (d = 384), more than the
     encoder: the night profile's estimate must hold it 4 times (weights, gradients, AdamW's moments)
     over a one-layer 8-wide projector's."""
-    from harness import memory
-    from harness.config import resolve_config
+    from harness.config.run_config import resolve_config
+    from harness.grid import memory
 
     d, w = 384, 4096
     wide = resolve_config("scd", None, "night", {}, data_root=data_root)

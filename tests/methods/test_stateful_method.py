@@ -1,25 +1,28 @@
 """A stateful method (momentum copy + queue) fits the method contract without touching the loop.
 
 The method lives in ``momentum_method.py`` beside this test and is registered by ONE line
-(``monkeypatch.setitem(REGISTRY, ...)``); ``harness/train.py`` knows nothing about it.
+(``monkeypatch.setitem(REGISTRY, ...)``); ``harness/run/training.py`` knows nothing about it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
 from momentum_method import MomentumQueue, MomentumQueueParams
 
-import harness.train as train_mod
-from harness import memory
-from harness.config import RunConfig, resolve_config
-from harness.cost import NO_GRAD_ROW_SHARE, CostModel
-from harness.encoder import TrainingEncode, load_encoder
-from harness.store import RunStore
-from harness.train import TrainStep
+import harness.run.training as train_mod
+from harness.config.run_config import RunConfig, resolve_config
+from harness.encoder.loading import load_encoder
+from harness.encoder.model import SentenceEncoder
+from harness.encoder.training_encode import TrainingEncode
+from harness.grid import memory
+from harness.grid.cost import NO_GRAD_ROW_COST, CostModel
+from harness.run.footprint import footprint
+from harness.run.step import TrainStep
+from harness.store.run_store import RunStore
 from methods import REGISTRY
 
 SENTENCES = [f"the dog number {i} walks to the park ." for i in range(40)]
@@ -57,13 +60,13 @@ def test_frozen_copy_is_not_optimised_and_follows_the_ema(registered: None, data
     online_before = [p.detach().clone() for p in encoder.parameters()]
     key_before = [p.detach().clone() for p in method.key_encoder.parameters()]
     _, metrics = step(SENTENCES[:8], 1)
-    assert metrics["queue_filled"] == 8.0
+    assert float(metrics["queue_filled"]) == 8.0
     online_after = list(encoder.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(online_before, online_after, strict=True))
     for k0, k1, o1 in zip(key_before, method.key_encoder.parameters(), online_after, strict=True):
         torch.testing.assert_close(k1, 0.75 * k0 + 0.25 * o1.detach())
     _, metrics = step(SENTENCES[8:16], 2)
-    assert metrics["queue_filled"] == 12.0  # capped at queue_size
+    assert float(metrics["queue_filled"]) == 12.0  # capped at queue_size
     assert method.queue.contents().shape == (12, encoder.hidden_size)
 
 
@@ -105,8 +108,8 @@ def test_train_run_completes_with_the_stateful_method(
 def test_the_key_encoder_runs_through_the_runs_pooler_and_buckets(pooler: str, buckets: int) -> None:
     encoder = load_encoder("random:tiny", seed=0)
     method = MomentumQueue(MomentumQueueParams(), encoder.hidden_size)
-    method.attach(encoder)
-    key = method.key_encoder
+    method.bind(encoder)
+    key = cast(SentenceEncoder, method.key_encoder)
     with torch.no_grad():
         for p in key.parameters():  # a key encoder that has drifted from the online one
             p.add_(0.01 * torch.randn_like(p))
@@ -138,18 +141,19 @@ def test_the_key_encoder_runs_through_the_runs_pooler_and_buckets(pooler: str, b
 def test_cost_and_memory_count_the_key_encoders_pass(registered: None, data_root: Path) -> None:
     cfg = resolve_config("momentum_queue", None, "cpu", {"max_steps": 100}, data_root=data_root)
     simcse = resolve_config("simcse", None, "cpu", {"max_steps": 100}, data_root=data_root)
-    assert (cfg.params.encoder_rows(), cfg.params.no_grad_encoder_rows()) == (1.0, 1.0)
+    measured = footprint(cfg.method, cfg.params, cfg.hidden_size)
+    assert (measured.rows, measured.no_grad_rows) == (1.0, 1.0)
     model = CostModel(cpu_id="test-cpu")
     step_s = model.units(cfg)[0].step_s
     # one row with gradient (the queries) and one forward-only row (the keys) against SimCSE's two
-    expected = 100 * step_s * (1.0 + NO_GRAD_ROW_SHARE - 2.0) / 2
+    expected = 100 * step_s * (1.0 + NO_GRAD_ROW_COST - 2.0) / 2
     assert model.run_seconds(cfg) - model.run_seconds(simcse) == pytest.approx(expected)
-    # memory: the keys keep no activations, so they count NO_GRAD_ROW_SHARE of a row with gradient
+    # memory: the keys keep no activations, so they count NO_GRAD_ROW_MEMORY of a row with gradient
     doubled = simcse.replace(batch_size=2 * simcse.batch_size)  # two more rows' tokens
     row = (memory.estimate_bytes(doubled) - memory.estimate_bytes(simcse)) / 2
-    rows = 1.0 + memory.NO_GRAD_ROW_SHARE
+    rows = 1.0 + memory.NO_GRAD_ROW_MEMORY
     # and the momentum encoder's weights: one frozen copy of the profile's MiniLM, fp32
-    assert cfg.params.encoder_copies() == (0, 1)
+    assert (measured.trained_copies, measured.frozen_copies) == (0, 1)
     copy_bytes = 4 * sum(p.numel() for p in load_encoder("random:minilm").parameters())
     assert memory.estimate_bytes(cfg) - memory.estimate_bytes(simcse) == pytest.approx(
         (rows - 2) * row + memory._MARGIN * copy_bytes, abs=2
@@ -160,7 +164,7 @@ def test_cost_and_memory_count_the_key_encoders_pass(registered: None, data_root
 def method_state_keys(cfg: RunConfig) -> list[str]:
     encoder = load_encoder("random:tiny", seed=0)
     method = MomentumQueue(MomentumQueueParams(), encoder.hidden_size)
-    method.attach(encoder)
+    method.bind(encoder)
     return list(method.snapshot_state())
 
 

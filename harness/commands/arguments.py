@@ -1,0 +1,199 @@
+"""Arguments shared by several subcommands.
+
+The run-setting flags (``--max-steps``, ``--lr``, ...) are generated from the fields of
+:class:`harness.config.settings.RunSettings`: the name gives the flag, the type its argparse type, a
+``Literal`` its choices (shown in the usage; the settings check them, so a bad one is one error
+line), and the class docstring's ``Attributes:`` entry its help. A new setting is a new flag of
+``harness train`` and of the grid-like commands with no change here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import typing
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from harness.config.profiles import PROFILES
+from harness.config.settings import AUTO_SETTINGS, OVERRIDABLE, RunSettings
+from harness.errors import ConfigError
+from harness.grid.options import ClusterOptions, GridOptions, parse_trial_resources
+
+
+def profile_help(default: str = "cpu") -> str:
+    """The ``--profile`` help: every profile (:data:`harness.config.profiles.PROFILES`), the default
+    marked."""
+    return "profile: " + " | ".join(f"{p} (default)" if p == default else p for p in PROFILES)
+
+
+def add_data_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="data root laid out like shared/data (senteval/, corpus/); default: $HARNESS_DATA, "
+        "then ./data, then ../shared/data",
+    )
+
+
+def parse_key_values(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``["k=v", ...]`` -> ``{"k": "v"}`` (``--set``, ``--override``); a malformed item raises
+    :class:`ConfigError` naming ``flag``."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{flag} expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def setting_help() -> dict[str, str]:
+    """Each run setting's help text: its entry under ``Attributes:`` in the RunSettings docstring."""
+    out: dict[str, str] = {}
+    name = ""
+    in_attributes = False
+    for line in (RunSettings.__doc__ or "").splitlines():
+        text = line.strip()
+        if text == "Attributes:":
+            in_attributes = True
+            continue
+        entry = re.match(r"(\w+): (.*)", text)
+        if in_attributes and entry and len(line) - len(line.lstrip()) == 8:
+            name = entry.group(1)
+            out[name] = entry.group(2)
+        elif in_attributes and name and text:
+            out[name] += " " + text
+    return {k: _plain(v) for k, v in out.items()}
+
+
+def _plain(doc: str) -> str:
+    """Docstring markup as plain help text (argparse %-formats help, so ``%`` is escaped)."""
+    text = re.sub(r":\w+:`~?([^`]*)`", r"\1", doc).replace("``", "")
+    return text.replace("%", "%%")
+
+
+def add_setting_flags(parser: Any, names: Iterable[str] = OVERRIDABLE) -> None:
+    """One ``--<name>`` flag per run setting in ``names`` (dest ``setting_<name>``, default None)."""
+    hints = typing.get_type_hints(RunSettings)
+    docs = setting_help()
+    for name in names:
+        hint = hints[name]
+        args = typing.get_args(hint)
+        if typing.get_origin(hint) is typing.Literal:
+            choices = [*args, "auto"] if name in AUTO_SETTINGS else list(args)
+            kind, metavar = str, "{" + ",".join(choices) + "}"
+        elif type(None) in args:  # optional: the text "none" is accepted, the settings coerce it
+            kind, metavar = str, "N|none"
+        else:
+            kind, metavar = hint, {int: "N", float: "X"}.get(hint, "TEXT")
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=f"setting_{name}",
+            type=kind,
+            default=None,
+            metavar=metavar,
+            help=docs.get(name),
+        )
+
+
+def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The run settings the generated flags were given (only those given)."""
+    out: dict[str, Any] = {}
+    for name in OVERRIDABLE:
+        value = getattr(args, f"setting_{name}", None)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def add_override_arguments(parser: argparse.ArgumentParser) -> None:
+    """Run-setting overrides shared by grid, check, tables, claims, plots and report (they are part
+    of the run ids): every setting but the seed (the grid's ``--seeds``), plus ``--override``."""
+    group = parser.add_argument_group(
+        "run overrides", "applied to every run; a row's own settings win; give tables/plots the same ones"
+    )
+    add_setting_flags(group, [n for n in OVERRIDABLE if n != "seed"])
+    group.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any run setting as KEY=VALUE, e.g. --override warmup_steps=10 (repeatable)",
+    )
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The override dict the flags describe (``--override`` items last: they win)."""
+    return {**settings_from_args(args), **parse_key_values(getattr(args, "override", []) or [], "--override")}
+
+
+def add_common_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """--profile, --runs-dir, --data-dir (grid, tables and plots)."""
+    parser.add_argument("--profile", default=None, help=profile_help())
+    parser.add_argument("--runs-dir", default="runs", help="run store folder (default ./runs)")
+    add_data_dir(parser)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the trials run: the Ray cluster, each trial's resources, Tune's storage and retries."""
+    parser.add_argument("--address", default=None, help="Ray cluster address (default: start Ray locally)")
+    parser.add_argument(
+        "--gpus-per-trial",
+        type=float,
+        default=None,
+        help="GPUs per trial, fractions allowed (default 1 if any)",
+    )
+    parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (and torch threads) per trial")
+    parser.add_argument(
+        "--trial-resources",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="a custom Ray resource every trial asks for (repeatable), e.g. worker_node=1 to run trials "
+        "only on the nodes started with --resources '{\"worker_node\": 1}'",
+    )
+    parser.add_argument(
+        "--storage",
+        default=None,
+        help="Ray Tune's storage for curves, resume checkpoints and --save-model weights: a folder every "
+        "node reaches, or a URI (s3://bucket/path, gs://...); default RUNS/tune (this machine only)",
+    )
+    parser.add_argument(
+        "--max-failures",
+        type=int,
+        default=0,
+        help="retries of a failed trial (a lost node): it resumes from its last checkpoint (default 0)",
+    )
+
+
+def cluster_options(args: argparse.Namespace) -> ClusterOptions:
+    """The flags of :func:`add_cluster_arguments` (and ``--smoke``), checked."""
+    return ClusterOptions(
+        address=getattr(args, "address", None),
+        gpus_per_trial=getattr(args, "gpus_per_trial", None),
+        cpus_per_trial=getattr(args, "cpus_per_trial", 1),
+        trial_resources=parse_trial_resources(getattr(args, "trial_resources", None)),
+        storage=getattr(args, "storage", None),
+        max_failures=getattr(args, "max_failures", 0),
+        smoke=bool(getattr(args, "smoke", False)),
+    )
+
+
+def grid_options(args: argparse.Namespace) -> GridOptions:
+    """What ``harness grid`` (or ``harness check``) was asked, as one typed record."""
+    return GridOptions(
+        specs=tuple(args.specs),
+        profile=args.profile,
+        runs_dir=args.runs_dir,
+        data_dir=args.data_dir,
+        seeds=args.seeds,
+        overrides=overrides_from_args(args),
+        claims_only=bool(getattr(args, "claims_only", False)),
+        dry_run=bool(getattr(args, "dry_run", False)),
+        retry_failed=not getattr(args, "skip_failed", False),
+        save_model=bool(getattr(args, "save_model", False)),
+        cluster=cluster_options(args),
+        track=tuple(getattr(args, "track", None) or ()),
+        tracking_uri=getattr(args, "tracking_uri", None),
+    )

@@ -1,0 +1,80 @@
+"""Loading an encoder by name: the packaged MiniLM, random BERTs, a local folder or a hub name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.config.models import DEFAULT_MODEL, RANDOM_SIZES, first_line, hub_offline, packaged_model_dir
+from harness.encoder.model import SentenceEncoder
+from harness.errors import ConfigError, ModelLoadError
+
+
+def load_tokenizer(path: str, local_files_only: bool = False) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, local_files_only=local_files_only)
+
+
+def load_encoder(
+    name: str | None = None, device: str | torch.device = "cpu", seed: int = 0
+) -> SentenceEncoder:
+    """Load an encoder by name (see the module docstring); raise :class:`ModelLoadError` on failure."""
+    from transformers import AutoModel, BertConfig, BertModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    name = name or DEFAULT_MODEL
+    try:
+        if name == DEFAULT_MODEL:
+            path = str(packaged_model_dir())
+            model = AutoModel.from_pretrained(path)
+            tokenizer = load_tokenizer(path)
+        elif name.startswith("random:"):
+            size = name.split(":", 1)[1]
+            if size not in RANDOM_SIZES:
+                raise ConfigError(
+                    f"unknown random encoder {name!r}; choose random:{' or random:'.join(RANDOM_SIZES)}"
+                )
+            tokenizer = load_tokenizer(str(packaged_model_dir()))
+            config = BertConfig(vocab_size=tokenizer.vocab_size, **RANDOM_SIZES[size])
+            with torch.random.fork_rng():
+                torch.manual_seed(seed)
+                model = BertModel(config)
+        else:
+            looks_like_path = name.startswith((".", "/", "~")) or Path(name).suffix != ""
+            if looks_like_path and not Path(name).expanduser().exists():
+                raise ModelLoadError(f"model path does not exist: {name}")
+            local = Path(name).expanduser().exists()
+            path = str(Path(name).expanduser()) if local else name
+            offline = not local and hub_offline()  # a cached hub model loads without asking the hub
+            model = AutoModel.from_pretrained(path, local_files_only=offline)
+            tokenizer = load_tokenizer(path, local_files_only=offline)
+    except (ConfigError, ModelLoadError):
+        raise
+    except Exception as exc:  # from_pretrained raises OSError, ValueError, HTTP errors, ...
+        raise ModelLoadError(f"cannot load encoder {name!r}: {first_line(exc)}") from exc
+    encoder = SentenceEncoder(model, tokenizer, name)
+    return encoder.to(device)
+
+
+def loader_beside(encoder: SentenceEncoder) -> Callable[[str], SentenceEncoder]:
+    """``load(name)`` for a method's :meth:`~methods.base.Method.bind`: another encoder, on this
+    encoder's device, refused (:class:`ConfigError`) unless it shares this encoder's vocabulary (a
+    method feeds it the same token ids)."""
+
+    def load(name: str) -> SentenceEncoder:
+        other = load_encoder(name, device=encoder.device)
+        vocab = getattr(encoder.tokenizer, "vocab_size", None)
+        if vocab is not None and other.tokenizer.vocab_size != vocab:
+            raise ConfigError(
+                f"model {name!r} has a vocabulary of {other.tokenizer.vocab_size} tokens, the run's encoder "
+                f"{vocab}: it must share the run's tokenizer"
+            )
+        return other
+
+    return load

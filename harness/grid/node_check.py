@@ -1,0 +1,95 @@
+"""The pre-flight check of a Ray cluster: reachable, its resources, and every alive node visited."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.grid.checks import Report, check_data, check_model
+from harness.grid.options import ClusterOptions
+
+
+def check_ray(cluster: ClusterOptions, report: Report, needs: NodeNeeds | None = None) -> None:
+    """The cluster at ``address``: reachable, its CPUs and GPUs against the per-trial request, and
+    every alive node visited (:func:`node_facts`): its data, models and versions against this one's."""
+    from harness.errors import HarnessError
+
+    address, cpus, gpus = str(cluster.address), cluster.cpus_per_trial, cluster.gpus_per_trial
+    try:
+        from harness.grid.tune.cluster import check_address, visit_nodes
+
+        check_address(address)
+        resources, visits = visit_nodes(address, node_facts, needs or NodeNeeds())
+    except HarnessError as exc:
+        report.problem(str(exc))
+        return
+    have_cpu, have_gpu = float(resources.get("CPU", 0)), float(resources.get("GPU", 0))
+    report.ok(f"Ray at {address}: {have_cpu:g} CPU(s), {have_gpu:g} GPU(s), {len(visits)} node(s)")
+    if cpus > have_cpu:
+        report.problem(f"--cpus-per-trial {cpus} is more than the cluster's {have_cpu:g} CPU(s)")
+    if gpus is not None and gpus > have_gpu:
+        report.problem(f"--gpus-per-trial {gpus:g} is more than the cluster's {have_gpu:g} GPU(s)")
+    mine = node_facts(NodeNeeds())  # this machine's versions
+    for visit in visits:
+        _report_node(visit, mine, report)
+
+
+@dataclass(frozen=True)
+class NodeNeeds:
+    """What every node must have for the grid: the data root as the trials get it (the driver's
+    path), the planned runs (their corpora, batch sizes, final tasks) and their encoders."""
+
+    data_root: str | None = None
+    configs: tuple[Any, ...] = ()
+    models: tuple[str, ...] = ()
+
+
+def node_facts(needs: NodeNeeds) -> dict[str, Any]:
+    """Run on one Ray node (a task pinned to it): what that node lacks of ``needs`` (the same checks
+    and readers as the driver's own check) and what it runs: torch, the harness, GPUs, memory."""
+    import os
+
+    import torch
+
+    import harness
+    from harness.run.data import read_corpus
+    from harness.store.provenance import code_version
+
+    report = Report()
+    if needs.data_root is not None:
+        root = Path(needs.data_root)
+        if root.is_dir():
+            check_data(root, list(needs.configs), report, read_corpus)
+        else:
+            report.problem(f"data root not found: {root}")
+    for model in needs.models:
+        check_model(model, report)
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
+    return {
+        "problems": report.problems,
+        "torch": torch.__version__,
+        "harness": f"{harness.__version__} ({code_version()})",
+        "cuda_gpus": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+        "memory_bytes": int(memory),
+        "cpus": os.cpu_count() or 0,
+    }
+
+
+def _report_node(visit: dict[str, Any], mine: dict[str, Any], report: Report) -> None:
+    """One node's lines: its resources, then each thing it lacks or runs differently."""
+    name = f"node {visit['ip']} ({str(visit['node_id'])[:8]})"
+    if "error" in visit:
+        report.problem(f"{name}: the check could not run there: {visit['error']}")
+        return
+    facts, res = visit["result"], visit["resources"]
+    report.ok(
+        f"{name}: Ray gives {res.get('CPU', 0):g} CPU(s), {res.get('GPU', 0):g} GPU(s), "
+        f"{res.get('memory', 0) / 2**30:.1f} GB; the machine has {facts['cpus']} CPU(s), "
+        f"{facts['cuda_gpus']} CUDA GPU(s), {facts['memory_bytes'] / 2**30:.1f} GB; torch {facts['torch']}"
+    )
+    for text in facts["problems"]:
+        report.problem(f"{name}: {text}")
+    for key in ("torch", "harness"):
+        if facts[key] != mine[key]:
+            report.problem(f"{name}: {key} {facts[key]} differs from this machine's {mine[key]}")

@@ -1,0 +1,398 @@
+"""Grid expansion: table specs x profile x seeds -> fully resolved run configs with stable ids.
+
+Every run cell of every spec is resolved with :func:`harness.config.run_config.resolve_config` under one
+profile. Override precedence, lowest first: the profile, the command line's overrides (``--max-steps``
+...), the row's own overrides, the row's per-profile overrides, then the seed. A row's own settings
+win over the command line because they define the row (an untrained-encoder row keeps
+``max_steps = 0`` whatever budget the grid is given).
+
+A cell ends in one of three states:
+
+* ``run``: one config per seed; tables read the records of its ``group_id`` (all seeds).
+* ``profile``: the row runs under other profiles only (``only_profiles``); it is shown quoted.
+* ``n/a``: its parameters do not suit this profile's encoder (e.g. 256 groups at d = 384). The cell
+  renders as ``n/a (d=384)`` with a note giving the reason; the grid does not crash and does not run
+  it. Mistakes that are wrong under every encoder were already rejected when the spec was loaded.
+* ``unresolved``: the encoder's config cannot be read here (e.g. a hub model with no network); the
+  grid reports it and goes on with the other cells.
+
+Runs are deduplicated by run id across specs (tables that share a run share its record), in order
+of first appearance. :func:`attach_status` marks each run with its record's status in a store;
+``pending`` runs are those without a finished record: missing, ``running`` (a leftover from a killed
+grid) and, by default, ``failed`` (retried; pass ``retry_failed=False`` to skip them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.errors import ConfigError, ModelLoadError
+from harness.specs.model import RunSpec, TableSpec
+
+if TYPE_CHECKING:
+    from harness.config.run_config import RunConfig
+    from harness.config.settings import RunSettings
+    from harness.store.run_store import RunStore
+
+CellState = Literal["run", "profile", "n/a", "unresolved"]
+RunState = Literal["finished", "running", "failed", "missing"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run cell of a spec under one profile.
+
+    Attributes:
+        spec: the spec's name.
+        key: the row label (or sweep cell key) inside the spec.
+        state: ``run``, ``profile`` (not run under this profile) or ``n/a`` (invalid here).
+        configs: one resolved config per seed (``state == "run"`` only).
+        reason: why the cell is not run (``profile`` / ``n/a``).
+        hidden_size: the hidden size of the profile's encoder for this cell (for ``n/a (d=...)``).
+    """
+
+    spec: str
+    key: str
+    state: CellState
+    configs: tuple[RunConfig, ...] = ()
+    reason: str = ""
+    hidden_size: int | None = None
+
+    @property
+    def group_id(self) -> str | None:
+        """The seed-free id shared by this cell's runs (None when the cell is not run)."""
+        return self.configs[0].group_id() if self.configs else None
+
+
+@dataclass
+class PlannedRun:
+    """One distinct run of the grid and the cells that use it."""
+
+    config: RunConfig
+    run_id: str
+    used_by: list[str] = field(default_factory=list)
+    state: RunState = "missing"
+
+
+@dataclass
+class GridPlan:
+    """The expansion of some specs under one profile."""
+
+    profile: str
+    seeds: tuple[int, ...]
+    settings: RunSettings
+    """The profile's run-level settings with the command line's overrides (model, corpus, budget)."""
+    cells: list[Cell]
+    runs: list[PlannedRun]
+
+    def cell(self, spec: str, key: str) -> Cell:
+        for c in self.cells:
+            if c.spec == spec and c.key == key:
+                return c
+        raise KeyError(f"{spec}: {key}")
+
+    def pending(self, retry_failed: bool = True) -> list[PlannedRun]:
+        """Runs still to do: no finished record (failed ones only when ``retry_failed``)."""
+        todo: tuple[str, ...] = ("missing", "running", "failed") if retry_failed else ("missing", "running")
+        return [r for r in self.runs if r.state in todo]
+
+    def counts(self) -> dict[str, int]:
+        out = {"finished": 0, "running": 0, "failed": 0, "missing": 0}
+        for r in self.runs:
+            out[r.state] += 1
+        return out
+
+
+class _Resolver:
+    """Resolves run specs under one profile through :func:`~harness.config.settings.resolve_settings` and
+    :func:`~harness.config.run_config.resolve_run`: settings cached per set of overrides, the encoder's width
+    looked up once per settings (a failed lookup too), and each cell's typed parameter record (built
+    when the spec was loaded) used as it is."""
+
+    def __init__(
+        self,
+        profile: str,
+        overrides: Mapping[str, Any] | None,
+        data_root: Path | None,
+        seeds: int | Sequence[int],
+        require_corpus: bool = True,
+    ) -> None:
+        self.profile = profile
+        self.require_corpus = require_corpus
+        self.overrides = dict(overrides or {})
+        if "seed" in self.overrides:
+            raise ConfigError("set seeds with --seeds, not as an override")
+        self.data_root = data_root
+        self._settings: dict[str, RunSettings] = {}
+        self._unresolved: dict[str, str] = {}  # model -> why its hidden size cannot be found
+        self.base = self.settings(self.overrides)
+        self.seeds = seed_list(seeds, self.base.seed) if isinstance(seeds, int) else tuple(seeds)
+        if not self.seeds:
+            raise ConfigError("at least one seed is needed")
+
+    def settings(self, overrides: dict[str, Any]) -> RunSettings:
+        from harness.config.settings import resolve_settings
+
+        key = repr(sorted((k, repr(v)) for k, v in overrides.items()))
+        if key not in self._settings:
+            self._settings[key] = resolve_settings(
+                self.profile, overrides, self.data_root, require_corpus=self.require_corpus
+            )
+        return self._settings[key]
+
+    def hidden_size(self, settings: RunSettings) -> int | str:
+        """The width of the settings' encoder, or why it cannot be found (asked once per model)."""
+        if settings.model in self._unresolved:
+            return self._unresolved[settings.model]
+        try:
+            return settings.hidden_size
+        except ModelLoadError as exc:
+            self._unresolved[settings.model] = str(exc)
+            return str(exc)
+
+    def resolve(self, spec: str, key: str, run: RunSpec) -> Cell:
+        from harness.config.run_config import resolve_run
+
+        if not run.runs_under(self.profile):
+            only = ", ".join(run.only_profiles or ())
+            return Cell(spec, key, "profile", reason=f"runs under profile {only} only")
+        settings = self.settings({**self.overrides, **run.overrides_for(self.profile)})
+        hidden = self.hidden_size(settings)
+        if isinstance(hidden, str):
+            return Cell(spec, key, "unresolved", reason=hidden)
+        # Settings were checked by resolve_settings and the record when the spec was loaded, so a
+        # ConfigError here means these parameter values do not suit this encoder.
+        try:
+            first = resolve_run(run.method, run.record, settings, seed=self.seeds[0])
+        except ConfigError as exc:
+            return Cell(spec, key, "n/a", reason=str(exc), hidden_size=hidden)
+        # A run that does not train is deterministic given the encoder: one seed is enough.
+        seeds = self.seeds[:1] if settings.max_steps == 0 else self.seeds
+        configs = (first, *(first.replace(seed=s) for s in seeds[1:]))
+        return Cell(spec, key, "run", configs=configs, hidden_size=hidden)
+
+
+SEEDS_MAX = 1000
+"""The most seeds per run a grid plans: each seed is a whole run of every planned cell (the papers'
+claims are tested on 5 to 20), and a plan is listed in full before anything runs."""
+
+
+def seed_list(n: int, base: int) -> tuple[int, ...]:
+    """``n`` consecutive seeds starting at ``base`` (the profile's seed)."""
+    check_seed_count(n)
+    if base + n - 1 > 2**32 - 1:
+        raise ConfigError(f"--seeds {n} from seed {base} passes 2**32 - 1 (NumPy's largest seed)")
+    return tuple(base + i for i in range(n))
+
+
+def check_seed_count(n: int) -> None:
+    """``--seeds`` must be in 1..:data:`SEEDS_MAX` (checked before anything is planned or printed)."""
+    if n < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {n}")
+    if n > SEEDS_MAX:
+        raise ConfigError(
+            f"--seeds must be at most {SEEDS_MAX}, got {n}: each seed is a whole run of every planned cell"
+        )
+
+
+def expand(
+    specs: Sequence[TableSpec],
+    profile: str,
+    *,
+    seeds: int | Sequence[int] = 1,
+    overrides: Mapping[str, Any] | None = None,
+    data_root: Path | None = None,
+    extra: Sequence[tuple[str, str, RunSpec]] = (),
+    require_corpus: bool = True,
+) -> GridPlan:
+    """Resolve every run cell of ``specs`` under ``profile``; deduplicate runs by id.
+
+    Args:
+        specs: validated table specs.
+        profile: profile name (``smoke``, ``cpu``, ``paper``).
+        seeds: a number of seeds (consecutive from the profile's seed, after overrides) or a list.
+            Cells whose runs do not train (``max_steps = 0``) get the first seed only.
+        overrides: run-level overrides from the command line (rows' own overrides win).
+        data_root: data root, passed to :func:`~harness.config.settings.resolve_settings`.
+        extra: more ``(owner, key, run)`` cells, e.g. plot series.
+        require_corpus: False to plan without the corpus file (``--dry-run``, ``check``): run ids
+            are then provisional, see :func:`~harness.config.settings.resolve_settings`.
+
+    Returns:
+        The plan; run states are ``missing`` until :func:`attach_status` is called.
+    """
+    resolver = _Resolver(profile, overrides, data_root, seeds, require_corpus)
+    cells: list[Cell] = []
+    explicit: set[tuple[str, str]] = set()  # cells whose row sets final_tasks itself
+    for spec in specs:
+        for key, run in spec.run_cells():
+            cells.append(resolver.resolve(spec.name, key, run))
+            if "final_tasks" in run.overrides_for(profile):
+                explicit.add((spec.name, key))
+    for owner, key, run in extra:
+        cells.append(resolver.resolve(owner, key, run))
+    asked_everywhere = "final_tasks" in (overrides or {})
+    runs, needs, keep = _distinct_runs(
+        cells, {spec.name: spec.scores for spec in specs}, explicit, asked_everywhere
+    )
+    dev_only = {r for r, n in needs.items() if n <= {"stsb_dev"} and r not in keep}
+    if dev_only:
+        _add_catalog_needs(needs, dev_only, {spec.name for spec in specs}, resolver)
+    for run_id, planned in runs.items():
+        planned.config = _final_tasks_for(planned.config, needs.get(run_id, set()), run_id in keep)
+    return GridPlan(profile, resolver.seeds, resolver.base, cells, list(runs.values()))
+
+
+def _distinct_runs(
+    cells: Sequence[Cell], scores: Mapping[str, str], explicit: set[tuple[str, str]], asked_everywhere: bool
+) -> tuple[dict[str, PlannedRun], dict[str, set[str]], set[str]]:
+    """The cells' runs deduplicated by run id (in order of first use), what each run's tables score
+    (``needs``), and the runs whose final tasks someone chose (``keep``: never lowered to none)."""
+    runs: dict[str, PlannedRun] = {}
+    needs: dict[str, set[str]] = {}
+    keep: set[str] = set()
+    for cell in cells:
+        for cfg in cell.configs:
+            run_id = cfg.run_id()
+            planned = runs.setdefault(run_id, PlannedRun(cfg, run_id))
+            planned.used_by.append(f"{cell.spec}: {cell.key}")
+            if cell.spec in scores:
+                needs.setdefault(run_id, set()).add(scores[cell.spec])
+            if asked_everywhere or (cell.spec, cell.key) in explicit:
+                keep.add(run_id)
+    return runs, needs, keep
+
+
+def claims_only(plan: GridPlan, specs: Sequence[TableSpec]) -> tuple[GridPlan, list[PlannedRun]]:
+    """The plan cut to the runs some claim of ``specs`` reads (``harness grid --claims-only``).
+
+    A run stays when one of the cells that use it is the ``better`` or ``worse`` cell of a claim;
+    it keeps every use and the final tasks the whole plan gave it (its tables still read it). The
+    runs left out (rows no claim compares, such as baselines quoted for context or sweep values
+    between the claimed ones) render as missing in the tables until a full grid runs them.
+
+    Returns:
+        ``(plan, left_out)``: a plan with the claimed runs only, and the runs it dropped.
+    """
+    claimed = {(spec.name, key) for spec in specs for c in spec.claims for key in (c.better, c.worse)}
+    kept: list[PlannedRun] = []
+    left_out: list[PlannedRun] = []
+    for run in plan.runs:
+        uses = {tuple(u.split(": ", 1)) for u in run.used_by}
+        (kept if uses & claimed else left_out).append(run)
+    return dataclasses.replace(plan, runs=kept), left_out
+
+
+def _add_catalog_needs(
+    needs: dict[str, set[str]], run_ids: set[str], planned_specs: set[str], resolver: _Resolver
+) -> None:
+    """Add to ``needs`` what the catalog's other table specs (``tables/``) read from ``run_ids``.
+
+    A run that only the planned dev-scored tables use would skip its final evaluation; if a table
+    not named in this plan scores the same run on STS (SimCSE++ Table 5's centre run is Table 3's
+    SimCSE++ row), it keeps it, or running that table later would train the run again.
+    """
+    from harness.specs.find import load_table_specs
+
+    for spec in load_table_specs():
+        if spec.name in planned_specs:
+            continue
+        for key, run in spec.run_cells():
+            cell = resolver.resolve(spec.name, key, run)
+            for cfg in cell.configs:
+                run_id = cfg.run_id()
+                if run_id in run_ids:
+                    needs[run_id].add(spec.scores)
+
+
+def _final_tasks_for(config: RunConfig, needs: set[str], chosen: bool) -> RunConfig:
+    """Score the final tasks only where a table reads them (transfer costs minutes of CPU per run,
+    the final STS pass half a minute).
+
+    ``final_tasks`` is not part of the run id, so one run serves every table that uses it: ``all``
+    when a transfer table needs it, else ``sts`` where the profile said ``all``; ``none`` for a run
+    only tables of the best checkpoint's STS-B dev score use (SimCSE++ Table 5: the dev score is
+    measured during training, a final pass would be thrown away) unless ``chosen`` (the row or the
+    command line set ``final_tasks``); a row's explicit ``none`` or ``transfer`` is kept unless a
+    table needs more.
+    """
+    tasks = config.final_tasks
+    if "transfer" in needs and tasks != "all":
+        tasks = "all" if ("sts" in needs or tasks == "sts") else "transfer"
+    elif needs and needs <= {"stsb_dev"} and tasks in ("all", "sts") and not chosen:
+        tasks = "none"
+    elif "transfer" not in needs and needs and tasks == "all":
+        tasks = "sts"
+    return config if tasks == config.final_tasks else config.replace(final_tasks=tasks)
+
+
+def attach_status(plan: GridPlan, store: RunStore) -> GridPlan:
+    """Mark each planned run with the status of its record in ``store`` (``missing`` if none).
+
+    A finished record is also judged by what THIS plan needs (``final_tasks`` is not in the run id):
+    a record scored on STS only is ``missing`` for a run a transfer table uses. (A record missing
+    scores its own config asked for is left ``finished`` here; ``harness grid`` reports and re-runs
+    it.)
+    """
+    from harness.store.run_store import missing_scores
+
+    records = {str(r.get("run_id")): r for r in store.records()}
+    for run in plan.runs:
+        record = records.get(run.run_id)
+        status = record.get("status") if record is not None else None
+        run.state = status if status in ("finished", "running", "failed") else "missing"
+        # complete for what it was asked; run again only if this plan asks for more
+        asked = record is not None and run.state == "finished" and missing_scores(record) is None
+        if asked and not complete_for(record, run.config.final_tasks):
+            run.state = "missing"
+    return plan
+
+
+def complete_for(record: Mapping[str, Any] | None, final_tasks: str) -> bool:
+    """Whether ``record`` is finished with every final score ``final_tasks`` needs, over the tasks
+    registered now (a run scored on STS only is not complete for a plan whose transfer table uses
+    the same run id; a run whose STS average covers other tasks than the registry's is not complete
+    either: ``final_tasks`` is not in the run id, and its numbers would not share a cell)."""
+    from harness.store.record import covers_registered_tasks
+    from harness.store.run_store import missing_scores
+
+    if record is None or record.get("status") != "finished":
+        return False
+    wanted = {**record, "config": {**(record.get("config") or {}), "final_tasks": final_tasks}}
+    groups = {"sts": ("sts",), "transfer": ("transfer",), "all": ("sts", "transfer")}.get(final_tasks, ())
+    return missing_scores(dict(wanted)) is None and all(covers_registered_tasks(record, g) for g in groups)
+
+
+def describe(plan: GridPlan, *, retry_failed: bool = True) -> list[str]:
+    """Human-readable lines listing every run and whether it is done (for ``--dry-run``)."""
+    lines = [
+        f"profile {plan.profile}, seeds {', '.join(map(str, plan.seeds))}: {len(plan.runs)} distinct runs"
+    ]
+    for run in plan.runs:
+        c = run.config
+        todo = run.state != "finished" and (retry_failed or run.state != "failed")
+        mark = "todo" if todo else ("done" if run.state == "finished" else "skip")
+        params = ", ".join(f"{k}={v}" for k, v in sorted(c.params.to_dict().items()))
+        settings = (
+            f"model={c.model} max_steps={c.max_steps} eval_pooler={c.eval_pooler} final={c.final_tasks}"
+        )
+        if c.post_whiten != "none":
+            settings += f" post_whiten={c.post_whiten}"
+        lines.append(f"  [{mark}] {run.run_id} ({run.state}) {c.method}({params}) {settings} seed={c.seed}")
+        lines.extend(f"         used by {u}" for u in run.used_by)
+    for cell in plan.cells:
+        if cell.state == "run":
+            continue
+        what = {"n/a": f"n/a (d={cell.hidden_size})", "profile": "not run"}.get(cell.state, cell.state)
+        lines.append(f"  [{what}] {cell.spec}: {cell.key}: {cell.reason}")
+    counts = plan.counts()
+    lines.append(
+        f"{counts['finished']} finished, {len(plan.pending(retry_failed))} to run "
+        f"({counts['missing']} new, {counts['running']} interrupted, {counts['failed']} failed"
+        f"{'' if retry_failed else ', failed ones skipped'})"
+    )
+    return lines

@@ -1,0 +1,91 @@
+"""Live tracking of a grid with the ecosystem's tools (no Ray here; :mod:`harness.grid.tune` builds the
+callbacks).
+
+Every grid keeps Ray Tune's own output (TensorBoard event files, ``progress.csv``, ``result.json``
+per run) under ``<runs>/tune/<grid name>-<time>/``; ``harness grid --track`` adds:
+
+* ``mlflow``: Ray Tune's ``MLflowLoggerCallback``, into ``--tracking-uri``, else
+  ``$MLFLOW_TRACKING_URI``, else a local store ``<runs>/mlflow.db`` (SQLite; ``mlflow ui
+  --backend-store-uri sqlite:///...`` shows it);
+* ``wandb``: Ray's ``WandbLoggerCallback``, offline (files under ``<runs>/wandb``, ``wandb sync``
+  uploads them) unless ``WANDB_API_KEY`` is set.
+
+A tracker whose package is missing is refused before anything runs, naming the extra to install.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import ConfigError
+
+TRACKERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "mlflow": (("mlflow", "sqlalchemy", "alembic"), "track"),
+    "wandb": (("wandb",), "wandb"),
+}
+"""tracker -> (the modules it needs, the extra of this package that installs them)."""
+
+
+def check_trackers(names: Sequence[str]) -> None:
+    """Raise :class:`~harness.errors.ConfigError` (one line) for a tracker whose package is missing."""
+    for name in names:
+        modules, extra = TRACKERS[name]
+        missing = [m for m in modules if not _installed(m)]
+        if missing:
+            raise ConfigError(
+                f"--track {name} needs {', '.join(missing)}, which is not installed: "
+                f"pip install -e '.[{extra}]' (the {extra} extra)"
+            )
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+@dataclass(frozen=True)
+class Tracking:
+    """Where a grid's runs are tracked besides Tune's own files.
+
+    Attributes:
+        trackers: ``mlflow`` and/or ``wandb``.
+        runs_root: the runs folder (local stores live under it).
+        tracking_uri: MLflow's tracking URI (None: ``$MLFLOW_TRACKING_URI``, else the local store).
+    """
+
+    trackers: tuple[str, ...] = ()
+    runs_root: Path = Path("runs")
+    tracking_uri: str | None = None
+
+    def mlflow_uri(self) -> str:
+        """The MLflow tracking URI this grid logs to."""
+        given = self.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        if given:
+            return given
+        return f"sqlite:///{(self.runs_root / 'mlflow.db').resolve()}"
+
+    def wandb_mode(self) -> str:
+        """``online`` with an API key (or a mode the user chose), else ``offline``."""
+        chosen = os.environ.get("WANDB_MODE")
+        if chosen:
+            return chosen
+        return "online" if os.environ.get("WANDB_API_KEY") else "offline"
+
+    def wandb_dir(self) -> Path:
+        return (self.runs_root / "wandb").resolve()
+
+    def lines(self) -> list[str]:
+        """Where to look: one line per tracker."""
+        out = []
+        if "mlflow" in self.trackers:
+            out.append(f"MLflow: {self.mlflow_uri()} (mlflow ui --backend-store-uri {self.mlflow_uri()})")
+        if "wandb" in self.trackers:
+            how = "wandb sync uploads it" if self.wandb_mode() == "offline" else "online"
+            out.append(f"wandb: {self.wandb_mode()} run files under {self.wandb_dir()} ({how})")
+        return out
+
+
+__all__ = ["TRACKERS", "Tracking", "check_trackers"]

@@ -1,0 +1,1 @@
+"""The table reporter: build a table from the records, render it as LaTeX and Markdown, write it."""

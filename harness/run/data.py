@@ -1,0 +1,81 @@
+"""The training data: the corpus file, its seeded batches, the step budget, the seeds."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from harness.config.run_config import RunConfig
+from harness.errors import DataError
+
+
+# -- data -----------------------------------------------------------------------------------------
+def read_corpus(path: Path, min_sentences: int = 1) -> list[str]:
+    """Read a one-sentence-per-line corpus.
+
+    Args:
+        path: the corpus file (UTF-8).
+        min_sentences: at least this many sentences are required (one batch).
+
+    Returns:
+        The sentences in file order, line endings stripped.
+
+    Raises:
+        DataError: unreadable file, invalid UTF-8, an empty line (naming the first one), or fewer
+            sentences than ``min_sentences``.
+    """
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read corpus {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"corpus {path} is not valid UTF-8 (byte {exc.start})") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline
+    sentences = [line[:-1] if line.endswith("\r") else line for line in lines]
+    empty = [i + 1 for i, s in enumerate(sentences) if not s.strip()]
+    if empty:
+        raise DataError(
+            f"corpus {path}: line {empty[0]} is empty ({len(empty)} empty line(s) in all); the corpus "
+            "must hold one sentence per line: remove empty lines, e.g. sed -i '/^[[:space:]]*$/d' FILE"
+        )
+    if len(sentences) < min_sentences:
+        raise DataError(
+            f"corpus {path} has {len(sentences)} sentence(s), fewer than one batch of {min_sentences}"
+        )
+    return sentences
+
+
+def steps_per_epoch(num_sentences: int, batch_size: int) -> int:
+    """Full batches in one pass over the corpus (the last partial batch is dropped)."""
+    return num_sentences // batch_size
+
+
+def total_steps(config: RunConfig, num_sentences: int) -> int:
+    """The run's number of optimiser steps (``max_steps``, or one epoch when it is None)."""
+    if config.max_steps is None:
+        return steps_per_epoch(num_sentences, config.batch_size)
+    return config.max_steps
+
+
+def batches(sentences: Sequence[str], batch_size: int, seed: int) -> Iterator[list[str]]:
+    """Endless batches of ``batch_size`` sentences: a seeded shuffle per epoch, partial batch dropped."""
+    rng = random.Random(seed)
+    order = list(range(len(sentences)))
+    while True:
+        rng.shuffle(order)
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            yield [sentences[i] for i in order[start : start + batch_size]]
+
+
+# -- seeding and schedule -------------------------------------------------------------------------
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's (every device's) generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)

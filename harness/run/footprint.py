@@ -1,0 +1,148 @@
+"""What a method costs beside the run's own encoder pass, measured instead of declared.
+
+A method's footprint is what the grid's cost and memory estimates need to know of it: the encoder
+rows it computes per sentence in one step, with gradient (each keeps its activations until the
+backward) and without (a forward only: a momentum key encoder, a frozen complementary model), the
+whole encoder copies it holds (trained: with gradients and AdamW's two moments; frozen: weights
+only), and the trainable parameters it builds itself (heads, projectors, predictors).
+
+:func:`footprint` measures all of it once per (method, parameters, width): it builds the method,
+binds it to a small stand-in encoder of that width (one transformer layer, the packaged tokenizer;
+a second model the method asks for is another copy of it) and runs one loss on a few sentences,
+counting the rows of every encoder call. Rows per sentence do not depend on the encoder's depth or
+the batch, and copies are counted as modules, so the stand-in gives what the run's encoder would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.config.models import packaged_model_dir
+from harness.encoder.loading import load_tokenizer
+from harness.encoder.model import SentenceEncoder
+from harness.encoder.training_encode import TrainingEncode
+from methods import get_method
+from methods.base import EmbeddingEdit, MethodParams
+
+SENTENCES = (
+    "a man is playing a guitar on the stage .",
+    "two dogs run through the snow .",
+    "the woman slices a tomato in the kitchen .",
+    "children are playing soccer in the park .",
+)
+"""The stand-in batch: four sentences with words a masking method can mask."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one step of a method holds beside the run's encoder (see the module docstring).
+
+    Attributes:
+        rows: encoder rows with gradient per corpus sentence (SimCSE: 2, its two dropout views).
+        no_grad_rows: encoder rows without gradient per corpus sentence.
+        trained_copies: whole encoder copies the method trains (CT's model 1).
+        frozen_copies: whole encoder copies it holds frozen (a momentum key encoder).
+        own_parameters: trainable parameters it builds itself, encoder copies left out.
+    """
+
+    rows: float
+    no_grad_rows: float
+    trained_copies: int
+    frozen_copies: int
+    own_parameters: int
+
+
+class _CountingEncode(TrainingEncode):
+    """The loop's encode, counting the rows of every call with and without gradient."""
+
+    def __init__(self, encoder: SentenceEncoder) -> None:
+        super().__init__(encoder)
+        self.rows = 0
+        self.no_grad_rows = 0
+
+    def _call(
+        self,
+        batch: dict[str, torch.Tensor],
+        dropout: bool | float,
+        encoder: nn.Module | None,
+        embeddings: EmbeddingEdit | None,
+        tokens: bool,
+    ) -> torch.Tensor:
+        out = super()._call(batch, dropout, encoder, embeddings, tokens)
+        n = int(batch["attention_mask"].shape[0])
+        if out.requires_grad:
+            self.rows += n
+        else:
+            self.no_grad_rows += n
+        return out
+
+
+@functools.lru_cache(maxsize=8)
+def stand_in_encoder(hidden_size: int) -> SentenceEncoder:
+    """A one-layer BERT of this width with the packaged tokenizer (random weights, fixed seed)."""
+    from transformers import BertConfig, BertModel
+
+    tokenizer = load_tokenizer(str(packaged_model_dir()))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        intermediate_size=16,
+        max_position_embeddings=64,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = BertModel(config)
+    return SentenceEncoder(model, tokenizer, f"stand-in (d={hidden_size})")
+
+
+@contextlib.contextmanager
+def _own_random_state() -> Iterator[None]:
+    """Leave Python's, NumPy's and torch's generators as they were (a measurement draws from them)."""
+    py, npy = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            random.setstate(py)
+            np.random.set_state(npy)
+
+
+@functools.lru_cache(maxsize=1024)
+def footprint(method: str, params: MethodParams, hidden_size: int) -> Footprint:
+    """Measure ``method``'s footprint at ``params`` on an encoder of ``hidden_size`` (cached).
+
+    ``params`` must suit the width (the run's resolution checked them against it).
+    """
+    stand_in = stand_in_encoder(hidden_size)
+    with _own_random_state():
+        encoder = copy.deepcopy(stand_in).train()
+        built = get_method(method)(params, hidden_size)
+        built.bind(encoder, lambda _name: copy.deepcopy(stand_in))
+        copies = [m for m in built.modules() if isinstance(m, SentenceEncoder)]
+        in_copies = {id(p) for c in copies for p in c.parameters()}
+        trained = sum(1 for c in copies if any(p.requires_grad for p in c.parameters()))
+        own = sum(
+            p.numel() for p in built.trainable_parameters() if p.requires_grad and id(p) not in in_copies
+        )
+        encode = _CountingEncode(encoder)
+        batch = encoder.tokenize(list(SENTENCES), max_length=32)
+        built.compute_loss(encode, batch, step=1)
+    b = len(SENTENCES)
+    return Footprint(
+        rows=encode.rows / b,
+        no_grad_rows=encode.no_grad_rows / b,
+        trained_copies=trained,
+        frozen_copies=len(copies) - trained,
+        own_parameters=int(own),
+    )

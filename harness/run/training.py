@@ -1,0 +1,562 @@
+"""The training loop: one run = one :class:`~harness.config.run_config.RunConfig` -> one run record.
+
+The shared recipe of METHODS.md section 1, method-agnostic:
+
+* seed Python, NumPy and torch from ``config.seed``; read the corpus (one sentence per line; an
+  empty line or fewer sentences than one batch is a :class:`~harness.errors.DataError`), shuffle it
+  with the seed, and cut it into batches of B sentences (the last partial batch of an epoch is
+  dropped, so ``max_steps=None`` = ``len(corpus) // B`` steps; a budget beyond one epoch reshuffles);
+* each step tokenises B sentences (truncated to ``max_length``) and calls
+  ``method.compute_loss(encode, batch, step)``; the method makes its own views (one encoder call on
+  the repeated batch);
+* AdamW (fused where PyTorch has the kernel) over the encoder's and the method's parameters,
+  linear decay to 0 over the run (optional linear warm-up, 0 by default), gradient-norm clipping
+  at ``grad_clip``;
+* every ``eval_every`` steps (and at the last step) the STS-B dev probe (Spearman x100, alignment,
+  uniformity) with the evaluation pooler, in eval mode; the best state by STS-B dev is kept on the
+  CPU. Step 0 is probed too, for the trajectory plots, but it is not a model-selection candidate
+  (SimCSE never selects the untrained encoder) unless the run has no training steps;
+* at the end the best state is loaded, the method's head is copied into the model's pooler (so the
+  ``cls`` pooler uses it) and the final tasks are evaluated, optionally on post-whitened embeddings.
+  A method with its own sentence head (:meth:`~methods.base.Method.sentence_head`, IS-BERT's CNN)
+  is embedded through that head instead of the pooler, in the dev probes and the final tasks alike.
+
+A non-finite loss, or one beyond float16's range (:data:`LOSS_LIMIT`: overflowing logits), raises
+:class:`~harness.errors.TrainingError` naming the step; so do final scores that are not finite (the
+run is failed, not finished). Whatever fails, the
+record is written with ``status: failed``, the error text and the trajectory so far, then the error
+propagates. The record is also written at the start and after every evaluation.
+
+:func:`train_run` is the entry point; the run itself is a :class:`TrainingRun`, whose state lives on
+the object and whose steps (setup, start, probe, select, checkpoint, train loop, final evaluation)
+are its methods.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.config.run_config import RunConfig
+from harness.errors import ConfigError, TrainingError
+from harness.run.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
+from harness.run.probe_cache import ProbeCache, probe_key
+from harness.store.provenance import now_iso
+from harness.store.record import RunRecord, Status, new_record
+from harness.store.run_store import RunStore
+
+if TYPE_CHECKING:
+    from harness.encoder.model import SentenceEncoder
+    from methods.base import Method
+from harness.run.data import batches, read_corpus, seed_everything, total_steps
+from harness.run.hooks import (
+    FINAL_SECONDS,
+    EmbedFn,
+    FinalEvaluator,
+    check_post_whitening_available,
+    cpu_bf16_slowdown,
+    fit_whitening,
+    make_final_evaluator,
+    make_probe,
+    non_finite_scores,
+)
+from harness.run.step import TrainStep
+
+Log = Callable[[str], None]
+
+
+PointHook = Callable[[Mapping[str, Any]], None]
+"""``on_point(point)``: one evaluation point, as the trajectory has it plus ``total_steps`` and
+``best_stsb_dev`` (the best so far)."""
+
+
+CheckpointHook = Callable[[Path, int], None]
+"""``on_checkpoint(path, step)``: the resume checkpoint of ``step`` was just written to ``path`` (a grid's
+trial hands it to Ray Tune's storage)."""
+
+
+RESERVED_KEYS: frozenset[str] = frozenset({"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s"})
+
+
+# -- the run --------------------------------------------------------------------------------------
+def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def train_run(
+    config: RunConfig,
+    data_root: Path,
+    store: RunStore | None = None,
+    *,
+    device: str | None = None,
+    num_threads: int | None = None,
+    log: Log | None = print,
+    save_checkpoint: bool = False,
+    resume: bool = True,
+    on_point: PointHook | None = None,
+    on_checkpoint: CheckpointHook | None = None,
+) -> RunRecord:
+    """Train and evaluate one run; return its record (also saved to ``store`` when given).
+
+    With a store, the run checkpoints at every evaluation point (``<store>/resume/<run_id>.pt``, see
+    :mod:`harness.run.checkpoint`) and, when ``resume`` and such a checkpoint of the same config exists
+    (a killed run), continues from it with the same numbers as an uninterrupted run. The checkpoint
+    is deleted when the run finishes.
+
+    Args:
+        config: the resolved run configuration.
+        data_root: the data root (``senteval/`` for evaluation; relative corpus paths).
+        store: where the record is written (start, every evaluation, end); None = not written.
+        device: torch device; default ``cuda`` when available, else ``cpu``.
+        num_threads: torch intra-op threads for this run (restored afterwards) when the config does
+            not fix them (``config.threads``, part of the run id, wins).
+        log: where progress lines go (None = silent).
+        save_checkpoint: save the best encoder (``save_pretrained`` + tokenizer) under
+            ``store.checkpoint_dir(run_id)``.
+        resume: continue from the run's resume checkpoint when there is one.
+        on_point: called after every evaluation point (the record saved) with the trajectory point,
+            ``total_steps`` and the ``best_stsb_dev`` so far (Ray Tune's trials report it live).
+        on_checkpoint: called with the resume checkpoint's path and step after each one is written.
+
+    Returns:
+        The run record (see :mod:`harness.store`), with ``status: finished``.
+
+    Raises:
+        HarnessError: configuration, data, model-loading or training errors (the record, when a
+            store is given, says ``failed`` and keeps the trajectory so far).
+    """
+    if config.threads is not None:
+        num_threads = config.threads  # part of the run id: the profile fixes it
+    run = TrainingRun(
+        config, data_root, store, device=device, log=log, save_checkpoint=save_checkpoint, resume=resume
+    )
+    run.on_point = on_point
+    run.on_checkpoint = on_checkpoint
+    return run.execute(num_threads)
+
+
+@contextlib.contextmanager
+def _torch_threads(num_threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to ``num_threads`` (None: left alone), restored after."""
+    old_threads = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        if num_threads is not None:
+            torch.set_num_threads(old_threads)
+
+
+class TrainingRun:
+    """One training run: its state, and the named steps :func:`train_run` takes in order.
+
+    * :meth:`execute`: the shell around the steps: the record is saved at the start, its status,
+      error, end time and peak memory are written whatever happens, the resume checkpoint is
+      deleted when the run finished;
+    * :meth:`setup`: corpus, encoder, method, step function and evaluators, in the order that fixes
+      the run's random draws;
+    * :meth:`start`: continue from the resume checkpoint, or probe the starting encoder (step 0);
+    * :meth:`train_loop`: the optimiser steps, with a :meth:`probe` at every evaluation point
+      (trajectory point, :meth:`select` of the best state by STS-B dev, log line, :meth:`checkpoint`);
+    * :meth:`final_evaluation`: the best state loaded, the head copied into the pooler, the optional
+      ``save_pretrained``, post-whitening and the final tasks.
+
+    The hooks :func:`make_probe`, :func:`make_final_evaluator` and :func:`cpu_bf16_slowdown` are
+    looked up in this module when they are called, so tests can replace them.
+    """
+
+    # built by setup()
+    sentences: list[str]
+    total: int
+    encoder: SentenceEncoder
+    method: Method
+    step_fn: TrainStep
+    probe_fn: Callable[[EmbedFn], dict[str, float]]
+    final_evaluate: FinalEvaluator | None
+
+    def __init__(
+        self,
+        config: RunConfig,
+        data_root: Path,
+        store: RunStore | None = None,
+        *,
+        device: str | None = None,
+        log: Log | None = print,
+        save_checkpoint: bool = False,
+        resume: bool = True,
+    ) -> None:
+        from harness.run import checkpoint as ckpt
+
+        if save_checkpoint and store is None:
+            raise ConfigError("save_checkpoint needs a run store (the checkpoint lives under it)")
+        self.config = config
+        self.data_root = data_root
+        self.store = store
+        self.device = device
+        self.say: Log = log if log is not None else (lambda _line: None)
+        self.model_store = store if save_checkpoint else None  # where save_pretrained writes
+        self.resume = resume
+        self.record = new_record(config)
+        self.run_id = self.record["run_id"]
+        self.wall0 = time.perf_counter()  # the record's wall time
+        self.resume_path = ckpt.checkpoint_path(store.root, config.run_id()) if store is not None else None
+        self.probe_cache = ProbeCache(store.cache_root / PROBE_CACHE_DIR) if store is not None else None
+        self.best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
+        self.train_time = 0.0
+        self.eval_time = 0.0
+        self.elapsed0 = 0.0  # where a trajectory point's elapsed_s counts from (set by start())
+        self.clock = ckpt.CheckpointClock()
+        self.pending_loss: list[float] = []
+        self.pending_metrics: dict[str, list[float]] = {}
+        self.on_point: PointHook | None = None  # told of every evaluation point (train_run's hook)
+        self.on_checkpoint: CheckpointHook | None = None  # told of every resume checkpoint written
+
+    # -- the shell ------------------------------------------------------------------------------
+    def save(self) -> None:
+        """Write the record (with the wall time so far) to the store, if there is one."""
+        self.record["wall_time_s"] = round(time.perf_counter() - self.wall0, 3)
+        if self.store is not None:
+            self.store.save(self.record)
+
+    def execute(self, num_threads: int | None = None) -> RunRecord:
+        """Run every step with ``num_threads`` torch threads; return the record (see the class)."""
+        from harness.run import checkpoint as ckpt
+        from harness.run import process_memory as memory
+
+        self.save()
+        with _torch_threads(num_threads):
+            memory.reset_peak()
+            try:
+                self.setup()
+                start = self.start()
+                self.train_loop(start)
+                self.final_evaluation()
+            except BaseException as exc:
+                status: Status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                notes = getattr(exc, "__notes__", None)  # details kept out of the one-line error
+                if notes:
+                    self.record["error_details"] = "\n".join(str(n) for n in notes)
+                self._end(status, f"{type(exc).__name__}: {exc}")
+                raise
+        self._end("finished")
+        if self.resume_path is not None:
+            ckpt.remove_checkpoint(self.resume_path)
+        return self.record
+
+    def _end(self, status: Status, error: str | None = None) -> None:
+        from harness.run import process_memory as memory
+
+        self.record["status"] = status
+        if error is not None:
+            self.record["error"] = error
+        self.record["finished_at"] = now_iso()
+        peak = memory.peak_rss_bytes()  # this run's peak (reset in execute; a reused worker's is not)
+        if peak is not None:
+            self.record["peak_rss_mb"] = round(peak / 2**20, 1)
+        self.save()
+
+    # -- setup ----------------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Corpus, encoder, method, step function and evaluators (this order fixes the random draws)."""
+        from harness.encoder.loading import load_encoder
+        from harness.evaluation.runner import encoder_functions
+        from harness.store.record import provenance
+        from methods import get_method
+
+        config = self.config
+        check_post_whitening_available(config.post_whiten)
+        seed_everything(config.seed)
+        self.sentences = read_corpus(Path(config.corpus), min_sentences=config.batch_size)
+        self.total = total_steps(config, len(self.sentences))
+        dev = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.say(
+            f"[{self.run_id}] {config.method} on {config.model}, {len(self.sentences)} sentences, "
+            f"{self.total} steps of {config.batch_size}, eval every {config.eval_every}, device {dev}"
+        )
+        self._warn_if_bf16_is_emulated(dev)
+        self.encoder = load_encoder(config.model, dev, seed=config.seed)
+        self.record["provenance"] = provenance(dev, torch.get_num_threads())
+        self.record["method_notes"] = config.params.describe(self.encoder.hidden_size)
+        method_cls = get_method(config.method)
+        self.method = method_cls(config.params, self.encoder.hidden_size).to(dev)
+        self.step_fn = TrainStep(self.encoder, self.method, config, self.total)
+        _, token_lengths = encoder_functions(self.encoder, config.eval_pooler)
+        self.probe_fn = make_probe(self.data_root, token_lengths)
+        final_tasks = config.final_tasks != "none"
+        self.final_evaluate = make_final_evaluator(token_lengths) if final_tasks else None
+
+    def _warn_if_bf16_is_emulated(self, dev: str) -> None:
+        if "bf16" not in (self.config.precision, self.config.eval_precision):
+            return
+        if torch.device(dev).type != "cpu":
+            return
+        slowdown = cpu_bf16_slowdown()
+        if slowdown > 2.0:
+            self.say(
+                f"[{self.run_id}] warning: bf16 matmuls are emulated on this CPU ({slowdown:.0f}x slower "
+                "than fp32 here): bf16 will make this run much slower, not faster"
+            )
+
+    def embed_probe(self, batch: list[str]) -> np.ndarray:
+        """Embeddings for the dev probes: the training precision (through the method's sentence head
+        when it has one, else the evaluation pooler)."""
+        return self._embed(batch, self.config.precision)
+
+    def embed_final(self, batch: list[str]) -> np.ndarray:
+        """Embeddings for the final tasks: fp32 unless the config asks otherwise (head as above)."""
+        return self._embed(batch, self.config.eval_precision)
+
+    def _embed(self, batch: list[str], precision: str) -> np.ndarray:
+        head = self.method.sentence_head()
+        if head is None:  # the encoder's own call, as before sentence heads existed
+            return self.encoder.embed(batch, self.config.eval_pooler, precision)
+        return self.encoder.embed(batch, self.config.eval_pooler, precision, head=head)
+
+    def head_into_pooler(self, required: bool) -> None:
+        """Copy the method's head (if it has one) into the encoder's pooler."""
+        head = self.method.export_head()
+        if head is None:
+            return
+        try:
+            self.encoder.load_head_into_pooler(head)
+        except ConfigError:
+            if required:
+                raise
+
+    # -- start: resume or probe step 0 -----------------------------------------------------------
+    def start(self) -> int:
+        """Continue from the resume checkpoint when there is one; else probe step 0. The first step."""
+        from harness.run import checkpoint as ckpt
+
+        self.elapsed0 = time.perf_counter()
+        resumed, why_not = (
+            ckpt.load_checkpoint(self.resume_path, self.record["config"])
+            if self.resume_path
+            else (None, None)
+        )
+        if why_not:
+            self.say(f"[{self.run_id}] starting from step 0: {why_not}")
+        if resumed is not None and self.resume:
+            return self._restore(resumed)
+        self.probe(0)
+        return 0
+
+    def _restore(self, resumed: dict[str, Any]) -> int:
+        from harness.run import checkpoint as ckpt
+
+        start = ckpt.restore_training_state(
+            resumed,
+            encoder=self.encoder,
+            method=self.method,
+            optimizer=self.step_fn.optimizer,
+            scheduler=self.step_fn.scheduler,
+            best=self.best,
+            record=self.record,
+        )
+        self.train_time, self.eval_time = float(resumed["train_time"]), float(resumed["eval_time"])
+        last = self.record["trajectory"][-1] if self.record["trajectory"] else {}
+        self.elapsed0 -= float(last.get("elapsed_s") or 0.0)  # elapsed_s goes on from the checkpoint
+        self.record["resumed_from_step"] = start
+        self.step_fn.train()
+        ckpt.set_rng_state(resumed["rng"])
+        self.say(f"[{self.run_id}] resumed from the checkpoint at step {start}/{self.total}")
+        return start
+
+    # -- the loop and its evaluation points ------------------------------------------------------
+    def train_loop(self, start: int) -> None:
+        """Steps ``start + 1 .. total``; a :meth:`probe` every ``eval_every`` steps and at the last."""
+        config = self.config
+        stream = batches(self.sentences, config.batch_size, config.seed)
+        for _ in range(start):  # the stream is a function of the seed: skip the batches already used
+            next(stream)
+        for step in range(start + 1, self.total + 1):
+            t0 = time.perf_counter()
+            loss, metrics = self.step_fn(next(stream), step)
+            self.train_time += time.perf_counter() - t0
+            self.pending_loss.append(loss)
+            for key, value in metrics.items():
+                self.pending_metrics.setdefault(key, []).append(value)
+            if step % config.eval_every == 0 or step == self.total:
+                self.probe(step)
+
+    def probe(self, step: int) -> None:
+        """One evaluation point: STS-B dev probe, trajectory point, selection, log line, checkpoint."""
+        t0 = time.perf_counter()
+        if self.config.eval_pooler == "cls":
+            self.head_into_pooler(required=True)
+        scores = self._probe_scores(step)
+        self.step_fn.train()
+        self.eval_time += time.perf_counter() - t0
+        point = self._trajectory_point(step, scores)
+        self.record["trajectory"].append(point)
+        self.select(step, point)
+        self.record["train_time_s"] = round(self.train_time, 3)
+        self.record["eval_time_s"] = round(self.eval_time, 3)
+        self.save()
+        self.say(
+            f"[{self.run_id}] step {step}/{self.total} loss {_fmt(point['loss'])} "
+            f"stsb_dev {point['stsb_dev']:.2f} align {point['align']:.4f} uniform {point['uniform']:.4f} "
+            f"({point['elapsed_s']:.0f} s){' *' if self.record['best_step'] == step else ''}"
+        )
+        if self.on_point is not None:
+            self.on_point(
+                {**point, "total_steps": self.total, "best_stsb_dev": self.record.get("best_stsb_dev")}
+            )
+        if self.resume_path is not None and self.clock.due(step, self.total):  # last: no random draws after
+            self.checkpoint(step)
+
+    def _probe_scores(self, step: int) -> dict[str, float]:
+        """The STS-B dev scores; the starting encoder's (step 0, shared by every run) may be cached,
+        unless the method embeds with its own sentence head (whose fresh weights the key does not see)."""
+        cache = self.probe_cache
+        key = None
+        if step == 0 and cache is not None and self.method.sentence_head() is None:  # a head: no sharing
+            key = probe_key(
+                self.encoder.model,
+                self.probe_fn,
+                pooler=self.config.eval_pooler,
+                precision=self.config.precision,
+                device=self.encoder.device,
+            )
+        cached = cache.get(key) if cache is not None and key is not None else None
+        if cached is not None:
+            self.record["step0_probe_cached"] = True
+            return cached
+        scores = self.probe_fn(self.embed_probe)
+        if cache is not None and key is not None:
+            cache.put(key, scores, run_id=self.run_id, model=self.config.model)
+        return scores
+
+    def _trajectory_point(self, step: int, scores: dict[str, float]) -> dict[str, Any]:
+        """The trajectory point of ``step``: the probe's scores and the steps' mean loss and metrics."""
+        point: dict[str, Any] = {
+            "step": step,
+            "loss": float(np.mean(self.pending_loss)) if self.pending_loss else None,
+            "stsb_dev": float(scores["stsb_dev"]),
+            "align": float(scores["align"]),
+            "uniform": float(scores["uniform"]),
+            "lr": self.step_fn.lr,
+            "elapsed_s": round(time.perf_counter() - self.elapsed0, 3),
+        }
+        for key in sorted(scores):
+            if key not in point:
+                point[key] = float(scores[key])
+        for key, values in sorted(self.pending_metrics.items()):
+            point[key if key not in RESERVED_KEYS else f"method_{key}"] = float(np.mean(values))
+        self.pending_loss.clear()
+        self.pending_metrics.clear()
+        return point
+
+    def select(self, step: int, point: Mapping[str, Any]) -> None:
+        """Keep the state of ``step`` (on the CPU) when its STS-B dev beats the best so far.
+
+        Step 0 is no candidate (SimCSE never selects the untrained encoder) unless the run has no
+        training steps.
+        """
+        candidate = step > 0 or self.total == 0
+        if candidate and point["stsb_dev"] > self.best["score"]:
+            self.best.update(
+                score=point["stsb_dev"],
+                step=step,
+                encoder=_cpu_state(self.encoder),
+                method=self.method.snapshot_state(),
+            )
+            self.record["best_step"] = step
+            self.record["best_stsb_dev"] = point["stsb_dev"]
+
+    def checkpoint(self, step: int) -> None:
+        """Write the resume checkpoint of the evaluation point ``step``."""
+        from harness.run import checkpoint as ckpt
+
+        assert self.resume_path is not None
+        state = ckpt.training_state(
+            config=self.record["config"],
+            step=step,
+            encoder=self.encoder,
+            method=self.method,
+            optimizer=self.step_fn.optimizer,
+            scheduler=self.step_fn.scheduler,
+            best=self.best,
+            record=self.record,
+            train_time=self.train_time,
+            eval_time=self.eval_time,
+        )
+        ckpt.save_checkpoint(self.resume_path, state)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(self.resume_path, step)
+
+    # -- final evaluation ------------------------------------------------------------------------
+    def final_evaluation(self) -> None:
+        """The best state, its head in the pooler, the optional saved model, then the final tasks."""
+        self._load_best()
+        if self.model_store is not None:
+            self._save_model(self.model_store)
+        t0 = time.perf_counter()
+        embed = self._post_whitened(self.embed_final)
+        if self.final_evaluate is not None:
+            self._final_tasks(self.final_evaluate, embed)
+        self.record["final_time_s"] = round(time.perf_counter() - t0, 3)
+        self.eval_time += time.perf_counter() - t0
+        self.record["train_time_s"] = round(self.train_time, 3)
+        self.record["eval_time_s"] = round(self.eval_time, 3)
+
+    def _load_best(self) -> None:
+        if self.best["encoder"] is not None:
+            self.encoder.load_state_dict(self.best["encoder"])
+            self.method.restore_state(self.best["method"])
+        self.encoder.eval()
+        self.head_into_pooler(required=self.config.eval_pooler == "cls")
+
+    def _save_model(self, store: RunStore) -> None:
+        from harness.atomic import atomic_folder
+        from harness.encoder.saved import save_sentence_head
+
+        target = store.checkpoint_dir(self.run_id)
+        hf_model: Any = self.encoder.model
+        head = self.method.sentence_head()
+        with atomic_folder(target, replace=True) as building:  # an earlier one survives a failure
+            hf_model.save_pretrained(str(building))
+            self.encoder.tokenizer.save_pretrained(str(building))
+            if head is not None:  # the run's sentence embedding is not the encoder's: say so beside it
+                save_sentence_head(building, self.config.method, head)
+        self.record["checkpoint"] = str(target)
+        self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
+
+    def _post_whitened(self, embed: EmbedFn) -> EmbedFn:
+        config = self.config
+        if config.post_whiten == "none":
+            return embed
+        fit_on = self.sentences[: config.post_whiten_sentences]
+        self.say(
+            f"[{self.run_id}] fitting {config.post_whiten} post-processing on {len(fit_on)} corpus sentences"
+        )
+        return fit_whitening(embed, fit_on, config.post_whiten, seed=config.seed)
+
+    def _final_tasks(self, evaluate: FinalEvaluator, embed: EmbedFn) -> None:
+        config = self.config
+        self.say(
+            f"[{self.run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode}, "
+            f"{config.eval_precision})"
+        )
+        final = evaluate(embed, self.data_root, config.final_tasks, config.transfer_mode)
+        seconds = final.pop(FINAL_SECONDS, None)
+        self.record["final"] = final
+        if isinstance(seconds, dict):
+            self.record["final_seconds"] = seconds
+        bad = non_finite_scores(final)
+        if bad:  # the record keeps them (as null); the run is failed, not finished
+            shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
+            raise TrainingError(f"final scores are not finite numbers: {shown}")

@@ -1,0 +1,1 @@
+"""The run store: run records, their schema and provenance, and atomic writes."""
