@@ -28,7 +28,7 @@ from typing import IO, Any, Literal
 
 from harness.errors import HarnessError
 
-MIN_FREE_BYTES = 1 << 20
+FULL_DISK_BYTES = 1 << 20
 """Below this much free space on its disk an output folder counts as full before any work starts."""
 
 _UMASK = os.umask(0o022)
@@ -254,7 +254,7 @@ def free_bytes(folder: str | os.PathLike[str]) -> int | None:
     return stat.f_bavail * stat.f_frsize
 
 
-def check_output_dir(folder: str | os.PathLike[str], what: str, *, need_bytes: int = MIN_FREE_BYTES) -> Path:
+def check_output_dir(folder: str | os.PathLike[str], what: str, *, need_bytes: int = FULL_DISK_BYTES) -> Path:
     """Create ``folder`` if needed and prove a file can be written in it, before any work is done.
 
     Raises:
@@ -282,7 +282,9 @@ def check_output_dir(folder: str | os.PathLike[str], what: str, *, need_bytes: i
     return path
 
 
-def check_output_file(target: str | os.PathLike[str], what: str, *, need_bytes: int = MIN_FREE_BYTES) -> Path:
+def check_output_file(
+    target: str | os.PathLike[str], what: str, *, need_bytes: int = FULL_DISK_BYTES
+) -> Path:
     """Prove ``target`` can be written (its folder is created; an existing file is left as it is).
 
     Raises:
@@ -311,7 +313,7 @@ def _size(n: int) -> str:
 
 
 __all__ = [
-    "MIN_FREE_BYTES",
+    "FULL_DISK_BYTES",
     "WriteError",
     "atomic_folder",
     "atomic_write",

@@ -47,12 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
-        try:
-            module = _load(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == f"harness.commands.{name}_cmd":
-                continue  # command not built yet
-            raise
+        module = _load(name)
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
         command.set_defaults(_module=module)

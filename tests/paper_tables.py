@@ -1,4 +1,4 @@
-"""A parser of ../shared/docs/PAPER_TABLES.md, shared by the spec and claim tests."""
+"""A parser of tables/PAPER_TABLES.md (the papers' quoted numbers), shared by the spec and claim tests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-PAPER_TABLES = Path(__file__).resolve().parents[1].parent / "shared" / "docs" / "PAPER_TABLES.md"
+PAPER_TABLES = Path(__file__).resolve().parents[1] / "tables" / "PAPER_TABLES.md"
+"""The papers' quoted numbers, kept in the repository (a copy of the team's shared PAPER_TABLES.md)."""
+SHARED_PAPER_TABLES = Path(__file__).resolve().parents[1].parent / "shared" / "docs" / "PAPER_TABLES.md"
+"""The team's copy beside the checkout, where there is one."""
 
 
 def parse_paper_tables(text: str) -> dict[str, list[dict[str, Any]]]:

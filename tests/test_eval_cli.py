@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError
+from harness.evaluation import runner
 from harness.evaluation.runner import evaluate, run_evaluation
 from harness.evaluation.sts import STS_TASKS
 
@@ -35,9 +34,7 @@ def fake_transfer(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
         calls.append({"senteval_path": senteval_path, "mode": mode, "dim": embed(["a b", "c"]).shape})
         return {**TRANSFER, "avg": sum(TRANSFER.values()) / len(TRANSFER)}
 
-    module = types.ModuleType("harness.evaluation.transfer")
-    module.evaluate_transfer = evaluate_transfer  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "harness.evaluation.transfer", module)
+    monkeypatch.setattr(runner, "evaluate_transfer", evaluate_transfer)  # where the runner calls it
     return calls
 
 
@@ -253,15 +250,15 @@ def test_eval_writes_non_finite_scores_as_null_and_says_so(
     """A degenerate encoder (constant embeddings) gives NaN correlations: strict JSON, one line, exit 1."""
     import torch
 
-    from harness.evaluation import runner
+    from harness.run import evaluate as eval_job
 
-    real = runner.encoder_functions
+    real = eval_job.encoder_functions
 
     def constant(*args: object, **kwargs: object) -> object:
         _, lengths = real(*args, **kwargs)  # type: ignore[arg-type]
         return (lambda sentences: torch.ones(len(sentences), 8)), lengths
 
-    monkeypatch.setattr(runner, "encoder_functions", constant)
+    monkeypatch.setattr(eval_job, "encoder_functions", constant)
     output = tmp_path / "result.json"
     argv = ["--model", "random:tiny", "--tasks", "sts", "--data-dir", str(mini_data_root)]
     code, _, err = _run([*argv, "--output", str(output)], capsys)

@@ -241,12 +241,12 @@ def test_grid_and_tables_resolve_through_one_path(data_root: Path, monkeypatch: 
     # No command resolves a throwaway config to learn the profile's model or seed: grid expansion and
     # table building go through resolve_settings once per set of overrides and resolve_run per cell.
     import harness.config.run_config as run_config_mod
-    import harness.config.settings as config_mod
+    import harness.grid.plan as plan_mod
     from harness.reporting.tables.build import build_tables
     from harness.store.run_store import RunStore
 
     calls: list[str] = []
-    real_settings = config_mod.resolve_settings
+    real_settings = plan_mod.resolve_settings
 
     def counting_settings(*args: Any, **kwargs: Any) -> Any:
         calls.append("settings")
@@ -255,7 +255,7 @@ def test_grid_and_tables_resolve_through_one_path(data_root: Path, monkeypatch: 
     def forbidden(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("resolve_config called: a throwaway config was resolved")
 
-    monkeypatch.setattr(config_mod, "resolve_settings", counting_settings)
+    monkeypatch.setattr(plan_mod, "resolve_settings", counting_settings)  # where the expansion calls it
     monkeypatch.setattr(run_config_mod, "resolve_config", forbidden)
     spec = load_table_spec(Path("tables/whitenedcse_table4.toml"))
     build_tables([spec], RunStore(data_root / "runs"), "cpu", data_root=data_root)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from paper_tables import PAPER_TABLES
+from paper_tables import PAPER_TABLES, SHARED_PAPER_TABLES
 
 from methods import REGISTRY
 
@@ -25,6 +25,14 @@ def test_no_test_skips_because_an_in_repo_module_failed_to_import() -> None:
             if match.group(1) in ("harness", "methods", "benchmarks"):
                 offenders.append(f"{path.relative_to(ROOT)}: importorskip({match.group(1)}...)")
     assert not offenders, offenders
+
+
+def test_the_quoted_numbers_are_the_teams_where_its_copy_is_beside_the_checkout() -> None:
+    """The spec tests read the repository's copy of the papers' numbers, so they never skip; where
+    the team's shared copy is beside the checkout the two are the same file, byte for byte."""
+    assert PAPER_TABLES.is_file()
+    if SHARED_PAPER_TABLES.is_file():
+        assert PAPER_TABLES.read_bytes() == SHARED_PAPER_TABLES.read_bytes()
 
 
 def test_readme_methods_table_lists_exactly_the_registry() -> None:
@@ -44,8 +52,8 @@ def test_contributing_names_the_files_a_new_method_and_table_touch() -> None:
     assert "harness/run/training.py" not in named  # the loop never changes for a new method
     tables = {m.group(1) for m in re.finditer(r"^\d\. `([^`]+)`", table_part, flags=re.MULTILINE)}
     assert tables == {"tables/<paper>_<table>.toml"}
-    assert "`../shared/docs/PAPER_TABLES.md`" in table_part  # and the quoted numbers, for a new source
-    quotes = (ROOT / "../shared/docs/PAPER_TABLES.md").resolve()
+    assert "`tables/PAPER_TABLES.md`" in table_part  # and the quoted numbers, for a new source
+    quotes = (ROOT / "tables" / "PAPER_TABLES.md").resolve()
     assert quotes == PAPER_TABLES.resolve()  # the file the spec tests read
     # every file the method checklist names exists (placeholders aside)
     for name in named:

@@ -114,7 +114,7 @@ def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
         "error_details",
     }
     assert set(rec) == set(RunRecord.__annotations__) - written_later
-    assert rec["schema_version"] == 2 and rec["provenance"] is None and rec["method_notes"] == {}
+    assert rec["schema_version"] == SCHEMA_VERSION and rec["provenance"] is None and rec["method_notes"] == {}
     assert rec["run_id"] == config.run_id() and rec["status"] == "running"
     assert rec["config"] == config.to_dict()
     assert isinstance(code_version(), str) and code_version()

@@ -245,8 +245,6 @@ def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
 ) -> None:
     import ray
 
-    from harness.grid import memory
-
     resources = ray.cluster_resources()
     if resources.get("CPU", 0) < 2 or not resources.get("memory"):
         pytest.skip("needs two CPUs in Ray and its memory resource")
@@ -257,7 +255,7 @@ def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
     assert len(configs) == 2
 
     def run(fraction: float) -> tuple[bool, list[str]]:
-        monkeypatch.setattr(memory, "estimate_bytes", lambda config, device="cpu": int(fraction * budget))
+        monkeypatch.setattr(cluster, "estimate_bytes", lambda config, device="cpu": int(fraction * budget))
         store = RunStore(tmp_path / f"runs-{fraction}")
         lines: list[str] = []
         report = driver.run_trials(configs, data_root, store, GridRequest(SMOKE, timed_train, lines.append))
@@ -272,7 +270,7 @@ def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
     assert not alone
     assert any(ln.startswith("memory: the largest run needs") and "at most 1 such run" in ln for ln in lines)
     # a run that needs more than the whole budget asks for all of it, and still runs (alone)
-    monkeypatch.setattr(memory, "estimate_bytes", lambda config, device="cpu": int(3 * budget))
+    monkeypatch.setattr(cluster, "estimate_bytes", lambda config, device="cpu": int(3 * budget))
     assert cluster.trial_memory(configs, 0.0, budget) == {c.run_id(): int(budget) for c in configs}
     assert cluster.trial_memory(configs, 0.5, budget) == {}  # GPU trials: activations are not host memory
 

@@ -61,13 +61,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_out(out: Path, checkpoint: Path) -> Path:
     """``DIR`` must be new or an empty folder, in a writable folder with room for the checkpoint."""
-    from harness.atomic import MIN_FREE_BYTES, check_output_dir
+    from harness.atomic import FULL_DISK_BYTES, check_output_dir
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{out} exists and is not an empty folder: choose a new one")
     size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())
     parent = out.absolute().parent
-    check_output_dir(parent, "the folder of DIR", need_bytes=size + MIN_FREE_BYTES)
+    check_output_dir(parent, "the folder of DIR", need_bytes=size + FULL_DISK_BYTES)
     return out
 
 

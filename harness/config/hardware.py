@@ -7,9 +7,13 @@ the precision is part of a run's id, so it must not depend on how busy the machi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import platform
+from collections.abc import Iterator
 from pathlib import Path
+
+import torch
 
 NATIVE_BF16_FLAGS: frozenset[str] = frozenset({"avx512_bf16", "amx_bf16"})
 """x86 flags of native bf16 matrix arithmetic (AVX512-BF16 dot products, AMX tiles). Without them
@@ -113,3 +117,16 @@ __all__ = [
     "cpu_model",
     "cpu_native_bf16",
 ]
+
+
+@contextlib.contextmanager
+def torch_threads(count: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to ``count`` (None: left alone), restored afterwards."""
+    before = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        if count is not None:
+            torch.set_num_threads(before)

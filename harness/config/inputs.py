@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,6 @@ def check_runs_dir(path: str | os.PathLike[str]) -> Path:
     """The runs folder a report reads (tables, claims, plots, report) must exist: a misspelt
     ``--runs-dir`` is one error line, not a report of ``--`` cells written over the last one. A
     folder without records is said on stderr (one line) and reported as it is."""
-    import sys
 
     folder = Path(path)
     if not folder.exists():

@@ -5,8 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import socket
+import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from harness.errors import ConfigError, ModelLoadError
 
@@ -94,9 +97,6 @@ def _force_offline() -> None:
 
 @functools.cache
 def _hub_reachable() -> bool:
-    import socket
-    from urllib.parse import urlparse
-
     host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
     result: list[bool] = []
 
@@ -106,8 +106,6 @@ def _hub_reachable() -> bool:
                 result.append(True)
         except OSError:
             result.append(False)
-
-    import threading
 
     worker = threading.Thread(target=connect, daemon=True)  # DNS lookups ignore socket timeouts
     worker.start()

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.config.settings import SETTING_FIELDS, RunSettings, digest, jsonable, resolve_settings
 from harness.errors import ConfigError
+from methods import MethodParams, build_params, get_method
+from methods.flow import reading_of
 
 if TYPE_CHECKING:
     from methods.base import MethodParams
-from harness.config.settings import SETTING_FIELDS, RunSettings, digest, jsonable, resolve_settings
 
 NOT_IN_ID: frozenset[str] = frozenset({"profile", "corpus", "final_tasks"})
 """Fields that do not affect training: a label, a machine-specific path (``corpus_id`` is in), and
@@ -33,8 +35,6 @@ class RunConfig(RunSettings):
     params: MethodParams
 
     def __post_init__(self) -> None:
-        from methods import build_params, get_method
-
         if not self.method:
             raise ConfigError("method must not be empty")
         cls = get_method(self.method).params_cls
@@ -115,15 +115,12 @@ def resolve_run(
         ModelLoadError: the encoder's hidden size cannot be found (see
             :func:`harness.config.models.hidden_size_of`).
     """
-    from methods import MethodParams, build_params
 
     record = params if isinstance(params, MethodParams) else build_params(method, dict(params or {}))
     record.validate(settings.hidden_size)
     values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(RunSettings)}
     values.update(changes)
     if str(values["post_whiten"]).startswith("flow"):  # a flow halves the channels: d must suit it
-        from methods.flow import reading_of
-
         reading_of(str(values["post_whiten"])).validate(settings.hidden_size)
     return RunConfig(method=method, params=record, **values)
 

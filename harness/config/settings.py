@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.coerce import coerce_value
 from harness.config.choices import (
     FinalTasks,
     Pooler,
@@ -43,7 +44,9 @@ from harness.config.choices import (
     Precision,
     TransferMode,
 )
+from harness.config.hardware import auto_precision
 from harness.config.models import hidden_size_of
+from harness.config.paths import resolve_corpus, resolve_data_root
 from harness.config.profiles import PROFILES
 from harness.errors import ConfigError, DataError, HarnessError, did_you_mean
 
@@ -80,9 +83,9 @@ class RunSettings:
         precision: ``fp32`` or ``bf16``: autocast of the training forward pass and of the STS-B dev
             probes (model selection). A profile or override may say ``auto``: bf16 where the
             hardware has native bf16 (:func:`harness.config.hardware.auto_precision`), resolved here.
-        eval_precision: ``fp32`` (default: SentEval's numbers) or ``bf16`` (about 3x faster on a CPU
-            with native bf16; STS scores measured within 0.02 of fp32 on the packaged encoder,
-            ``benchmarks/bench_sts_eval.py`` prints the deviation) for the final tasks.
+        eval_precision: ``fp32`` (default: SentEval's numbers) or ``bf16`` (faster where the hardware
+            has native bf16; ``benchmarks/bench_sts_eval.py`` prints the speed and how far the STS
+            scores move, docs/correctness.md the measured deviation) for the final tasks.
         length_buckets: encode each training call's rows in this many length-sorted buckets, each
             padded only to its own longest row (1 = one padded block; see
             :class:`harness.encoder.training_encode.TrainingEncode`). Same loss function, less padding work.
@@ -195,8 +198,6 @@ def _profile_values(profile: str, overrides: Mapping[str, Any] | None) -> dict[s
         values[key] = value
     for key in AUTO_SETTINGS:
         if str(values.get(key, "")).strip().lower() == "auto":
-            from harness.config.hardware import auto_precision
-
             values[key] = auto_precision()
     return values
 
@@ -204,7 +205,6 @@ def _profile_values(profile: str, overrides: Mapping[str, Any] | None) -> dict[s
 def _corpus(corpus_arg: str, data_root: Path | None, require_corpus: bool) -> tuple[str, str]:
     """``(path, corpus_id)`` of the corpus setting: found under the data root, or (planning only)
     where it would be, with a provisional id."""
-    from harness.config.paths import resolve_corpus, resolve_data_root
 
     root = data_root
     if root is None and not Path(corpus_arg).expanduser().is_absolute():
@@ -256,7 +256,6 @@ def jsonable(value: Any) -> Any:
 
 def _coerce_field(name: str, value: Any, hint: Any) -> Any:
     """Coerce a field value (possibly a command-line string) to the field's declared type."""
-    from harness.coerce import coerce_value
 
     if typing.get_origin(hint) is Literal:
         return coerce_value(name, value, hint)
@@ -269,7 +268,6 @@ def _coerce_field(name: str, value: Any, hint: Any) -> Any:
         if optional:
             return None
         raise ConfigError(f"{name} must not be empty")
-    from harness.coerce import coerce_value
 
     return coerce_value(name, value, target)
 

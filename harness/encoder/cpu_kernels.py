@@ -70,10 +70,9 @@ class _OneDNNLinear(torch.autograd.Function):
 def onednn_linears(model: nn.Module) -> Iterator[None]:
     """Within the block, the model's fp32 linear layers on the CPU compute with oneDNN.
 
-    PyTorch's CPU wheel sends an fp32 ``nn.Linear`` to MKL's sgemm, which on an AMD EPYC with
-    full-width AVX-512 ran at under half oneDNN's speed; on a Zen 4 EPYC (256-bit units) the two are
-    close, oneDNN ahead for embedding, behind for the training step (``bench_sts_eval.py --also-blas``
-    and ``bench_train_step.py`` print both; the measurements: docs/speed.md). The same product in
+    PyTorch's CPU wheel sends an fp32 ``nn.Linear`` to MKL's sgemm, which on some processors is far
+    slower than oneDNN (``bench_sts_eval.py --also-blas`` and ``bench_train_step.py`` print both;
+    the measurements per processor: docs/speed.md). The same product in
     fp32 either way (outputs differ by float rounding, ~3e-6 on unit-scale values); with gradients the
     backward products run in oneDNN too (:class:`_OneDNNLinear`), and without, a BERT feed-forward's
     exact (erf) GELU is fused into its first linear layer. Autocast, other dtypes and other devices

@@ -27,12 +27,12 @@ import torch
 from torch import nn
 
 from harness.config.choices import POOLERS
+from harness.encoder.cpu_kernels import onednn_linears
+from harness.encoder.forward import bert_word_embeddings, cls_only_last_layer, edited_forward
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:  # the types only: importing the methods package here would import this module again
     from methods.base import EmbeddingEdit
-from harness.encoder.cpu_kernels import onednn_linears
-from harness.encoder.forward import bert_word_embeddings, cls_only_last_layer, edited_forward
 
 
 def check_pooler(pooler: str) -> str:

@@ -16,6 +16,7 @@ from harness.config.paths import senteval_dir
 from harness.errors import ConfigError, did_you_mean
 from harness.evaluation.sts import BATCH_SIZE, EmbedFn, LengthsFn, run_sts
 from harness.evaluation.tasks import check_names, sts_task_names, transfer_task_names, year_task_names
+from harness.evaluation.transfer import evaluate_transfer
 
 if TYPE_CHECKING:
     from harness.encoder.model import SentenceEncoder
@@ -189,8 +190,6 @@ def run_evaluation(
         report.details["sts"] = {**sts.details, "sentences_embedded": sts.sentences_embedded}
         report.seconds["sts"] = time.perf_counter() - started
     if "transfer" in selection.groups:
-        from harness.evaluation.transfer import evaluate_transfer
-
         started = time.perf_counter()
         transfer = evaluate_transfer(embed, senteval, mode=mode, tasks=selection.transfer)
         report.results["transfer"] = dict(transfer)

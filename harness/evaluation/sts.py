@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from harness.errors import ConfigError, DataError
+from harness.evaluation.embed import EmbedFn, LengthsFn
 from harness.evaluation.readers import StsPairs, read_subset_files
 from harness.evaluation.tasks import (
     REPORTED_SPLIT,
@@ -51,9 +52,6 @@ from harness.evaluation.tasks import (
 from harness.evaluation.tasks import (
     sts_files as sts_files,  # re-exported: the commands' file checks
 )
-
-EmbedFn = Callable[[list[str]], np.ndarray]
-"""Embeds exactly the sentences given: ``list[str]`` of length n -> array ``[n, d]``."""
 
 BATCH_SIZE = 128
 """SentEval's ``params.batch_size``: sentences per encoder call."""
@@ -191,10 +189,6 @@ def _checked(out: np.ndarray, n: int) -> np.ndarray:
             f"the encoder returned an array of shape {out.shape} for {n} sentences; expected [{n}, d]"
         )
     return out
-
-
-LengthsFn = Callable[[list[str]], Sequence[int]]
-"""Token counts of sentences, one call for a list (e.g. from the encoder's tokenizer)."""
 
 
 class DistinctEmbedder:

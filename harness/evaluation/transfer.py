@@ -26,12 +26,11 @@ which issues the same kernels as SentEval's classifier without autograd and opti
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +39,9 @@ import numpy as np
 import torch
 from sklearn.model_selection import StratifiedKFold
 
+from harness.config.hardware import torch_threads
 from harness.errors import ConfigError, DataError
+from harness.evaluation.embed import EmbedFn
 from harness.evaluation.logreg import (
     FITTERS,
     L2_GRID,
@@ -51,9 +52,6 @@ from harness.evaluation.logreg import (
 )
 from harness.evaluation.readers import TaskText, Tokens, sort_split
 from harness.evaluation.tasks import check_names, transfer_task, transfer_task_names
-
-EmbedFn = Callable[[list[str]], np.ndarray]
-"""Embeds exactly the sentences given: ``list[str]`` of length n -> array ``[n, d]``."""
 
 BATCH_SIZE = 128
 """SentEval's ``params.batch_size``: sentences per encoder call."""
@@ -238,16 +236,6 @@ def _worker_fit(job: FitJob) -> float:
     return run_fit(job, _WORKER_FEATURES[job.task], _WORKER_CONFIG[0], _WORKER_ENGINE[0])
 
 
-@contextlib.contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _mp_context() -> multiprocessing.context.BaseContext:
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -310,7 +298,7 @@ def classify_tasks(
     start = time.perf_counter()
     timing = timing if timing is not None else TransferTiming()
     results: dict[str, float] = {}
-    with _torch_threads(1):
+    with torch_threads(1):
         if workers == 1:
             for name, proto in protocols.items():
                 sel = [run_fit(j, proto.features, config, engine) for j in proto.selection_jobs]

@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MIN_FREE_BYTES = 2 * 1024**3
+from harness.config.models import DEFAULT_MODEL, hidden_size_of, hub_offline, packaged_model_dir
+from harness.errors import HarnessError
+from harness.evaluation.tasks import data_problems, sts_files, stsb_dev_file
+from harness.evaluation.tasks import transfer_files as files
+
+CHECKPOINT_ROOM_BYTES = 2 * 1024**3
 """Less free disk than this under the runs folder is a problem (checkpoints of one bert-base run are
 about 2 GB)."""
 
@@ -34,14 +39,12 @@ class Report:
 
 def transfer_files(senteval: Path, tasks: list[str] | None = None) -> list[Path]:
     """The data files the transfer readers open (the task registry lists them)."""
-    from harness.evaluation.tasks import transfer_files as files
 
     return files(senteval, tasks)
 
 
 def needed_data_files(senteval: Path, final_tasks: set[str]) -> list[Path]:
     """Every SentEval file the runs read: the STS-B dev probe, then the final tasks'."""
-    from harness.evaluation.tasks import sts_files, stsb_dev_file
 
     files = [stsb_dev_file(senteval)]
     if final_tasks & {"sts", "all"}:
@@ -56,8 +59,6 @@ def needed_data_files(senteval: Path, final_tasks: set[str]) -> list[Path]:
 
 def check_model(name: str, report: Report) -> None:
     """Packaged, random, local or cached: never a download, never a wait when offline."""
-    from harness.config.models import DEFAULT_MODEL, hidden_size_of, hub_offline, packaged_model_dir
-    from harness.errors import HarnessError
 
     try:
         if name == DEFAULT_MODEL:
@@ -112,8 +113,8 @@ def check_disk(path: Path, report: Report) -> None:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     text = f"free disk under {path}: {free / 1024**3:.1f} GiB"
-    if free < MIN_FREE_BYTES:
-        report.problem(f"{text} (less than {MIN_FREE_BYTES / 1024**3:.0f} GiB: checkpoints need room)")
+    if free < CHECKPOINT_ROOM_BYTES:
+        report.problem(f"{text} (less than {CHECKPOINT_ROOM_BYTES / 1024**3:.0f} GiB: checkpoints need room)")
     else:
         report.ok(text)
 
@@ -132,8 +133,6 @@ def check_gpus(gpus_per_trial: float | None, report: Report) -> None:
 
 
 def check_data(data_root: Path, configs: list[Any], report: Report, read_corpus: Any) -> dict[str, int]:
-    from harness.errors import HarnessError
-
     senteval = data_root / "senteval"
     tasks = {str(c.final_tasks) for c in configs}
     files = needed_data_files(senteval, tasks)
@@ -143,7 +142,6 @@ def check_data(data_root: Path, configs: list[Any], report: Report, read_corpus:
         report.problem(f"SentEval file missing: {path}")
     for path in empty:
         report.problem(f"SentEval file empty: {path}")
-    from harness.evaluation.tasks import data_problems
 
     read, problems = data_problems(senteval, tasks)
     absent = [str(p) for p in (*missing, *empty)]

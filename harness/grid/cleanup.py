@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Sequence
@@ -74,7 +75,6 @@ def pids_using(folder: Path) -> list[int]:
 
 def stop_processes(pids: Sequence[int], grace_s: float = 2.0) -> None:
     """SIGTERM the given processes, then SIGKILL those still there after ``grace_s``."""
-    import signal
 
     for pid in pids:
         with contextlib.suppress(OSError):

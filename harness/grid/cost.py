@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.config.hardware import cpu_id as this_cpu
 from harness.config.run_config import RunConfig
 from harness.evaluation.tasks import sts_sentences
 from harness.run.footprint import footprint
@@ -228,8 +229,6 @@ class CostModel:
         self.trials_per_gpu = trials_per_gpu if device == "cuda" else 1
         self.corpus_sizes = dict(corpus_sizes or {})
         if cpu_id is None and device == "cpu":
-            from harness.config.hardware import cpu_id as this_cpu
-
             cpu_id = this_cpu()
         self.cpu_id = cpu_id or ""
         self._measured: dict[tuple[Any, ...], dict[str, list[float]]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import socket
@@ -47,7 +48,6 @@ class GridLock:
 
     def is_held(self) -> bool:
         """Whether a live grid holds the lock (a lock of another host counts as held); changes nothing."""
-        import fcntl
 
         try:
             fd = os.open(self.path, os.O_RDONLY)
@@ -96,8 +96,6 @@ class GridLock:
             raise failed_write(self.path, exc) from None
 
     def _acquire(self) -> None:
-        import fcntl
-
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(10):
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import harness
+from harness.errors import HarnessError
 from harness.grid.checks import Report, check_data, check_model
 from harness.grid.options import ClusterOptions
+from harness.run.data import read_corpus
+from harness.store.provenance import code_version
 
 
 def check_ray(cluster: ClusterOptions, report: Report, needs: NodeNeeds | None = None) -> None:
     """The cluster at ``address``: reachable, its CPUs and GPUs against the per-trial request, and
     every alive node visited (:func:`node_facts`): its data, models and versions against this one's."""
-    from harness.errors import HarnessError
 
     address, cpus, gpus = str(cluster.address), cluster.cpus_per_trial, cluster.gpus_per_trial
     try:
@@ -48,13 +52,8 @@ class NodeNeeds:
 def node_facts(needs: NodeNeeds) -> dict[str, Any]:
     """Run on one Ray node (a task pinned to it): what that node lacks of ``needs`` (the same checks
     and readers as the driver's own check) and what it runs: torch, the harness, GPUs, memory."""
-    import os
 
     import torch
-
-    import harness
-    from harness.run.data import read_corpus
-    from harness.store.provenance import code_version
 
     report = Report()
     if needs.data_root is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
+from harness.grid.relay import storage_filesystem
 
 if TYPE_CHECKING:
     from harness.grid.tracking import Tracking
@@ -111,7 +112,6 @@ def parse_trial_resources(items: Sequence[str] | None) -> dict[str, float]:
 
 def _check_storage_uri(storage: str) -> None:
     """A URI whose filesystem pyarrow knows (s3://, gs://, ...)."""
-    from harness.grid.relay import storage_filesystem
 
     try:
         storage_filesystem(storage)

@@ -10,8 +10,9 @@ A cell ends in one of three states:
 
 * ``run``: one config per seed; tables read the records of its ``group_id`` (all seeds).
 * ``profile``: the row runs under other profiles only (``only_profiles``); it is shown quoted.
-* ``n/a``: its parameters do not suit this profile's encoder (e.g. 256 groups at d = 384). The cell
-  renders as ``n/a (d=384)`` with a note giving the reason; the grid does not crash and does not run
+* ``n/a``: its parameters do not suit this profile's encoder (e.g. 500 groups with
+  ``group_scaling = "count"`` at d = 384). The cell renders as ``n/a (d=384)`` with a note giving
+  the reason; the grid does not crash and does not run
   it. Mistakes that are wrong under every encoder were already rejected when the spec was loaded.
 * ``unresolved``: the encoder's config cannot be read here (e.g. a hub model with no network); the
   grid reports it and goes on with the other cells.
@@ -30,8 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from harness.config.run_config import resolve_run
+from harness.config.settings import resolve_settings
 from harness.errors import ConfigError, ModelLoadError
+from harness.specs.find import load_table_specs
 from harness.specs.model import RunSpec, TableSpec
+from harness.store.record import covers_registered_tasks
+from harness.store.run_store import missing_scores
 
 if TYPE_CHECKING:
     from harness.config.run_config import RunConfig
@@ -135,8 +141,6 @@ class _Resolver:
             raise ConfigError("at least one seed is needed")
 
     def settings(self, overrides: dict[str, Any]) -> RunSettings:
-        from harness.config.settings import resolve_settings
-
         key = repr(sorted((k, repr(v)) for k, v in overrides.items()))
         if key not in self._settings:
             self._settings[key] = resolve_settings(
@@ -155,8 +159,6 @@ class _Resolver:
             return str(exc)
 
     def resolve(self, spec: str, key: str, run: RunSpec) -> Cell:
-        from harness.config.run_config import resolve_run
-
         if not run.runs_under(self.profile):
             only = ", ".join(run.only_profiles or ())
             return Cell(spec, key, "profile", reason=f"runs under profile {only} only")
@@ -296,7 +298,6 @@ def _add_catalog_needs(
     not named in this plan scores the same run on STS (SimCSE++ Table 5's centre run is Table 3's
     SimCSE++ row), it keeps it, or running that table later would train the run again.
     """
-    from harness.specs.find import load_table_specs
 
     for spec in load_table_specs():
         if spec.name in planned_specs:
@@ -338,7 +339,6 @@ def attach_status(plan: GridPlan, store: RunStore) -> GridPlan:
     scores its own config asked for is left ``finished`` here; ``harness grid`` reports and re-runs
     it.)
     """
-    from harness.store.run_store import missing_scores
 
     records = {str(r.get("run_id")): r for r in store.records()}
     for run in plan.runs:
@@ -357,8 +357,6 @@ def complete_for(record: Mapping[str, Any] | None, final_tasks: str) -> bool:
     registered now (a run scored on STS only is not complete for a plan whose transfer table uses
     the same run id; a run whose STS average covers other tasks than the registry's is not complete
     either: ``final_tasks`` is not in the run id, and its numbers would not share a cell)."""
-    from harness.store.record import covers_registered_tasks
-    from harness.store.run_store import missing_scores
 
     if record is None or record.get("status") != "finished":
         return False

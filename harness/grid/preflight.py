@@ -15,15 +15,22 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+from harness.atomic import check_output_dir
 from harness.config.inputs import check_spec_paths
+from harness.config.paths import resolve_data_root
+from harness.config.profiles import PROFILES
+from harness.errors import HarnessError
 from harness.grid.checks import Report, check_data, check_disk, check_gpus, check_model
-from harness.grid.launch import check_options
+from harness.grid.launch import check_options, distrust_scoreless
 from harness.grid.lock import GridLock
 from harness.grid.node_check import NodeNeeds, check_ray
 from harness.grid.options import GridOptions
-from harness.specs.find import load_table_specs
+from harness.grid.plan import attach_status, expand
+from harness.run.data import read_corpus
+from harness.specs.find import load_plot_specs, load_table_specs
 from harness.store.run_store import RunStore
 
 
@@ -56,9 +63,6 @@ def run_preflight(options: GridOptions) -> int:
 
 
 def _data_root(data_dir: str | None, report: Report) -> Path | None:
-    from harness.config.paths import resolve_data_root
-    from harness.errors import HarnessError
-
     try:
         data_root = resolve_data_root(data_dir)
     except HarnessError as exc:
@@ -78,10 +82,6 @@ def _plan(
 ) -> Any:
     """The grid's plan (corpus not required); when it cannot be made, a problem, the profile's own
     inputs checked, and None."""
-    from harness.errors import HarnessError
-    from harness.grid.plan import expand
-    from harness.run.data import read_corpus
-    from harness.specs.find import load_plot_specs
 
     extra = []
     if "all" in options.specs:
@@ -105,9 +105,6 @@ def _plan(
 def _check_plan(plan: Any, store: Any, data_root: Path | None, report: Report) -> list[Any]:
     """The plan's state in the store, its unresolved cells, and the data and models its runs use;
     returns the configs it checked (what every node of a cluster must also have)."""
-    from harness.grid.launch import distrust_scoreless
-    from harness.grid.plan import attach_status
-    from harness.run.data import read_corpus
 
     attach_status(plan, store)
     for line in distrust_scoreless(plan, store):
@@ -148,9 +145,6 @@ def _check_profile_inputs(
     profile: str, overrides: dict[str, Any], data_root: Path | None, report: Report, read_corpus: Any
 ) -> None:
     """When the runs cannot be planned (e.g. the corpus is missing), still check what the profile uses."""
-    from types import SimpleNamespace
-
-    from harness.config.profiles import PROFILES
 
     settings = {**PROFILES.get(profile, {}), **overrides}
     corpus = Path(str(settings.get("corpus", "corpus/nli-sentences.txt")))
@@ -192,8 +186,6 @@ def _estimate(pending: list[Any], sizes: dict[str, int], report: Report) -> None
 
 def _check_runs_folder(store: Any, report: Report) -> None:
     """Writable (proved with a temporary file; a folder created for that is removed) and not locked."""
-    from harness.atomic import check_output_dir
-    from harness.errors import HarnessError
 
     root = Path(store.root)
     created = [p for p in (root, *root.parents) if not p.exists()]

@@ -12,22 +12,22 @@
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
 from harness.errors import HarnessError
 from harness.grid.cost import makespan
+from harness.run.training import Log
 from harness.store.bookkeeping import ensure_failed_record
 
 if TYPE_CHECKING:
     from harness.config.run_config import RunConfig
     from harness.store.run_store import RunStore
-
-Log = Callable[[str], None]
 
 
 def print_line(line: str) -> None:
@@ -316,9 +316,8 @@ class GridInterrupted(KeyboardInterrupt):
 
 def save_traceback(folder: Path) -> Path | None:
     """Write the exception being handled to ``folder/grid-stopped-<time>.txt``; its path, or None."""
-    import traceback
 
-    path = folder / f"grid-stopped-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}.txt"
+    path = folder / f"grid-stopped-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}.txt"
     try:
         write_text(path, traceback.format_exc())
     except OSError:

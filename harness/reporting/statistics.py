@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness.specs.claim import Claim
+from harness.store.record import record_metric
 
 Verdict = Literal["holds", "reversed", "inconclusive", "1 seed", "no data", "not run"]
 
@@ -162,7 +163,6 @@ def seed_values(
     records: Iterable[Mapping[str, Any]], scores: str, column: str, aggregate: str = "all"
 ) -> dict[int, float]:
     """``{seed: value}`` of finished records (the last record of a seed wins; none should repeat)."""
-    from harness.store.record import record_metric
 
     out: dict[int, float] = {}
     for record in records:

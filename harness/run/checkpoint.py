@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ import numpy as np
 import torch
 
 from harness.atomic import atomic_write
+from harness.errors import ConfigError
 
 FORMAT_VERSION = 1
 DEFAULT_EVERY_S = 300.0
@@ -48,7 +50,6 @@ def every_from_env(strict: bool = False) -> float:
     Not a number: the default, or with ``strict`` (the commands check it before any work) a
     ConfigError naming the variable, as is a negative or non-finite number.
     """
-    from harness.errors import ConfigError
 
     text = os.environ.get(EVERY_ENV, "").strip()
     if not text:
@@ -75,7 +76,6 @@ class CheckpointClock:
 
     def due(self, step: int, total: int) -> bool:
         """Whether the evaluation point at ``step`` (of ``total``) writes a checkpoint."""
-        import time
 
         if step <= 0:
             return False

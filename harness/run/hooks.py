@@ -11,13 +11,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.config.paths import senteval_dir
 from harness.errors import ConfigError
-
-EmbedFn = Callable[[list[str]], np.ndarray]
-
-
-LengthsFn = Callable[[list[str]], Sequence[int]]
-
+from harness.evaluation.embed import EmbedFn, LengthsFn
+from harness.evaluation.geometry import StsbDevProbe
+from harness.evaluation.runner import run_evaluation
+from methods.flow import fit_flow, reading_of
+from methods.whitening import apply_post_whitening, fit_post_whitening
 
 EMBED_BATCH = 128
 
@@ -31,8 +31,6 @@ def make_probe(
     ``token_lengths`` (the encoder tokenizer's counts) lets the probe batch the dev sentences by token
     length, as ``harness eval`` does; without it batches are sorted by characters and pad far more.
     """
-    from harness.config.paths import senteval_dir
-    from harness.evaluation.geometry import StsbDevProbe
 
     probe: Callable[[EmbedFn], dict[str, float]] = StsbDevProbe(
         senteval_dir(data_root), token_lengths=token_lengths
@@ -58,7 +56,6 @@ def make_final_evaluator(token_lengths: LengthsFn | None = None) -> FinalEvaluat
     Returns:
         ``evaluate(embed, data_root, tasks, mode) -> {"sts": {..., "avg"}, "transfer": {..., "avg"}}``.
     """
-    from harness.evaluation.runner import run_evaluation
 
     def final(embed: EmbedFn, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
         report = run_evaluation(embed, data_root, tasks, mode, token_lengths=token_lengths)
@@ -80,15 +77,12 @@ def fit_whitening(embed: EmbedFn, sentences: Sequence[str], kind: str, *, seed: 
         [embed(list(sentences[i : i + EMBED_BATCH])) for i in range(0, len(sentences), EMBED_BATCH)]
     )
     if kind.startswith("flow"):
-        from methods.flow import fit_flow, reading_of
-
         fitted = fit_flow(feats, reading_of(kind), seed=seed)
 
         def flowed(batch: list[str]) -> np.ndarray:
             return fitted.transform(embed(batch))
 
         return flowed
-    from methods.whitening import apply_post_whitening, fit_post_whitening
 
     mu, w = fit_post_whitening(feats, kind)  # type: ignore[arg-type]
 

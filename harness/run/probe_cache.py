@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from harness.atomic import atomic_write
+from harness.config.hardware import cpu_id
 
 CACHE_DIR = "probe_cache"
 """Folder of the cache inside a run store."""
@@ -84,8 +85,6 @@ def probe_key(
     if not callable(token):
         return None
     import transformers
-
-    from harness.config.hardware import cpu_id
 
     machine = device.type
     if device.type == "cuda":

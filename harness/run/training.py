@@ -34,10 +34,9 @@ are its methods.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,17 +44,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from harness.atomic import atomic_folder
+from harness.config.hardware import torch_threads
 from harness.config.run_config import RunConfig
+from harness.encoder.loading import load_encoder
+from harness.encoder.saved import save_sentence_head
 from harness.errors import ConfigError, TrainingError
-from harness.run.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
-from harness.run.probe_cache import ProbeCache, probe_key
-from harness.store.provenance import now_iso
-from harness.store.record import RunRecord, Status, new_record
-from harness.store.run_store import RunStore
-
-if TYPE_CHECKING:
-    from harness.encoder.model import SentenceEncoder
-    from methods.base import Method
+from harness.evaluation.runner import encoder_functions
+from harness.run import checkpoint as ckpt
+from harness.run import process_memory as memory
 from harness.run.data import batches, read_corpus, seed_everything, total_steps
 from harness.run.hooks import (
     FINAL_SECONDS,
@@ -68,7 +65,17 @@ from harness.run.hooks import (
     make_probe,
     non_finite_scores,
 )
+from harness.run.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
+from harness.run.probe_cache import ProbeCache, probe_key
 from harness.run.step import TrainStep
+from harness.store.provenance import now_iso
+from harness.store.record import RunRecord, Status, new_record, provenance
+from harness.store.run_store import RunStore
+from methods import get_method
+
+if TYPE_CHECKING:
+    from harness.encoder.model import SentenceEncoder
+    from methods.base import Method
 
 Log = Callable[[str], None]
 
@@ -147,19 +154,6 @@ def train_run(
     return run.execute(num_threads)
 
 
-@contextlib.contextmanager
-def _torch_threads(num_threads: int | None) -> Iterator[None]:
-    """torch's intra-op thread count set to ``num_threads`` (None: left alone), restored after."""
-    old_threads = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(num_threads)
-    try:
-        yield
-    finally:
-        if num_threads is not None:
-            torch.set_num_threads(old_threads)
-
-
 class TrainingRun:
     """One training run: its state, and the named steps :func:`train_run` takes in order.
 
@@ -198,8 +192,6 @@ class TrainingRun:
         save_checkpoint: bool = False,
         resume: bool = True,
     ) -> None:
-        from harness.run import checkpoint as ckpt
-
         if save_checkpoint and store is None:
             raise ConfigError("save_checkpoint needs a run store (the checkpoint lives under it)")
         self.config = config
@@ -233,11 +225,9 @@ class TrainingRun:
 
     def execute(self, num_threads: int | None = None) -> RunRecord:
         """Run every step with ``num_threads`` torch threads; return the record (see the class)."""
-        from harness.run import checkpoint as ckpt
-        from harness.run import process_memory as memory
 
         self.save()
-        with _torch_threads(num_threads):
+        with torch_threads(num_threads):
             memory.reset_peak()
             try:
                 self.setup()
@@ -257,8 +247,6 @@ class TrainingRun:
         return self.record
 
     def _end(self, status: Status, error: str | None = None) -> None:
-        from harness.run import process_memory as memory
-
         self.record["status"] = status
         if error is not None:
             self.record["error"] = error
@@ -271,10 +259,6 @@ class TrainingRun:
     # -- setup ----------------------------------------------------------------------------------
     def setup(self) -> None:
         """Corpus, encoder, method, step function and evaluators (this order fixes the random draws)."""
-        from harness.encoder.loading import load_encoder
-        from harness.evaluation.runner import encoder_functions
-        from harness.store.record import provenance
-        from methods import get_method
 
         config = self.config
         check_post_whitening_available(config.post_whiten)
@@ -339,7 +323,6 @@ class TrainingRun:
     # -- start: resume or probe step 0 -----------------------------------------------------------
     def start(self) -> int:
         """Continue from the resume checkpoint when there is one; else probe step 0. The first step."""
-        from harness.run import checkpoint as ckpt
 
         self.elapsed0 = time.perf_counter()
         resumed, why_not = (
@@ -355,8 +338,6 @@ class TrainingRun:
         return 0
 
     def _restore(self, resumed: dict[str, Any]) -> int:
-        from harness.run import checkpoint as ckpt
-
         start = ckpt.restore_training_state(
             resumed,
             encoder=self.encoder,
@@ -479,7 +460,6 @@ class TrainingRun:
 
     def checkpoint(self, step: int) -> None:
         """Write the resume checkpoint of the evaluation point ``step``."""
-        from harness.run import checkpoint as ckpt
 
         assert self.resume_path is not None
         state = ckpt.training_state(
@@ -521,9 +501,6 @@ class TrainingRun:
         self.head_into_pooler(required=self.config.eval_pooler == "cls")
 
     def _save_model(self, store: RunStore) -> None:
-        from harness.atomic import atomic_folder
-        from harness.encoder.saved import save_sentence_head
-
         target = store.checkpoint_dir(self.run_id)
         hf_model: Any = self.encoder.model
         head = self.method.sentence_head()

@@ -58,6 +58,8 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from methods import build_params
+
 if TYPE_CHECKING:
     from harness.specs.claim import Claim
     from methods.base import MethodParams
@@ -115,7 +117,6 @@ class RunSpec:
 
 def build_record(method: str, params: Mapping[str, Any]) -> MethodParams:
     """The typed parameter record of ``params``, checked for what is wrong under every encoder."""
-    from methods import build_params
 
     record = build_params(method, dict(params))
     record.validate(None)

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import tomllib
-
+from harness.config.profiles import PROFILES
+from harness.config.settings import OVERRIDABLE
 from harness.errors import ConfigError, did_you_mean
 from harness.evaluation.tasks import COLUMN_LABELS, SCORE_KEYS
-
-if TYPE_CHECKING:
-    from harness.specs.claim import Claim
-    from methods.base import MethodParams
+from harness.specs.claim import Claim
 from harness.specs.model import (
     STS_AGGREGATES,
     PlotSpec,
@@ -28,6 +26,10 @@ from harness.specs.model import (
     paper_value,
     sweep_cell_key,
 )
+
+if TYPE_CHECKING:
+    from harness.specs.claim import Claim
+    from methods.base import MethodParams
 
 # SCORE_KEYS (which record keys a table can show: ``final.sts.*``, ``final.transfer.*`` or
 # ``best_stsb_dev``) and COLUMN_LABELS come from the task registry, kept current (imported above).
@@ -112,14 +114,10 @@ class _Ctx:
 
 
 def _runconfig_fields() -> set[str]:
-    from harness.config.settings import OVERRIDABLE
-
     return set(OVERRIDABLE)
 
 
 def _profiles() -> set[str]:
-    from harness.config.profiles import PROFILES
-
     return set(PROFILES)
 
 
@@ -318,7 +316,6 @@ def _parse_claims(ctx: _Ctx, spec: TableSpec, raw: list[Any]) -> list[Claim]:
     beats sweep ``over`` at every value both have). ``column`` defaults to the spec's last column;
     ``text`` describes the claim.
     """
-    from harness.specs.claim import Claim
 
     run_keys = [k for k, _ in spec.run_cells()]
     out: list[Claim] = []

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import functools
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 
 def now_iso() -> str:
     """The current UTC time, ISO 8601, seconds precision."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
 def code_version() -> str:
@@ -34,8 +35,6 @@ def _git_describe() -> str | None:
 
 
 def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return f"cse-harness {version('cse-harness')}"
     except PackageNotFoundError:

@@ -9,11 +9,14 @@ Schema history:
 * 1: the first layout.
 * 2: adds ``provenance`` (library versions, device, CPU/GPU, CUDA, threads, dirty tree) and
   ``method_notes`` (what the method's parameters resolve to on the run's encoder, e.g. the
-  whitening groups); ``config`` gains ``threads``. Later, still 2: the optional ``peak_rss_mb``
-  (the run's peak resident memory, host side; see :mod:`harness.grid.memory`). Later, still 2:
-  ``final.sts_tasks`` and ``final.transfer_tasks``, the tasks each ``avg`` covers; a record without
-  them covers the seven standard tasks of each group (:func:`record_tasks`). Later, still 2: the
-  optional ``error_details`` (what a failed run's one-line ``error`` leaves out).
+  whitening groups); ``config`` gains ``threads``.
+* 3: adds the optional ``peak_rss_mb`` (the run's peak resident memory, host side),
+  ``final.sts_tasks`` and ``final.transfer_tasks`` (the tasks each ``avg`` covers) and
+  ``error_details`` (what a failed run's one-line ``error`` leaves out). Records that say 2 were
+  written before the number moved and may hold these fields too; a record without the task lists
+  covers the seven standard tasks of each group (:func:`record_tasks`).
+
+Every version is read; only the fields a reader needs are checked (:func:`check_record`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import statistics
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
+from harness.config.hardware import cpu_id, cpu_model, cpu_native_bf16
 from harness.evaluation.tasks import (
     LEGACY_STS_TASKS,
     LEGACY_TRANSFER_TASKS,
@@ -36,7 +40,7 @@ from harness.store.provenance import code_dirty, code_version, now_iso
 if TYPE_CHECKING:
     from harness.config.run_config import RunConfig
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 Status = Literal["running", "finished", "failed", "interrupted"]
 STATUSES: tuple[str, ...] = ("running", "finished", "failed", "interrupted")
 """``interrupted``: stopped by Ctrl-C or SIGTERM (grid or train); the next grid runs it again."""
@@ -328,8 +332,6 @@ def provenance(device: str, threads: int) -> Provenance:
     import numpy
     import torch
     import transformers
-
-    from harness.config.hardware import cpu_id, cpu_model, cpu_native_bf16
 
     dev = torch.device(device)
     gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else None

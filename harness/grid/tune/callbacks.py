@@ -11,11 +11,12 @@ from typing import Any
 
 from ray import tune
 
-from harness.atomic import WriteError
+from harness.atomic import WriteError, atomic_folder
 from harness.grid.progress import (
     GridProgress,
     print_line,
 )
+from harness.grid.relay import decode_record, forget_checkpoint, remember_checkpoint
 from harness.grid.tracking import Tracking
 from harness.store.bookkeeping import short_error
 
@@ -60,7 +61,6 @@ class TuneProgress(GridProgress, tune.Callback):
 
     def receive(self, trial: Any, result: Mapping[str, Any]) -> None:
         """Write the record a report carried (a retried report writes the same attempt again)."""
-        from harness.grid.relay import decode_record, forget_checkpoint
 
         record = decode_record(result.get("record"))
         if record is None:
@@ -81,8 +81,6 @@ class TuneProgress(GridProgress, tune.Callback):
     def on_checkpoint(
         self, iteration: int, trials: list[Any], trial: Any, checkpoint: Any, **info: Any
     ) -> None:
-        from harness.grid.relay import remember_checkpoint
-
         result = trial.last_result or {}
         run_id = str(_entry(trial).get("run_id"))
         step = result.get("resume_step")
@@ -97,7 +95,6 @@ class TuneProgress(GridProgress, tune.Callback):
     def _fetch_model(self, run_id: str, checkpoint: Any) -> None:
         """The saved encoder, from Tune's storage into ``<runs>/checkpoints/<run_id>`` (``harness
         export`` reads it there); with a local storage Tune's copy is then removed (one copy kept)."""
-        from harness.atomic import atomic_folder
 
         target = self.store.checkpoint_dir(run_id)
         with atomic_folder(target, replace=True) as building:

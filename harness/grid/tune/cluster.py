@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,6 +18,7 @@ import ray
 
 from harness.errors import ConfigError, HarnessError
 from harness.grid.cleanup import TEMP_PREFIX, remove_stale_temp_dirs
+from harness.grid.memory import estimate_bytes
 from harness.grid.progress import (
     Log,
 )
@@ -143,8 +146,6 @@ def check_address(address: str | None, timeout_s: float = 5.0) -> None:
     ``ray://`` needs the ``ray[client]`` extra (not installed here); ``host:port`` must accept a TCP
     connection within ``timeout_s``. ``auto`` and ``None`` are left to Ray.
     """
-    import importlib.util
-    import socket
 
     if address is None or address in ("auto", "local"):
         return
@@ -230,7 +231,6 @@ def quiet_tune_logs() -> Iterator[None]:
 def trial_memory(configs: Sequence[RunConfig], gpus_per_trial: float, budget: float | None) -> dict[str, int]:
     """Host memory each run asks Ray for, by run id (CPU trials only; at most ``budget``, the largest
     node's ``memory`` resource, so that a run larger than any node still starts, alone)."""
-    from harness.grid.memory import estimate_bytes
 
     if gpus_per_trial > 0:
         return {}

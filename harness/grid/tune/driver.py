@@ -5,14 +5,14 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
 from ray import tune
 
-from harness.atomic import MIN_FREE_BYTES, free_bytes
+from harness.atomic import FULL_DISK_BYTES, free_bytes
 from harness.errors import HarnessError
 from harness.grid.options import ClusterOptions, GridRequest
 from harness.grid.progress import (
@@ -23,11 +23,7 @@ from harness.grid.progress import (
     print_line,
     save_traceback,
 )
-from harness.store.bookkeeping import ensure_failed_record, mark_interrupted, short_error
-from harness.store.run_store import RunStore
-
-if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
+from harness.grid.relay import earlier_checkpoint
 from harness.grid.tune.callbacks import StopUnwritable, TuneProgress, tracker_callbacks, trial_name
 from harness.grid.tune.cluster import (
     check_address,
@@ -38,6 +34,11 @@ from harness.grid.tune.cluster import (
     trial_slots,
 )
 from harness.grid.tune.trial import TrialSpec, default_train_fn, trial_body
+from harness.store.bookkeeping import ensure_failed_record, mark_interrupted, short_error
+from harness.store.run_store import RunStore
+
+if TYPE_CHECKING:
+    from harness.config.run_config import RunConfig
 
 
 def _register_by_value(fn: Callable[..., Any]) -> None:
@@ -104,7 +105,7 @@ def _run_grid(
         reason = " ".join(f"{type(exc).__name__}: {exc}".split())
         folder = cluster.storage_folder(store.root)
         free = free_bytes(folder)
-        if free is not None and free < MIN_FREE_BYTES:  # Tune's own state files hit the full disk
+        if free is not None and free < FULL_DISK_BYTES:  # Tune's own state files hit the full disk
             reason = f"no space left on the device of {folder} (then {reason})"
         report.interrupted = mark_interrupted(store, configs, f"the grid stopped: {reason[:300]}")
         report.wall_s = time.perf_counter() - wall0
@@ -151,7 +152,7 @@ def _fit(
     if not cluster.remote_storage():
         cluster.storage_folder(store.root).mkdir(parents=True, exist_ok=True)
     _warn_local_storage(cluster, store, log)
-    name = f"{request.name}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    name = f"{request.name}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     report.tune_dir = (
         None if cluster.remote_storage() else cluster.storage_folder(store.root).resolve() / name
     )
@@ -178,7 +179,6 @@ def _fit(
 
 def _earlier_checkpoints(store: RunStore, configs: Sequence[RunConfig]) -> dict[str, dict[str, Any]]:
     """The last resume checkpoint an earlier grid noted for each run (see :mod:`harness.grid.relay`)."""
-    from harness.grid.relay import earlier_checkpoint
 
     notes = {c.run_id(): earlier_checkpoint(store.root, c.run_id()) for c in configs}
     return {run_id: note for run_id, note in notes.items() if note is not None}

@@ -17,6 +17,9 @@ from ray import tune
 
 from harness.atomic import write_json
 from harness.grid.cleanup import TRIAL_PREFIX, remove_stale_trial_dirs
+from harness.grid.relay import decode_record, encode_record, storage_filesystem
+from harness.run.process_memory import release_freed
+from harness.run.training import train_run
 from harness.store.bookkeeping import ensure_failed_record
 from harness.store.run_store import RunStore
 
@@ -39,7 +42,6 @@ def default_train_fn(
 ) -> Mapping[str, Any]:
     """The real trial body: :func:`harness.run.training.train_run`, silent, writing into ``store`` (the
     trial's relay), reporting each evaluation point and resume checkpoint to Tune."""
-    from harness.run.training import train_run
 
     relay = store if isinstance(store, TrialStore) else None
     return train_run(
@@ -126,12 +128,10 @@ class TrialStore(RunStore):
         self.can_checkpoint = True
 
     def save(self, record: Mapping[str, Any]) -> Path:
-        from harness.grid.relay import decode_record, encode_record
-
         first = self.last is None
         self.last = decode_record(encode_record(record))  # a copy, as the store would read it back
         self.pending = True
-        if first:  # the run has started: the driver's store says so at once, as it always did
+        if first:  # the run has started: the driver's store says so at once
             self.report()
         return self.path(str(record.get("run_id")))
 
@@ -140,7 +140,6 @@ class TrialStore(RunStore):
 
     def report(self, fields: Mapping[str, Any] | None = None, checkpoint: Any = None) -> None:
         """One Tune report with every key of :data:`REPORT_KEYS` (the record, if it changed)."""
-        from harness.grid.relay import encode_record
 
         metrics: dict[str, Any] = dict.fromkeys(REPORT_KEYS)
         metrics.update(run_id=self.run_id, status=(self.last or {}).get("status", "running"))
@@ -177,7 +176,6 @@ class TrialStore(RunStore):
 def trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
     """One Tune trial: resume from its last checkpoint, train the run it was given, report; record
     any failure. Everything the driver keeps travels in the reports (see :class:`TrialStore`)."""
-    from harness.run.process_memory import release_freed
 
     entry = tune_config["run_entry"]
     config: RunConfig = entry["run"]  # validated by the grid: trusted as it is
@@ -215,7 +213,6 @@ def trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
 def _restore_checkpoint(store: TrialStore, earlier: Mapping[str, Any] | None) -> None:
     """Put the run's last resume checkpoint where :func:`~harness.run.training.train_run` finds it: Tune's
     (this trial restarted after a failure, maybe on another node), else an earlier grid's."""
-    from harness.grid.relay import storage_filesystem
 
     checkpoint = tune.get_checkpoint()
     if checkpoint is None and earlier:

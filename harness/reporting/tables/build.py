@@ -8,12 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from harness.evaluation.tasks import year_task_names
 from harness.grid.plan import Cell, expand
-from harness.specs.model import Row, RunSpec, Sweep, TableSpec, format_value, sweep_cell_key
-
-if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
-    from harness.config.settings import RunSettings
-    from harness.store.run_store import RunStore
 from harness.reporting.tables.model import (
     AGGREGATE_TEXT,
     MISSING,
@@ -29,6 +23,12 @@ from harness.reporting.tables.model import (
     paper_cells,
     rank_block,
 )
+from harness.specs.model import Row, RunSpec, Sweep, TableSpec, format_value, sweep_cell_key
+
+if TYPE_CHECKING:
+    from harness.config.run_config import RunConfig
+    from harness.config.settings import RunSettings
+    from harness.store.run_store import RunStore
 
 
 # -- building --------------------------------------------------------------------------------------
