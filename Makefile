@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PROFILE ?= demo
 SEEDS ?= 3
 
-.PHONY: install run test test-all lint format bench clean-runs
+.PHONY: install run test test-all lint format bench gpu-check clean-runs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_transfer_eval.py
 	$(BIN)/python benchmarks/bench_train_step.py
 	$(BIN)/python benchmarks/bench_methods.py
+
+# Run first whenever a GPU is at hand (a few minutes of device time): the compiled step against
+# sentence-transformers, its TFLOPS, a paper-profile trial, trials per GPU, and a calibration file
+# the grid's cost model reads (runs/calibration/). Numbers: results/gpu_check/gpu_check.json.
+gpu-check: $(STAMP)
+	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check --runs-dir runs
 
 clean-runs:
 	rm -rf runs results

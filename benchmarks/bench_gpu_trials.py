@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="random:minilm")
     parser.add_argument("--method", default="simcse")
@@ -31,7 +31,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--data-dir", default=None)
-    return parser.parse_args()
+    return parser.parse_args(argv)
 
 
 def _trial(rank: int, args: argparse.Namespace, ready: Any, start: Any, results: Any) -> None:

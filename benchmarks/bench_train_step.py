@@ -47,8 +47,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="",
         help="comma-separated harness variants timed side by side, each 'fp32' or 'bf16' with an optional "
         "'+bN' (N length buckets), '+fullcls' (full last layer), '+blas' (fp32 linear layers on "
-        "PyTorch's default BLAS, not oneDNN) and '+lookups' (one word-embedding lookup per bucket, not "
-        "one per call), e.g. fp32+b4,fp32+b4+blas,bf16+b4,bf16+b4+lookups "
+        "PyTorch's default BLAS, not oneDNN), '+lookups' (one word-embedding lookup per bucket, not "
+        "one per call) and '+compile' (the compiled step: torch.compile, CUDA graphs on a GPU), "
+        "e.g. fp32+b4,fp32+b4+blas,bf16+b4,bf16+b4+lookups,bf16+compile "
         "(default: one, from --bf16); "
         "sentence-transformers runs in fp32 unless --bf16",
     )
@@ -88,14 +89,15 @@ def build_ours(
 
     ``variant``: ``fp32`` or ``bf16``, optionally ``+bN`` for N length buckets, ``+fullcls`` for
     the full last layer instead of the [CLS]-only one, ``+blas`` for fp32 linear layers on
-    PyTorch's default BLAS instead of oneDNN and ``+lookups`` for a word-embedding lookup per bucket
-    ("" = from --bf16).
+    PyTorch's default BLAS instead of oneDNN, ``+lookups`` for a word-embedding lookup per bucket
+    and ``+compile`` for the compiled step ("" = from --bf16).
     """
     spec = variant or ("bf16" if args.bf16 else "fp32")
     full_last_layer = "+fullcls" in spec
     blas = "+blas" in spec
     per_bucket = "+lookups" in spec
-    bare = spec.replace("+fullcls", "").replace("+blas", "").replace("+lookups", "")
+    compiled = "+compile" in spec
+    bare = spec.replace("+fullcls", "").replace("+blas", "").replace("+lookups", "").replace("+compile", "")
     precision, _, buckets = bare.partition("+b")
     from harness.config.run_config import resolve_config
     from harness.encoder.loading import load_encoder
@@ -125,10 +127,10 @@ def build_ours(
     encoder.onednn_fp32 = not blas
     encoder.one_word_lookup = not per_bucket
     method = get_method("simcse")(config.params, encoder.hidden_size).to(args.device)
-    step = TrainStep(encoder, method, config, total)
+    step = TrainStep(encoder, method, config, total, compile=compiled)
 
     def run(sentences: list[str], i: int) -> float:
-        return step(sentences, i)[0]
+        return float(step(sentences, i)[0])  # the loss read back: as the other side's step does
 
     return run, encoder
 

@@ -15,8 +15,8 @@ import harness.run.training as train_mod
 from harness.config.run_config import RunConfig, resolve_config
 from harness.errors import TrainingError
 from harness.run.hooks import non_finite_scores
-from harness.run.step import LOSS_LIMIT
 from harness.run.training import train_run
+from harness.run.trajectory import LOSS_LIMIT
 from harness.store.run_store import RunStore
 
 CORPUS = [f"the dog number {i} walks to the park ." for i in range(80)]

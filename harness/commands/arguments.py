@@ -196,4 +196,24 @@ def grid_options(args: argparse.Namespace) -> GridOptions:
         cluster=cluster_options(args),
         track=tuple(getattr(args, "track", None) or ()),
         tracking_uri=getattr(args, "tracking_uri", None),
+        compile=compile_choice(getattr(args, "compile", "auto")),
     )
+
+
+COMPILE_CHOICES = ("auto", "on", "off")
+
+
+def add_compile_argument(parser: argparse.ArgumentParser | Any) -> None:
+    """``--compile auto|on|off``: the compiled training forward (auto: on a GPU only)."""
+    parser.add_argument(
+        "--compile",
+        default="auto",
+        choices=COMPILE_CHOICES,
+        help="compile the training forward with torch.compile (CUDA graphs on a GPU): auto = on a GPU only, "
+        "where it is faster; not part of the run id",
+    )
+
+
+def compile_choice(value: str) -> bool | None:
+    """``auto`` -> None (decided by the device), ``on`` -> True, ``off`` -> False."""
+    return None if value == "auto" else value == "on"

@@ -14,6 +14,7 @@ import argparse
 from harness.commands.arguments import (
     add_cluster_arguments,
     add_common_report_arguments,
+    add_compile_argument,
     add_override_arguments,
     grid_options,
 )
@@ -35,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seeds", type=int, default=1, help="seeds per run, from the profile's seed (default 1)"
     )
     add_cluster_arguments(parser)
+    add_compile_argument(parser)
     parser.add_argument(
         "--save-model",
         action="store_true",

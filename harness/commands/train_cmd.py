@@ -8,8 +8,10 @@ from typing import Any
 
 from harness.atomic import WriteError, check_output_dir
 from harness.commands.arguments import (
+    add_compile_argument,
     add_data_dir,
     add_setting_flags,
+    compile_choice,
     parse_key_values,
     profile_help,
     settings_from_args,
@@ -41,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the best checkpoint under OUTPUT/checkpoints/ (for `harness export`)",
     )
+    add_compile_argument(parser)
     add_setting_flags(parser.add_argument_group("run settings", "override the profile's"))
 
 
@@ -83,7 +86,14 @@ def run(args: argparse.Namespace) -> int:
             f"(then it moves to {store.attempts_dir(run_id)})"
         )
     try:
-        record = train_run(config, data_root, store, device=args.device, save_checkpoint=args.save_checkpoint)
+        record = train_run(
+            config,
+            data_root,
+            store,
+            device=args.device,
+            save_checkpoint=args.save_checkpoint,
+            compile=compile_choice(args.compile),
+        )
     except WriteError as exc:  # a disk that filled up while training: what was written is kept
         print(
             f"harness train: error: {exc}; the run stopped: its record and last resume checkpoint (if "

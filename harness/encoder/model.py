@@ -103,24 +103,58 @@ class SentenceEncoder(nn.Module):
         return next(self.model.parameters()).device
 
     # -- tokenising -----------------------------------------------------------------------------
-    def tokenize(self, sentences: Sequence[str], max_length: int | None = None) -> dict[str, torch.Tensor]:
-        """Pad to the longest sentence; truncate only when ``max_length`` is given (training)."""
+    def tokenize(
+        self, sentences: Sequence[str], max_length: int | None = None, *, full_width: bool = False
+    ) -> dict[str, torch.Tensor]:
+        """Pad to the longest sentence; truncate only when ``max_length`` is given (training).
+
+        ``full_width`` pads every row to ``max_length`` instead: one shape for every batch, what a
+        compiled training step (:meth:`compile_training`) captures once and replays.
+        """
         kwargs: dict[str, Any] = {"padding": True, "return_tensors": "pt"}
         if max_length is not None:
             kwargs.update(truncation=True, max_length=max_length)
+            if full_width:
+                kwargs["padding"] = "max_length"
         batch = self.tokenizer(list(sentences), **kwargs)
+        if self.device.type == "cuda":  # pinned, so the copy does not wait for the GPU's queue
+            return {k: v.pin_memory().to(self.device, non_blocking=True) for k, v in batch.items()}
         return {k: v.to(self.device) for k, v in batch.items()}
 
+    # -- compiled training forward --------------------------------------------------------------
+    def compile_training(self, mode: str | None = None) -> None:
+        """Compile the model's forward for training calls (``torch.compile``, static shapes).
+
+        The compiled callable is kept beside the model, not as a sub-module (the state dict, saved
+        folders and probe-cache keys are the model's own); :meth:`features` uses it when asked
+        (``compiled=True``: the run's training calls), evaluation keeps the eager model. ``mode``
+        is torch.compile's (``reduce-overhead``: CUDA graphs on a GPU).
+        """
+        compiled = torch.compile(self.model, dynamic=False, mode=mode)
+        object.__setattr__(self, "_compiled_model", compiled)
+
+    @property
+    def compiled(self) -> bool:
+        return self.__dict__.get("_compiled_model") is not None
+
     # -- pooling --------------------------------------------------------------------------------
-    def features(self, batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler") -> torch.Tensor:
+    def features(
+        self, batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler", *, compiled: bool = False
+    ) -> torch.Tensor:
         """Pooled features ``[n, d]`` of a tokenised batch, with gradient, in the current mode.
 
         The CLS poolers need only the [CLS] position of the last layer, so that layer computes its
         query, attention output and feed-forward for that position alone (keys and values still for
         every token): the same function of the same tokens, without the other positions' last-layer
-        work (see :func:`cls_only_last_layer`).
+        work (see :func:`cls_only_last_layer`). ``compiled`` runs the compiled forward of
+        :meth:`compile_training` instead (the whole last layer: the compiler fuses what the
+        shortcut saves), where there is one.
         """
         need_hidden = pooler in ("avg_first_last", "avg_top2")
+        model = self.__dict__.get("_compiled_model") if compiled else None
+        if model is not None:
+            outputs = model(**batch, output_hidden_states=need_hidden, return_dict=True)
+            return self._pool(outputs, batch, pooler)
         with self._forward_context(batch, pooler):
             outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
         return self._pool(outputs, batch, pooler)

@@ -33,6 +33,11 @@ class TrainingEncode:
     ``encoder=`` (a :class:`SentenceEncoder`, e.g. a method's momentum copy of the run's encoder)
     runs one call on that module instead, through the same pooler and length buckets.
 
+    On an encoder with a compiled training forward
+    (:meth:`~harness.encoder.model.SentenceEncoder.compile_training`), a pooled call without edits
+    runs it on the whole call, unbucketed: the step's batches are padded to one width, so each call
+    keeps one shape the compiler (and a GPU's CUDA graphs) capture once.
+
     :meth:`tokens` is the same call returning the padding-zeroed last layer instead of the pooled
     feature (:class:`~methods.base.TokenFeatures`).
 
@@ -108,6 +113,8 @@ class TrainingEncode:
                 return encoder.features(part, self.pooler)
             return encoder.edited_features(part, self.pooler, edit, rows)
 
+        if encoder.compiled and edit is None and not tokens:  # one shape per call: no buckets
+            return encoder.features(batch, self.pooler, compiled=True)
         n = int(batch["attention_mask"].shape[0])
         buckets = min(self.length_buckets, n)
         if buckets <= 1 or getattr(encoder.tokenizer, "padding_side", "right") != "right":

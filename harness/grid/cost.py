@@ -90,9 +90,10 @@ class UnitCosts:
 # one thread per trial, another trial running beside it: the bf16 step and bf16 STS pass are the
 # medians of the night grid's records (docs/night/runs), the fp32 STS pass one cpu-profile run with
 # oneDNN linear layers; the fp32 step an earlier fp32 step times bench_train_step's oneDNN/BLAS
-# ratio. GPU: an H100, bert-base-sized encoder with random weights; its evaluation times are
-# derived (STS_PER_STEP), not measured. Where and when each was measured: docs/speed.md, "Where the
-# code's constants come from".
+# ratio. GPU: an H100, bert-base-sized encoder with random weights: the compiled bf16 step and the
+# fp32 STS pass from benchmarks/gpu_check.py (docs/gpu/); the fp32 step from an earlier eager
+# bench, its evaluation derived (STS_PER_STEP). Where and when each was measured: docs/speed.md,
+# "Where the code's constants come from".
 _BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], str]] = {
     ("cpu", "minilm", "bf16"): (
         0.71,
@@ -105,9 +106,9 @@ _BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], str]] = {
         "measured: MiniLM on this 2-core CPU, 1 thread, fp32 (2026-11-23; step scaled to oneDNN)",
     ),
     ("cuda", "bert-base", "bf16"): (
-        0.0499,
-        {"fp32": STS_PER_STEP * 0.0697, "bf16": STS_PER_STEP * 0.0499},
-        "H100 step measured (bert-base-sized, bf16, 2026-11-22); evaluation derived from the step",
+        0.01243,
+        {"fp32": 4.21, "bf16": 4.21 * 0.0499 / 0.0697},
+        "H100 gpu-check: compiled bf16 step, fp32 STS pass (bert-base-sized, 2026-11-25)",
     ),
     ("cuda", "bert-base", "fp32"): (
         0.0697,
@@ -215,6 +216,9 @@ class CostModel:
             one calibrate alone where there are any, since two EPYC generations sold under one name
             ran this project's bf16 steps 1.8x apart (docs/speed.md, "Processors"). Otherwise every
             record of the device does.
+        calibrations: unit costs measured by ``benchmarks/gpu_check.py``
+            (:func:`harness.grid.calibration.load_calibrations`): for their device, encoder class,
+            precision, batch and length they replace the built-in table; records still come first.
     """
 
     def __init__(
@@ -224,6 +228,7 @@ class CostModel:
         corpus_sizes: Mapping[str, int] | None = None,
         trials_per_gpu: int = 1,
         cpu_id: str | None = None,
+        calibrations: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         self.device = device
         self.trials_per_gpu = trials_per_gpu if device == "cuda" else 1
@@ -231,6 +236,7 @@ class CostModel:
         if cpu_id is None and device == "cpu":
             cpu_id = this_cpu()
         self.cpu_id = cpu_id or ""
+        self.calibrations = [c for c in calibrations if c.get("device") == device]
         self._measured: dict[tuple[Any, ...], dict[str, list[float]]] = {}
         self._same_cpu: dict[tuple[Any, ...], dict[str, list[float]]] = {}
         for record in records:
@@ -295,11 +301,21 @@ class CostModel:
             )
         step_s = base[0] * scale
         sts = {k: v * scale for k, v in base[1].items()}
+        calibrated_probe = None
+        calibration = self._calibration(config, kind)
+        if calibration is not None:
+            step_s = float(calibration["step_s"])
+            sts.update({k: float(v) for k, v in dict(calibration.get("sts_s") or {}).items()})
+            calibrated_probe = float(calibration["probe_s"])
+            source = (
+                f"calibrated by gpu-check on {calibration.get('device_name', self.device)} "
+                f"({str(calibration.get('measured_at', ''))[:10]})"
+            )
         transfer: dict[str, float] = {}
         machine = _machine_key(config, self.device)
         same = self._same_cpu.get(machine, {})
         measured = same or self._measured.get(machine, {})
-        probe = None
+        probe = calibrated_probe
         if measured:
             n = max(len(v) for v in measured.values())
             where = "on this CPU" if same else "in the store"
@@ -315,6 +331,19 @@ class CostModel:
                 if key.startswith("transfer_"):
                     transfer[key.removeprefix("transfer_")] = statistics.median(values)
         return UnitCosts(step_s, sts, transfer, source), probe
+
+    def _calibration(self, config: RunConfig, kind: str) -> Mapping[str, Any] | None:
+        """The newest calibration of this device for the config's encoder class, precision, batch and
+        length, if any."""
+        fits = [
+            c
+            for c in self.calibrations
+            if c.get("encoder") == kind
+            and c.get("precision") == config.precision
+            and c.get("batch_size") == config.batch_size
+            and c.get("max_length") == config.max_length
+        ]
+        return max(fits, key=lambda c: str(c.get("measured_at", ""))) if fits else None
 
     def steps(self, config: RunConfig) -> int:
         if config.max_steps is not None:

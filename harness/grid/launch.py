@@ -29,6 +29,7 @@ from harness.config.paths import resolve_data_root, senteval_dir
 from harness.config.run_config import RunConfig
 from harness.errors import DataError
 from harness.evaluation.tasks import data_problems
+from harness.grid.calibration import load_calibrations
 from harness.grid.cleanup import remove_stale_temp_dirs
 from harness.grid.cost import CostModel, estimate_lines, hours, longest_first, makespan, scratch_line
 from harness.grid.lock import GridLock
@@ -195,6 +196,7 @@ def run_pending(grid: PlannedGrid, pending: list[PlannedRun], ordered: list[RunC
         estimates={c.run_id(): model.run_seconds(c) for c in ordered},
         steps_shares=steps_shares(model, ordered),
         tracking=Tracking(tuple(dict.fromkeys(options.track)), store.root, options.tracking_uri),
+        compile=options.compile,
     )
     with sigterm_as_interrupt():
         try:
@@ -252,7 +254,9 @@ def cost_model(options: GridOptions, store: RunStore, configs: Sequence[RunConfi
             except OSError:
                 pass  # not here (planning only): the estimate assumes 1M sentences
     sharing = max(1, round(1.0 / gpus_per_trial)) if on_gpu and gpus_per_trial else 1
-    return CostModel(store.records(), "cuda" if on_gpu else "cpu", sizes, sharing), slots
+    device = "cuda" if on_gpu else "cpu"
+    calibrations = load_calibrations(store.root)
+    return CostModel(store.records(), device, sizes, sharing, calibrations=calibrations), slots
 
 
 def distrust_scoreless(plan: GridPlan, store: RunStore) -> list[str]:

@@ -138,6 +138,7 @@ class GridOptions:
         cluster: where the trials run.
         track: live trackers beside Tune's own files (``mlflow``, ``wandb``).
         tracking_uri: MLflow's tracking URI (default: ``<runs>/mlflow.db``).
+        compile: compile each run's training forward (None: where it helps, on a GPU).
     """
 
     specs: tuple[str, ...]
@@ -153,6 +154,7 @@ class GridOptions:
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
     track: tuple[str, ...] = ()
     tracking_uri: str | None = None
+    compile: bool | None = None
 
     @property
     def resolved_profile(self) -> str:
@@ -173,6 +175,7 @@ class GridRequest:
         estimates: the cost model's seconds per run, by run id (the progress lines' ETA).
         steps_shares: the share of each estimate that the run's steps take (the rest: final tasks).
         tracking: ``--track`` trackers (MLflow, Weights & Biases) beside Tune's own files.
+        compile: compile each run's training forward (None: where it helps, on a GPU).
     """
 
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
@@ -183,3 +186,4 @@ class GridRequest:
     estimates: Mapping[str, float] | None = None
     steps_shares: Mapping[str, float] | None = None
     tracking: Tracking | None = None
+    compile: bool | None = None

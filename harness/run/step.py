@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,11 +12,10 @@ from torch import nn
 from harness.config.run_config import RunConfig
 from harness.encoder.loading import loader_beside
 from harness.encoder.training_encode import TrainingEncode
-from harness.errors import TrainingError
 
 if TYPE_CHECKING:
     from harness.encoder.model import SentenceEncoder
-    from methods.base import Method
+    from methods.base import Method, Metric
 
 
 def linear_schedule(total: int, warmup: int = 0) -> Callable[[int], float]:
@@ -31,37 +29,33 @@ def linear_schedule(total: int, warmup: int = 0) -> Callable[[int], float]:
     return factor
 
 
-# -- one optimiser step ---------------------------------------------------------------------------
-LOSS_LIMIT = float(torch.finfo(torch.float16).max)
-"""The largest loss a step accepts (float16's largest number, 65504). The methods' losses stay far
-below it (InfoNCE is about log(batch); the Barlow terms are bounded by d and d**2 x their weights),
-so a larger loss means overflowing logits (e.g. ``--set temperature=1e-30``: logits up to 1e30, a
-loss of 3e28): the run fails at that step instead of training to meaningless numbers."""
-
-
-def overflow_message(loss: float, step: int, config: RunConfig) -> str:
-    """One line: the loss, the limit, and the temperature when the run's method has one."""
-    text = f"loss {loss:.3g} at step {step} is beyond {LOSS_LIMIT:g} (float16's range): the logits overflow"
-    temperature = getattr(config.params, "temperature", None)
-    if isinstance(temperature, int | float) and temperature > 0:
-        text += f" (temperature {temperature:g} scales cosines up to {1 / temperature:.3g})"
-    return text + "; the run's numbers would mean nothing"
-
-
 class TrainStep:
     """Tokenise, compute the method's loss, back-propagate, clip, step: one optimiser step.
 
-    Shared by :func:`train_run` and the training-speed benchmark, so the benchmark times exactly the
-    loop's step.
+    Shared by :func:`~harness.run.training.train_run` and the benchmarks, so they time exactly the
+    loop's step. A step never waits for the device: it returns the loss and the method's metrics as
+    detached tensors, which the run reads at its evaluation points
+    (:class:`~harness.run.trajectory.PendingSteps`, where a non-finite loss fails the run).
 
     Args:
         encoder: the sentence encoder (put in train mode here).
-        method: the method module (its parameters are optimised with the encoder's).
+        method: the method module (its parameters are optimised with the encoder's); bound to the
+            encoder here.
         config: the run configuration (lr, weight decay, clipping, max length, precision, pooler).
         total: the run's number of steps (for the learning-rate schedule).
+        compile: compile the encoder's training forward (``torch.compile``; on a GPU with CUDA
+            graphs) and pad every batch to ``max_length``, so each encoder call has one shape.
     """
 
-    def __init__(self, encoder: SentenceEncoder, method: Method, config: RunConfig, total: int) -> None:
+    def __init__(
+        self,
+        encoder: SentenceEncoder,
+        method: Method,
+        config: RunConfig,
+        total: int,
+        *,
+        compile: bool = False,
+    ) -> None:
         self.encoder = encoder
         self.method = method
         self.config = config
@@ -78,6 +72,9 @@ class TrainStep:
             self.optimizer, linear_schedule(max(total, 1), config.warmup_steps)
         )
         self.device_type = encoder.device.type
+        self.compiled = compile
+        if compile:  # after bind: a method's copies of the encoder stay eager
+            encoder.compile_training("reduce-overhead" if self.device_type == "cuda" else None)
         self.train()
 
     def train(self) -> None:
@@ -93,33 +90,22 @@ class TrainStep:
     def lr(self) -> float:
         return float(self.optimizer.param_groups[0]["lr"])
 
-    def __call__(self, sentences: Sequence[str], step: int) -> tuple[float, dict[str, float]]:
-        """Run step ``step`` (1-based) on ``sentences``; return the loss and the method's metrics.
-
-        The method's ``after_step`` hook runs after the optimiser step; its metrics are merged in.
-
-        Raises:
-            TrainingError: the loss is NaN or infinite, or beyond :data:`LOSS_LIMIT` (nothing is
-                updated).
-        """
-        batch = self.encoder.tokenize(sentences, self.config.max_length)
+    def __call__(self, sentences: Sequence[str], step: int) -> tuple[torch.Tensor, dict[str, Metric]]:
+        """Run step ``step`` (1-based) on ``sentences``; return the loss and the method's metrics
+        (its ``after_step`` hook's merged in), detached, as the device left them."""
+        batch = self.encoder.tokenize(sentences, self.config.max_length, full_width=self.compiled)
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
             out = self.method.compute_loss(self.encode, batch, step)
         loss = out.loss
-        value = float(loss.detach().float().item())
-        if not math.isfinite(value):
-            raise TrainingError(f"non-finite loss ({value}) at step {step}")
-        if abs(value) > LOSS_LIMIT:
-            raise TrainingError(overflow_message(value, step, self.config))
         loss.backward()
         if self.config.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
-        metrics = {k: float(v) for k, v in out.metrics.items()}
-        metrics.update({k: float(v) for k, v in self.method.after_step(step).items()})
-        return value, metrics
+        metrics = dict(out.metrics)
+        metrics.update(self.method.after_step(step))
+        return loss.detach(), metrics
 
 
 def make_adamw(parameters: list[nn.Parameter], lr: float, weight_decay: float) -> torch.optim.AdamW:

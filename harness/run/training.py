@@ -21,11 +21,12 @@ The shared recipe of METHODS.md section 1, method-agnostic:
   A method with its own sentence head (:meth:`~methods.base.Method.sentence_head`, IS-BERT's CNN)
   is embedded through that head instead of the pooler, in the dev probes and the final tasks alike.
 
-A non-finite loss, or one beyond float16's range (:data:`LOSS_LIMIT`: overflowing logits), raises
-:class:`~harness.errors.TrainingError` naming the step; so do final scores that are not finite (the
-run is failed, not finished). Whatever fails, the
-record is written with ``status: failed``, the error text and the trajectory so far, then the error
-propagates. The record is also written at the start and after every evaluation.
+A step never waits for the device: its loss and metrics stay there until the next evaluation point
+reads them (:mod:`harness.run.trajectory`). A non-finite loss, or one beyond float16's range
+(overflowing logits), raises :class:`~harness.errors.TrainingError` there, naming the step it
+happened at; so do final scores that are not finite (the run is failed, not finished). Whatever
+fails, the record is written with ``status: failed``, the error text and the trajectory so far, then
+the error propagates. The record is also written at the start and after every evaluation.
 
 :func:`train_run` is the entry point; the run itself is a :class:`TrainingRun`, whose state lives on
 the object and whose steps (setup, start, probe, select, checkpoint, train loop, final evaluation)
@@ -68,6 +69,7 @@ from harness.run.hooks import (
 from harness.run.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
 from harness.run.probe_cache import ProbeCache, probe_key
 from harness.run.step import TrainStep
+from harness.run.trajectory import PendingSteps, trajectory_point
 from harness.store.provenance import now_iso
 from harness.store.record import RunRecord, Status, new_record, provenance
 from harness.store.run_store import RunStore
@@ -88,9 +90,6 @@ PointHook = Callable[[Mapping[str, Any]], None]
 CheckpointHook = Callable[[Path, int], None]
 """``on_checkpoint(path, step)``: the resume checkpoint of ``step`` was just written to ``path`` (a grid's
 trial hands it to Ray Tune's storage)."""
-
-
-RESERVED_KEYS: frozenset[str] = frozenset({"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s"})
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -114,6 +113,7 @@ def train_run(
     resume: bool = True,
     on_point: PointHook | None = None,
     on_checkpoint: CheckpointHook | None = None,
+    compile: bool | None = None,
 ) -> RunRecord:
     """Train and evaluate one run; return its record (also saved to ``store`` when given).
 
@@ -136,6 +136,9 @@ def train_run(
         on_point: called after every evaluation point (the record saved) with the trajectory point,
             ``total_steps`` and the ``best_stsb_dev`` so far (Ray Tune's trials report it live).
         on_checkpoint: called with the resume checkpoint's path and step after each one is written.
+        compile: compile the training forward (:class:`~harness.run.step.TrainStep`); None = where
+            it helps, on a CUDA GPU (on a CPU it measured slower than the eager step,
+            docs/speed.md). Not part of the run id (like the device); the record's provenance says.
 
     Returns:
         The run record (see :mod:`harness.store`), with ``status: finished``.
@@ -147,7 +150,14 @@ def train_run(
     if config.threads is not None:
         num_threads = config.threads  # part of the run id: the profile fixes it
     run = TrainingRun(
-        config, data_root, store, device=device, log=log, save_checkpoint=save_checkpoint, resume=resume
+        config,
+        data_root,
+        store,
+        device=device,
+        log=log,
+        save_checkpoint=save_checkpoint,
+        resume=resume,
+        compile=compile,
     )
     run.on_point = on_point
     run.on_checkpoint = on_checkpoint
@@ -191,6 +201,7 @@ class TrainingRun:
         log: Log | None = print,
         save_checkpoint: bool = False,
         resume: bool = True,
+        compile: bool | None = None,
     ) -> None:
         if save_checkpoint and store is None:
             raise ConfigError("save_checkpoint needs a run store (the checkpoint lives under it)")
@@ -201,6 +212,8 @@ class TrainingRun:
         self.say: Log = log if log is not None else (lambda _line: None)
         self.model_store = store if save_checkpoint else None  # where save_pretrained writes
         self.resume = resume
+        self.compile_request = compile
+        self.compile = False  # decided in setup(), once the device is known
         self.record = new_record(config)
         self.run_id = self.record["run_id"]
         self.wall0 = time.perf_counter()  # the record's wall time
@@ -211,8 +224,7 @@ class TrainingRun:
         self.eval_time = 0.0
         self.elapsed0 = 0.0  # where a trajectory point's elapsed_s counts from (set by start())
         self.clock = ckpt.CheckpointClock()
-        self.pending_loss: list[float] = []
-        self.pending_metrics: dict[str, list[float]] = {}
+        self.pending = PendingSteps(getattr(config.params, "temperature", None))
         self.on_point: PointHook | None = None  # told of every evaluation point (train_run's hook)
         self.on_checkpoint: CheckpointHook | None = None  # told of every resume checkpoint written
 
@@ -272,11 +284,14 @@ class TrainingRun:
         )
         self._warn_if_bf16_is_emulated(dev)
         self.encoder = load_encoder(config.model, dev, seed=config.seed)
-        self.record["provenance"] = provenance(dev, torch.get_num_threads())
+        self.compile = (
+            self.compile_request if self.compile_request is not None else torch.device(dev).type == "cuda"
+        )
+        self.record["provenance"] = {**provenance(dev, torch.get_num_threads()), "compiled": self.compile}
         self.record["method_notes"] = config.params.describe(self.encoder.hidden_size)
         method_cls = get_method(config.method)
         self.method = method_cls(config.params, self.encoder.hidden_size).to(dev)
-        self.step_fn = TrainStep(self.encoder, self.method, config, self.total)
+        self.step_fn = TrainStep(self.encoder, self.method, config, self.total, compile=self.compile)
         _, token_lengths = encoder_functions(self.encoder, config.eval_pooler)
         self.probe_fn = make_probe(self.data_root, token_lengths)
         final_tasks = config.final_tasks != "none"
@@ -363,15 +378,15 @@ class TrainingRun:
         stream = batches(self.sentences, config.batch_size, config.seed)
         for _ in range(start):  # the stream is a function of the seed: skip the batches already used
             next(stream)
+        t0 = time.perf_counter()
         for step in range(start + 1, self.total + 1):
-            t0 = time.perf_counter()
             loss, metrics = self.step_fn(next(stream), step)
-            self.train_time += time.perf_counter() - t0
-            self.pending_loss.append(loss)
-            for key, value in metrics.items():
-                self.pending_metrics.setdefault(key, []).append(value)
+            self.pending.add(step, loss, metrics)
             if step % config.eval_every == 0 or step == self.total:
+                self.pending.check()  # the steps' losses, read once: the device finishes them here
+                self.train_time += time.perf_counter() - t0
                 self.probe(step)
+                t0 = time.perf_counter()
 
     def probe(self, step: int) -> None:
         """One evaluation point: STS-B dev probe, trajectory point, selection, log line, checkpoint."""
@@ -423,23 +438,9 @@ class TrainingRun:
 
     def _trajectory_point(self, step: int, scores: dict[str, float]) -> dict[str, Any]:
         """The trajectory point of ``step``: the probe's scores and the steps' mean loss and metrics."""
-        point: dict[str, Any] = {
-            "step": step,
-            "loss": float(np.mean(self.pending_loss)) if self.pending_loss else None,
-            "stsb_dev": float(scores["stsb_dev"]),
-            "align": float(scores["align"]),
-            "uniform": float(scores["uniform"]),
-            "lr": self.step_fn.lr,
-            "elapsed_s": round(time.perf_counter() - self.elapsed0, 3),
-        }
-        for key in sorted(scores):
-            if key not in point:
-                point[key] = float(scores[key])
-        for key, values in sorted(self.pending_metrics.items()):
-            point[key if key not in RESERVED_KEYS else f"method_{key}"] = float(np.mean(values))
-        self.pending_loss.clear()
-        self.pending_metrics.clear()
-        return point
+        loss, metrics = self.pending.summary()
+        elapsed = time.perf_counter() - self.elapsed0
+        return trajectory_point(step, scores, loss, metrics, self.step_fn.lr, elapsed)
 
     def select(self, step: int, point: Mapping[str, Any]) -> None:
         """Keep the state of ``step`` (on the CPU) when its STS-B dev beats the best so far.

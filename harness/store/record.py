@@ -65,6 +65,8 @@ class Provenance(TypedDict):
     code_version: str
     code_dirty: bool | None
     host: str
+    compiled: NotRequired[bool]
+    """Whether the training forward ran compiled (:class:`harness.run.step.TrainStep`)."""
 
 
 class RunRecord(TypedDict):

@@ -181,7 +181,9 @@ def test_length_buckets_trim_padding() -> None:
     widths: list[int] = []
     original = encoder.features
 
-    def spy(batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler") -> torch.Tensor:
+    def spy(
+        batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler", *, compiled: bool = False
+    ) -> torch.Tensor:
         widths.append(int(batch["attention_mask"].shape[1]))
         return original(batch, pooler)
 

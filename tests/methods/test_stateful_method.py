@@ -119,7 +119,9 @@ def test_the_key_encoder_runs_through_the_runs_pooler_and_buckets(pooler: str, b
     widths: list[int] = []
     original = key.features
 
-    def spy(batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler") -> torch.Tensor:
+    def spy(
+        batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler", *, compiled: bool = False
+    ) -> torch.Tensor:
         widths.append(int(batch["attention_mask"].shape[1]))
         return original(batch, pooler)
 

@@ -138,6 +138,7 @@ def _fit(
         num_threads=int(cluster.cpus_per_trial),
         save_model=request.save_model,
         driver_node=ray.get_runtime_context().get_node_id(),
+        compile=request.compile,
     )
     _register_by_value(spec.train_fn)
     trainable = tune.with_resources(

@@ -39,6 +39,7 @@ def default_train_fn(
     device: str,
     num_threads: int,
     save_checkpoint: bool = False,
+    compile: bool | None = None,
 ) -> Mapping[str, Any]:
     """The real trial body: :func:`harness.run.training.train_run`, silent, writing into ``store`` (the
     trial's relay), reporting each evaluation point and resume checkpoint to Tune."""
@@ -52,6 +53,7 @@ def default_train_fn(
         num_threads=num_threads,
         log=None,
         save_checkpoint=save_checkpoint,
+        compile=compile,
         on_point=relay.point if relay is not None else None,
         on_checkpoint=relay.checkpointed if relay is not None else None,
     )
@@ -90,6 +92,7 @@ class TrialSpec:
         num_threads: torch threads of the trial (its CPUs).
         save_model: keep the run's best encoder (it travels through Tune's storage to the driver).
         driver_node: the Ray node id of the driver (None: the trial runs beside the driver).
+        compile: compile the training forward (None: where it helps, on a GPU).
     """
 
     train_fn: TrainFn
@@ -99,6 +102,7 @@ class TrialSpec:
     num_threads: int
     save_model: bool = False
     driver_node: str | None = None
+    compile: bool | None = None
 
     def cache_root(self) -> Path:
         """Where this node's trials share their step-0 probe cache: the driver's runs folder on the
@@ -186,6 +190,8 @@ def trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
         _restore_checkpoint(store, entry.get("resume_from"))
         try:
             extra: dict[str, Any] = {"save_checkpoint": True} if spec.save_model else {}
+            if spec.compile is not None:
+                extra["compile"] = spec.compile
             record = spec.train_fn(
                 config, spec.data_root, store, device=spec.device, num_threads=spec.num_threads, **extra
             )

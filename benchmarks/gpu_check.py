@@ -1,0 +1,355 @@
+"""The GPU acceptance check: run it first whenever a GPU is at hand (``make gpu-check``).
+
+In a few minutes of device time it answers what a night on this GPU would be like, and leaves a
+calibration file the grid's cost model reads (``<runs>/calibration/``):
+
+1. the device: its name, and the bf16 matrix-product throughput it reaches (the peak the step is
+   measured against);
+2. the step: the harness's SimCSE step, eager and compiled (``torch.compile``, CUDA graphs),
+   against sentence-transformers' unsupervised SimCSE on the same random bert-base weights and the
+   same batches, interleaved (``benchmarks/bench_train_step.py``); its floating-point work counted
+   once (``torch.utils.flop_counter``), so the achieved TFLOPS and their share of the peak follow;
+3. the proxies of a launch-bound step (``benchmarks/bench_step_proxies.py``): graph breaks, host
+   reads and operator launches per step;
+4. a full ``paper``-profile SimCSE trial of a few hundred steps (random bert-base weights, the real
+   tokenizer, the compiled step), every stage on the device: training, STS-B dev probes, the final
+   STS pass; the record it writes gives the probe and evaluation throughput;
+5. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device
+   (``benchmarks/bench_gpu_trials.py``).
+
+Each stage's numbers are written as soon as they exist (``--out``: ``gpu_check.json`` and the
+calibration file), and a stage that fails is reported and skipped: a short loan of a GPU is never
+spent for nothing. On a CPU with ``--device cpu --model random:tiny --steps 4`` it runs the same code
+in seconds (``tests/test_gpu_check.py``), so it works the first time a GPU comes.
+
+Usage::
+
+    python benchmarks/gpu_check.py                       # on a GPU box: cuda, random:bert-base
+    python benchmarks/gpu_check.py --device cpu --model random:tiny --steps 4 --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_gpu_trials
+import bench_step_proxies
+import bench_train_step
+
+from harness.atomic import write_json
+from harness.config.hardware import cpu_description
+from harness.config.paths import resolve_data_root
+from harness.config.run_config import resolve_config
+from harness.evaluation.tasks import sts_sentences
+from harness.grid.calibration import CALIBRATION_DIR, calibration_name
+from harness.grid.cost import encoder_class
+from harness.run.training import train_run
+from harness.store.provenance import now_iso
+from harness.store.run_store import RunStore
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--model", default="random:bert-base")
+    parser.add_argument("--steps", type=int, default=300, help="steps of the paper-profile trial")
+    parser.add_argument("--bench-steps", type=int, default=40, help="timed steps per side of the comparison")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-length", type=int, default=32)
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument(
+        "--runs-dir", default="runs", help="where the calibration file goes (<runs>/calibration)"
+    )
+    parser.add_argument("--out", default="results/gpu_check", help="folder of gpu_check.json")
+    parser.add_argument("--trials", type=int, nargs="*", default=[1, 2, 4], help="trials per GPU to time")
+    parser.add_argument("--quick", action="store_true", help="skip the comparison with sentence-transformers")
+    return parser.parse_args(argv)
+
+
+class Check:
+    """The numbers so far, written after every stage."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = Path(args.out)
+        self.result: dict[str, Any] = {"args": vars(args), "started_at": now_iso(), "stages": {}}
+
+    def stage(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any] | None:
+        print(f"== {name}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            numbers = fn()
+        except Exception as exc:
+            print(f"   failed: {type(exc).__name__}: {exc}", flush=True)
+            traceback.print_exc()
+            self.result["stages"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+            self.save()
+            return None
+        numbers["seconds"] = round(time.perf_counter() - t0, 1)
+        self.result["stages"][name] = numbers
+        print("   " + json.dumps(numbers), flush=True)
+        self.save()
+        return numbers
+
+    def save(self) -> None:
+        write_json(self.out / "gpu_check.json", self.result, indent=2)
+
+
+def device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(0)
+    return cpu_description()
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def matmul_peak(device: str) -> dict[str, Any]:
+    """The bf16 (on a CPU: fp32) square-matrix-product throughput the device reaches."""
+    n = 8192 if device.startswith("cuda") else 1024
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ b
+    sync(device)
+    reps = 10
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    sync(device)
+    seconds = (time.perf_counter() - t0) / reps
+    return {"n": n, "dtype": str(dtype).removeprefix("torch."), "tflops": round(2 * n**3 / seconds / 1e12, 2)}
+
+
+def step_flops(args: argparse.Namespace) -> float:
+    """Floating-point operations of one harness SimCSE step (forward and backward), counted."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    step, stream = bench_step_proxies.build(_proxy_args(args), compiled=False)
+    step(next(stream), 1)
+    with FlopCounterMode(display=False) as counter:
+        step(next(stream), 2)
+    return float(counter.get_total_flops())
+
+
+def _proxy_args(args: argparse.Namespace) -> argparse.Namespace:
+    return bench_step_proxies.parse_args(
+        [
+            "--model",
+            args.model,
+            "--device",
+            args.device,
+            "--batch-size",
+            str(args.batch_size),
+            "--max-length",
+            str(args.max_length),
+            "--steps",
+            "5",
+            *(["--data-dir", args.data_dir] if args.data_dir else []),
+            *(["--bf16"] if args.device.startswith("cuda") else []),
+        ]
+    )
+
+
+def compare_steps(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    bf16 = args.device.startswith("cuda")
+    precision = "bf16" if bf16 else "fp32"
+    argv = [
+        "--model",
+        args.model,
+        "--device",
+        args.device,
+        "--variants",
+        f"{precision},{precision}+compile",
+        "--steps",
+        str(args.bench_steps),
+        "--warmup",
+        "3",
+        "--batch-size",
+        str(args.batch_size),
+        "--max-length",
+        str(args.max_length),
+        "--json",
+        str(out / "train_step.json"),
+        *(["--bf16"] if bf16 else []),
+        *(["--data-dir", args.data_dir] if args.data_dir else []),
+    ]
+    bench_train_step.main(argv)
+    result = json.loads((out / "train_step.json").read_text())
+    eager = result[f"ours[{precision}]"]["median_ms"]
+    compiled = result[f"ours[{precision}+compile]"]["median_ms"]
+    theirs = result["theirs"]["median_ms"]
+    return {
+        "precision": precision,
+        "eager_ms": round(eager, 2),
+        "compiled_ms": round(compiled, 2),
+        "sentence_transformers_ms": round(theirs, 2),
+        "compiled_over_theirs": round(compiled / theirs, 3),
+    }
+
+
+def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
+    """A paper-profile SimCSE run of ``--steps`` steps on the device, compiled, STS at the end."""
+    data_root = resolve_data_root(args.data_dir)
+    bf16 = args.device.startswith("cuda")
+    config = resolve_config(
+        "simcse",
+        None,
+        "paper",
+        {
+            "model": args.model,
+            "corpus": "corpus/nli-sentences.txt",
+            "batch_size": args.batch_size,
+            "max_length": args.max_length,
+            "max_steps": args.steps,
+            "eval_every": max(1, args.steps // 2),
+            "final_tasks": "sts",
+            "precision": "bf16" if bf16 else "fp32",
+        },
+        data_root=data_root,
+    )
+    store = RunStore(runs)
+    record = train_run(config, data_root, store, device=args.device, log=print, resume=False, compile=True)
+    write_json(out / "trial_record.json", record, indent=2)
+    prov: dict[str, Any] = dict(record.get("provenance") or {})
+    if str(prov.get("device", "")).split(":")[0] != torch.device(args.device).type:
+        raise RuntimeError(f"the trial ran on {prov.get('device')}, not on {args.device}")
+    steps = args.steps
+    probes = len(record["trajectory"]) - (1 if record.get("step0_probe_cached") else 0)
+    final_s = float(record.get("final_time_s") or 0.0)
+    probe_s = (float(record["eval_time_s"]) - final_s) / max(probes, 1)
+    sts_s = float((record.get("final_seconds") or {}).get("sts") or final_s)
+    return {
+        "run_id": record["run_id"],
+        "status": record["status"],
+        "compiled": prov.get("compiled"),
+        "step_ms": round(1000 * float(record["train_time_s"]) / steps, 2),
+        "probe_s": round(probe_s, 2),
+        "sts_s": round(sts_s, 2),
+        "sts_sentences_per_s": round(sts_sentences() / sts_s, 1) if sts_s > 0 else None,
+        "sts_avg": (record.get("final") or {}).get("sts", {}).get("avg"),
+        "precision": config.precision,
+        "eval_precision": config.eval_precision,
+        "wall_s": record.get("wall_time_s"),
+    }
+
+
+def trials_per_gpu(args: argparse.Namespace) -> dict[str, Any]:
+    argv = [
+        "--model",
+        args.model,
+        "--steps",
+        "20",
+        "--warmup",
+        "5",
+        "--batch-size",
+        str(args.batch_size),
+        "--bf16",
+        "--counts",
+        *[str(n) for n in args.trials],
+        *(["--data-dir", args.data_dir] if args.data_dir else []),
+    ]
+    targs = bench_gpu_trials.parse_args(argv)
+    rows = [bench_gpu_trials.measure(n, targs) for n in targs.counts]
+    one = rows[0]["steps_per_s"]
+    return {
+        "steps_per_s": {str(r["trials"]): round(r["steps_per_s"], 2) for r in rows},
+        "slowdown": {str(r["trials"]): round(r["trials"] * one / r["steps_per_s"], 3) for r in rows},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu-check: error: no CUDA GPU is visible here (run it on the GPU box)", file=sys.stderr)
+        return 2
+    check = Check(args)
+    out = check.out
+    runs = Path(args.runs_dir)
+    check.result["device"] = {
+        "name": device_name(args.device),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "host_cpu": cpu_description(),
+    }
+    check.save()
+    print(f"gpu-check on {check.result['device']['name']} (torch {torch.__version__})", flush=True)
+    peak = check.stage("matmul peak", lambda: matmul_peak(args.device))
+    flops = check.stage("step flops", lambda: {"tflop_per_step": step_flops(args) / 1e12})
+    steps = None
+    if not args.quick:
+        steps = check.stage("step against sentence-transformers", lambda: compare_steps(args, out))
+    trialled = check.stage("paper-profile trial", lambda: trial(args, runs, out))
+    check.stage("proxies", lambda: _proxies(args, out))
+    shared = None
+    if args.device.startswith("cuda") and args.trials:
+        shared = check.stage("trials per GPU", lambda: trials_per_gpu(args))
+    # the trial's step is the loop's own (no read-back between steps); the comparison's is timed
+    # with the device synchronised around every step
+    step_ms = (trialled or {}).get("step_ms") or (steps or {}).get("compiled_ms")
+    if step_ms and flops and peak:
+        achieved = flops["tflop_per_step"] / (step_ms / 1000)
+        check.result["achieved"] = {
+            "step_ms": step_ms,
+            "tflops": round(achieved, 2),
+            "share_of_peak": round(achieved / peak["tflops"], 3),
+        }
+    if trialled and trialled.get("status") == "finished":
+        calibration = {
+            "kind": "harness-calibration",
+            "version": 1,
+            "device": torch.device(args.device).type,
+            "device_name": check.result["device"]["name"],
+            "encoder": encoder_class(args.model),
+            "precision": trialled["precision"],
+            "compiled": bool(trialled.get("compiled")),
+            "batch_size": args.batch_size,
+            "max_length": args.max_length,
+            "step_s": trialled["step_ms"] / 1000,
+            "probe_s": trialled["probe_s"],
+            "sts_s": {trialled["eval_precision"]: trialled["sts_s"]},
+            "trials_slowdown": (shared or {}).get("slowdown", {}),
+            "measured_at": check.result["started_at"],
+            "torch": torch.__version__,
+            "source": "benchmarks/gpu_check.py",
+        }
+        path = runs / CALIBRATION_DIR / calibration_name(calibration)
+        write_json(path, calibration, indent=2)
+        check.result["calibration"] = str(path)
+    check.result["finished_at"] = now_iso()
+    check.save()
+    print(json.dumps({k: check.result.get(k) for k in ("device", "achieved", "calibration")}, indent=2))
+    failed = [name for name, numbers in check.result["stages"].items() if "error" in numbers]
+    if failed:
+        print(f"gpu-check: {len(failed)} stage(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _proxies(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    proxy = _proxy_args(args)
+    rows = [bench_step_proxies.measure(proxy, compiled) for compiled in (False, True)]
+    return {
+        ("compiled" if r["compiled"] else "eager"): {k: v for k, v in r.items() if k != "compiled"}
+        for r in rows
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

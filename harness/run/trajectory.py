@@ -1,0 +1,111 @@
+"""The steps between two evaluation points: their losses and metrics, kept on the device until the
+point reads them, checked, averaged and written as one trajectory point.
+
+A step hands back its loss and the method's metrics as detached tensors and never waits for the
+device to finish; the evaluation point reads them all at once. A loss that is not finite, or beyond
+:data:`LOSS_LIMIT` (overflowing logits), fails the run there, naming the first step it happened at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from harness.errors import TrainingError
+from methods.base import Metric
+
+LOSS_LIMIT = float(torch.finfo(torch.float16).max)
+"""The largest loss a run accepts (float16's largest number, 65504). The methods' losses stay far
+below it (InfoNCE is about log(batch); the Barlow terms are bounded by d and d**2 x their weights),
+so a larger loss means overflowing logits (e.g. ``--set temperature=1e-30``: logits up to 1e30, a
+loss of 3e28): the run fails instead of training to meaningless numbers."""
+
+RESERVED_KEYS: frozenset[str] = frozenset({"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s"})
+"""Keys of a trajectory point that a method's metric of the same name must not overwrite (it is
+written as ``method_<key>`` instead)."""
+
+
+def overflow_message(loss: float, step: int, temperature: Any = None) -> str:
+    """One line: the loss, the limit, and the temperature when the run's method has one."""
+    text = f"loss {loss:.3g} at step {step} is beyond {LOSS_LIMIT:g} (float16's range): the logits overflow"
+    if isinstance(temperature, int | float) and temperature > 0:
+        text += f" (temperature {temperature:g} scales cosines up to {1 / temperature:.3g})"
+    return text + "; the run's numbers would mean nothing"
+
+
+class PendingSteps:
+    """The losses and metrics of the steps since the last evaluation point, on the device."""
+
+    def __init__(self, temperature: Any = None) -> None:
+        self.temperature = temperature
+        self.steps: list[int] = []
+        self.losses: list[torch.Tensor] = []
+        self.metrics: dict[str, list[Metric]] = {}
+
+    def add(self, step: int, loss: torch.Tensor, metrics: Mapping[str, Metric]) -> None:
+        self.steps.append(step)
+        self.losses.append(loss.detach())
+        for key, value in metrics.items():
+            kept = value.detach() if isinstance(value, torch.Tensor) else value
+            self.metrics.setdefault(key, []).append(kept)
+
+    def check(self) -> None:
+        """Raise :class:`TrainingError` naming the first step whose loss is not finite or beyond
+        :data:`LOSS_LIMIT` (one read of all pending losses)."""
+        if not self.losses:
+            return
+        values = torch.stack([loss.float() for loss in self.losses]).cpu().tolist()
+        for step, value in zip(self.steps, values, strict=True):
+            if not math.isfinite(value):
+                raise TrainingError(f"non-finite loss ({value}) at step {step}")
+            if abs(value) > LOSS_LIMIT:
+                raise TrainingError(overflow_message(value, step, self.temperature))
+
+    def summary(self) -> tuple[float | None, dict[str, float]]:
+        """The mean loss (None when no step ran) and each metric's mean, read from the device; clears
+        the pending steps."""
+        loss = None
+        if self.losses:
+            loss = float(torch.stack([value.float() for value in self.losses]).double().mean())
+        metrics = {key: _mean(values) for key, values in sorted(self.metrics.items())}
+        self.steps.clear()
+        self.losses.clear()
+        self.metrics.clear()
+        return loss, metrics
+
+
+def _mean(values: list[Metric]) -> float:
+    """The mean in float64 of float32 readings (one device read for the tensors)."""
+    tensors = [v.detach().float().reshape(()) for v in values if isinstance(v, torch.Tensor)]
+    read = iter(torch.stack([v.to(tensors[0].device) for v in tensors]).cpu().tolist() if tensors else [])
+    numbers = [next(read) if isinstance(v, torch.Tensor) else float(v) for v in values]
+    return float(torch.tensor(numbers, dtype=torch.float64).mean())
+
+
+def trajectory_point(
+    step: int,
+    scores: Mapping[str, float],
+    loss: float | None,
+    metrics: Mapping[str, float],
+    lr: float,
+    elapsed_s: float,
+) -> dict[str, Any]:
+    """The trajectory point of ``step``: the probe's scores, the steps' mean loss and metrics."""
+    point: dict[str, Any] = {
+        "step": step,
+        "loss": loss,
+        "stsb_dev": float(scores["stsb_dev"]),
+        "align": float(scores["align"]),
+        "uniform": float(scores["uniform"]),
+        "lr": lr,
+        "elapsed_s": round(elapsed_s, 3),
+    }
+    for key in sorted(scores):
+        if key not in point:
+            point[key] = float(scores[key])
+    for key, value in sorted(metrics.items()):
+        point[key if key not in RESERVED_KEYS else f"method_{key}"] = value
+    return point
