@@ -30,7 +30,8 @@ the error propagates. The record is also written at the start and after every ev
 
 :func:`train_run` is the entry point; the run itself is a :class:`TrainingRun`, whose state lives on
 the object and whose steps (setup, start, probe, select, checkpoint, train loop, final evaluation)
-are its methods.
+are its methods. (Over 450 lines on purpose: one run's state and its steps read in order in one
+class; the step, the trajectory, the hooks and the end of a run live in their own modules.)
 """
 
 from __future__ import annotations
@@ -45,18 +46,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from harness.atomic import atomic_folder
 from harness.config.hardware import torch_threads
 from harness.config.run_config import RunConfig
 from harness.encoder.loading import load_encoder
-from harness.encoder.saved import save_sentence_head
-from harness.errors import ConfigError, TrainingError
+from harness.errors import ConfigError
 from harness.evaluation.runner import encoder_functions
 from harness.run import checkpoint as ckpt
 from harness.run import process_memory as memory
 from harness.run.data import batches, read_corpus, seed_everything, total_steps
+from harness.run.final import check_final_scores, final_scores, save_encoder
 from harness.run.hooks import (
-    FINAL_SECONDS,
     EmbedFn,
     FinalEvaluator,
     check_post_whitening_available,
@@ -64,7 +63,6 @@ from harness.run.hooks import (
     fit_whitening,
     make_final_evaluator,
     make_probe,
-    non_finite_scores,
 )
 from harness.run.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
 from harness.run.probe_cache import ProbeCache, probe_key
@@ -503,13 +501,7 @@ class TrainingRun:
 
     def _save_model(self, store: RunStore) -> None:
         target = store.checkpoint_dir(self.run_id)
-        hf_model: Any = self.encoder.model
-        head = self.method.sentence_head()
-        with atomic_folder(target, replace=True) as building:  # an earlier one survives a failure
-            hf_model.save_pretrained(str(building))
-            self.encoder.tokenizer.save_pretrained(str(building))
-            if head is not None:  # the run's sentence embedding is not the encoder's: say so beside it
-                save_sentence_head(building, self.config.method, head)
+        save_encoder(target, self.encoder, self.config.method, self.method.sentence_head())
         self.record["checkpoint"] = str(target)
         self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
 
@@ -529,12 +521,8 @@ class TrainingRun:
             f"[{self.run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode}, "
             f"{config.eval_precision})"
         )
-        final = evaluate(embed, self.data_root, config.final_tasks, config.transfer_mode)
-        seconds = final.pop(FINAL_SECONDS, None)
+        final, seconds = final_scores(evaluate, embed, self.data_root, config)
         self.record["final"] = final
-        if isinstance(seconds, dict):
+        if seconds is not None:
             self.record["final_seconds"] = seconds
-        bad = non_finite_scores(final)
-        if bad:  # the record keeps them (as null); the run is failed, not finished
-            shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-            raise TrainingError(f"final scores are not finite numbers: {shown}")
+        check_final_scores(final)
