@@ -119,8 +119,8 @@ ALLOWED = {
     ("harness/run/probe_cache.py", "json.dump("): "into an atomic_write handle",
     ("harness/run/checkpoint.py", "torch.save("): "into an atomic_write handle",
     ("harness/encoder/saved.py", "torch.save("): "into an atomic_write handle",
-    ("harness/run/training.py", "hf_model.save_pretrained("): "into an atomic_folder",
-    ("harness/run/training.py", "self.encoder.tokenizer.save_pretrained("): "into an atomic_folder",
+    ("harness/run/final.py", "hf_model.save_pretrained("): "into an atomic_folder",
+    ("harness/run/final.py", "encoder.tokenizer.save_pretrained("): "into an atomic_folder",
     ("harness/store/run_store.py", "os.open("): "an attempt number's reservation",
     ("harness/grid/lock.py", "os.open("): "the grid lock",
 }
