@@ -46,11 +46,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from harness.config.datasets import data_checksums
 from harness.config.hardware import torch_threads
 from harness.config.run_config import RunConfig
 from harness.encoder.loading import load_encoder
 from harness.errors import ConfigError
 from harness.evaluation.runner import encoder_functions
+from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
 from harness.run import checkpoint as ckpt
 from harness.run import process_memory as memory
 from harness.run.data import batches, read_corpus, seed_everything, total_steps
@@ -285,7 +287,11 @@ class TrainingRun:
         self.compile = (
             self.compile_request if self.compile_request is not None else torch.device(dev).type == "cuda"
         )
-        self.record["provenance"] = {**provenance(dev, torch.get_num_threads()), "compiled": self.compile}
+        self.record["provenance"] = {
+            **provenance(dev, torch.get_num_threads()),
+            "compiled": self.compile,
+            "data": self._data_checksums(),
+        }
         self.record["method_notes"] = config.params.describe(self.encoder.hidden_size)
         method_cls = get_method(config.method)
         self.method = method_cls(config.params, self.encoder.hidden_size).to(dev)
@@ -294,6 +300,16 @@ class TrainingRun:
         self.probe_fn = make_probe(self.data_root, token_lengths)
         final_tasks = config.final_tasks != "none"
         self.final_evaluate = make_final_evaluator(token_lengths) if final_tasks else None
+
+    def _data_checksums(self) -> dict[str, object]:
+        """The SHA-256 of the corpus and of the SentEval files this run reads (its provenance)."""
+        senteval = Path(self.data_root) / "senteval"  # a run's test stand-ins may have none
+        files = [stsb_dev_file(senteval)]
+        if self.config.final_tasks in ("sts", "all"):
+            files += sts_files(senteval)
+        if self.config.final_tasks in ("transfer", "all"):
+            files += transfer_files(senteval)
+        return data_checksums(Path(self.config.corpus), senteval, files)
 
     def _warn_if_bf16_is_emulated(self, dev: str) -> None:
         if "bf16" not in (self.config.precision, self.config.eval_precision):

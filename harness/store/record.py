@@ -67,6 +67,8 @@ class Provenance(TypedDict):
     host: str
     compiled: NotRequired[bool]
     """Whether the training forward ran compiled (:class:`harness.run.step.TrainStep`)."""
+    data: NotRequired[dict[str, object]]
+    """The data's checksums (:func:`harness.config.datasets.data_checksums`)."""
 
 
 class RunRecord(TypedDict):

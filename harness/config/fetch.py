@@ -1,0 +1,190 @@
+"""``harness data fetch``: the papers' data into a data root, downloaded, verified and laid out.
+
+Downloads go through ``huggingface_hub`` (:func:`huggingface_hub.hf_hub_download`): an interrupted
+download resumes where it stopped, a file already in the cache is not downloaded again, and offline
+(``HF_HUB_OFFLINE=1``, or a hub that does not answer) only the cache is read. The files come from
+:data:`harness.config.datasets.HUB_REPO`, where SimCSE's own scripts fetch them (a mirror:
+``endpoint``). Then each one is checked (:mod:`harness.config.datasets`) and put in the data root's
+layout: ``senteval/`` unpacked from its archive, ``corpus/wiki1m_for_simcse.txt`` copied. Nothing in
+the data root is replaced by a file that fails its check.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.atomic import atomic_folder, atomic_write
+from harness.config.datasets import DATASETS, HUB_REPO, SENTEVAL_SHA256, Dataset, check_senteval, file_sha256
+from harness.config.models import hub_offline
+from harness.errors import ConfigError, DataError, did_you_mean
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+@dataclass
+class Fetched:
+    """What happened to one dataset: ``ok`` with a detail, or a problem."""
+
+    name: str
+    ok: bool
+    detail: str
+    problems: list[str] = field(default_factory=list)
+
+
+def check_names(names: Sequence[str]) -> list[str]:
+    """The datasets asked for (``all`` = every one); an unknown name is a ConfigError with a hint."""
+    if not names or "all" in names:
+        return list(DATASETS)
+    for name in names:
+        if name not in DATASETS:
+            raise ConfigError(
+                f"unknown dataset {name!r}{did_you_mean(name, DATASETS)}; choose {', '.join(DATASETS)} or all"
+            )
+    return list(dict.fromkeys(names))
+
+
+def check_data(data_root: Path, names: Sequence[str]) -> list[Fetched]:
+    """Verify what the data root holds, without the network."""
+    return [_check(data_root, DATASETS[name]) for name in check_names(names)]
+
+
+def fetch(
+    data_root: Path,
+    names: Sequence[str] = ("all",),
+    *,
+    endpoint: str | None = None,
+    cache_dir: Path | None = None,
+    offline: bool | None = None,
+    log: Callable[[str], None] = print,
+) -> list[Fetched]:
+    """Download (or take from the cache), check and lay out each dataset; return what happened."""
+    chosen = check_names(names)
+    if offline is None:  # a mirror given by hand is asked; the hub only when it answers
+        offline = _offline_by_setting() or (endpoint is None and hub_offline())
+    results = []
+    for name in chosen:
+        dataset = DATASETS[name]
+        present = _check(data_root, dataset)
+        if present.ok:
+            log(f"{name}: already in {data_root / dataset.target} ({present.detail})")
+            results.append(present)
+            continue
+        source = endpoint or "the Hugging Face hub"
+        log(f"{name}: fetching {dataset.filename} from {source} ({dataset.description})")
+        try:
+            downloaded, expected = _download(dataset, endpoint, cache_dir, offline)
+        except Exception as exc:  # the hub library's errors: no network, a missing file, a refusal
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            where = "the hub is offline and it is not in the cache" if offline else first
+            results.append(Fetched(name, False, f"not downloaded: {where}"))
+            continue
+        results.append(_lay_out(data_root, dataset, downloaded, expected))
+    return results
+
+
+def summary(data_root: Path, results: Sequence[Fetched]) -> str:
+    """One line: everything in place and checked, or what is missing or wrong."""
+    bad = [r for r in results if not r.ok]
+    if not bad:
+        return f"data root {data_root}: " + "; ".join(f"{r.name} {r.detail}" for r in results)
+    return f"data root {data_root}: missing or wrong: " + "; ".join(f"{r.name}: {r.detail}" for r in bad)
+
+
+def _offline_by_setting() -> bool:
+    return any(os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on") for var in OFFLINE_VARS)
+
+
+def _check(data_root: Path, dataset: Dataset) -> Fetched:
+    target = data_root / dataset.target
+    if dataset.archive:
+        checked = check_senteval(target)
+        problems = [f"missing {name}" for name in checked.missing]
+        problems += [f"differs from the validated copy: {name}" for name in checked.different]
+        if checked.ok:
+            return Fetched(dataset.name, True, f"{len(checked.verified)} files verified")
+        total = len(SENTEVAL_SHA256)
+        detail = f"{len(checked.missing)} of {total} files missing, {len(checked.different)} different"
+        return Fetched(dataset.name, False, detail, problems)
+    if not target.is_file():
+        return Fetched(dataset.name, False, f"{target} not found")
+    return Fetched(dataset.name, True, f"present, sha256 {file_sha256(target)[:12]}")
+
+
+def _download(
+    dataset: Dataset, endpoint: str | None, cache_dir: Path | None, offline: bool
+) -> tuple[Path, str | None]:
+    """The file in the hub library's cache, and the SHA-256 the hub gives for it (None: not given)."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+
+    expected = None
+    if not offline:
+        url = hf_hub_url(HUB_REPO, dataset.filename, repo_type="dataset", endpoint=endpoint)
+        etag = get_hf_file_metadata(url, endpoint=endpoint).etag or ""
+        expected = etag if _SHA256.match(etag) else None
+    path = hf_hub_download(
+        HUB_REPO,
+        dataset.filename,
+        repo_type="dataset",
+        endpoint=endpoint,
+        cache_dir=str(cache_dir) if cache_dir else None,
+        local_files_only=offline,
+    )
+    return Path(path), expected
+
+
+def _lay_out(data_root: Path, dataset: Dataset, downloaded: Path, expected: str | None) -> Fetched:
+    digest = file_sha256(downloaded)
+    if expected is not None and digest != expected:
+        return Fetched(
+            dataset.name, False, f"sha256 {digest[:12]} is not the hub's {expected[:12]}: not used"
+        )
+    target = data_root / dataset.target
+    if not dataset.archive:
+        with atomic_write(target, "wb") as out, downloaded.open("rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+        how = "verified against the hub's" if expected else "the hub gave none to verify against"
+        return Fetched(dataset.name, True, f"sha256 {digest[:12]} ({how})")
+    with tempfile.TemporaryDirectory(dir=data_root, prefix=".fetch-") as tmp:
+        _unpack(downloaded, Path(tmp))
+        top = _task_root(Path(tmp))
+        checked = check_senteval(top)
+        if checked.missing:
+            return Fetched(
+                dataset.name,
+                False,
+                f"the archive lacks {len(checked.missing)} file(s) the evaluation reads: not used",
+                [f"missing {name}" for name in checked.missing],
+            )
+        with atomic_folder(target, replace=True) as building:
+            for child in top.iterdir():
+                shutil.move(str(child), building / child.name)
+    problems = [f"differs from the validated copy: {name}" for name in checked.different]
+    detail = f"{len(checked.verified)} files verified"
+    if problems:
+        detail += f", {len(problems)} differ from the validated copy"
+    return Fetched(dataset.name, not problems, detail, problems)
+
+
+def _unpack(archive: Path, into: Path) -> None:
+    """Extract a tar archive, refusing members that would land outside ``into``."""
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if not (into / member.name).resolve().is_relative_to(into.resolve()):
+                raise DataError(f"{archive.name}: member {member.name} lies outside the archive's folder")
+        tar.extractall(into, filter="data")
+
+
+def _task_root(unpacked: Path) -> Path:
+    """The folder of the archive that holds the task folders (``STS/``, ``SICK/``, ...)."""
+    for folder in [unpacked, *sorted(p for p in unpacked.rglob("*") if p.is_dir())]:
+        if (folder / "STS").is_dir() and (folder / "SICK").is_dir():
+            return folder
+    raise DataError("the archive holds no SentEval task folders (STS/, SICK/)")
