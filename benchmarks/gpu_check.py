@@ -49,7 +49,7 @@ import bench_step_proxies
 import bench_train_step
 
 from harness.atomic import write_json
-from harness.config.hardware import cpu_description
+from harness.config.hardware import cpu_description, cpu_id
 from harness.config.paths import resolve_data_root
 from harness.config.run_config import resolve_config
 from harness.evaluation.tasks import sts_sentences
@@ -315,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
             "kind": "harness-calibration",
             "version": 1,
             "device": torch.device(args.device).type,
-            "device_name": check.result["device"]["name"],
+            # a CPU's calibration names the processor as the cost model matches it, and the trial's threads
+            "device_name": check.result["device"]["name"] if args.device.startswith("cuda") else cpu_id(),
+            "threads": None,
             "encoder": encoder_class(args.model),
             "precision": trialled["precision"],
             "compiled": bool(trialled.get("compiled")),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.config.hardware import cpu_id
 from harness.config.run_config import resolve_config
 from harness.grid.calibration import load_calibrations
 from harness.grid.cost import CostModel
@@ -42,11 +43,15 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
         result["achieved"]["step_ms"] / 1000
     )
     config = resolve_config(
-        "simcse", None, "cpu", {"model": "random:tiny", "precision": "fp32"}, data_root=data_root
+        "simcse",
+        None,
+        "cpu",
+        {"model": "random:tiny", "precision": "fp32", "threads": "none"},
+        data_root=data_root,
     )
     model = CostModel(device="cpu", calibrations=[calibration])
     units, probe = model.units(config)
-    assert units.source.startswith("calibrated by gpu-check on AMD")
+    assert units.source.startswith(f"calibrated on {cpu_id()}") and "gpu_check.py" in units.source
     assert units.step_s == calibration["step_s"] and probe == calibration["probe_s"]
     assert units.sts_s["fp32"] == calibration["sts_s"]["fp32"]
     assert CostModel(device="cuda", calibrations=[calibration]).units(config)[0].source != units.source

@@ -307,10 +307,9 @@ class CostModel:
             step_s = float(calibration["step_s"])
             sts.update({k: float(v) for k, v in dict(calibration.get("sts_s") or {}).items()})
             calibrated_probe = float(calibration["probe_s"])
-            source = (
-                f"calibrated by gpu-check on {calibration.get('device_name', self.device)} "
-                f"({str(calibration.get('measured_at', ''))[:10]})"
-            )
+            when = str(calibration.get("measured_at", ""))[:10]
+            how = calibration.get("source", "a calibration file")
+            source = f"calibrated on {calibration.get('device_name', self.device)} ({when}, {how})"
         transfer: dict[str, float] = {}
         machine = _machine_key(config, self.device)
         same = self._same_cpu.get(machine, {})
@@ -339,6 +338,10 @@ class CostModel:
             c
             for c in self.calibrations
             if c.get("encoder") == kind
+            and (
+                self.device != "cpu"
+                or (c.get("device_name") == self.cpu_id and c.get("threads") == config.threads)
+            )
             and c.get("precision") == config.precision
             and c.get("batch_size") == config.batch_size
             and c.get("max_length") == config.max_length

@@ -29,6 +29,7 @@ from harness.config.paths import resolve_data_root, senteval_dir
 from harness.config.run_config import RunConfig
 from harness.errors import DataError
 from harness.evaluation.tasks import data_problems
+from harness.grid.calibrate import MIN_GRID_S, calibrate, uncalibrated
 from harness.grid.calibration import load_calibrations
 from harness.grid.cleanup import remove_stale_temp_dirs
 from harness.grid.cost import CostModel, estimate_lines, hours, longest_first, makespan, scratch_line
@@ -167,10 +168,15 @@ def pending_runs(grid: PlannedGrid) -> list[PlannedRun]:
 def longest_first_with_estimate(grid: PlannedGrid, pending: list[PlannedRun]) -> list[RunConfig]:
     """Check the pending runs' corpora and data files, then order them longest first and print the
     estimate."""
-    check_corpora([r.config for r in pending])
-    check_data_files(grid.data_root, [r.config for r in pending])
-    model, slots = cost_model(grid.options, grid.store, [r.config for r in pending])
-    ordered = longest_first([r.config for r in pending], model)
+    configs = [r.config for r in pending]
+    check_corpora(configs)
+    check_data_files(grid.data_root, configs)
+    model, slots = cost_model(grid.options, grid.store, configs)
+    todo = uncalibrated(configs, model)
+    if todo and sum(model.run_seconds(c) for c in configs) / slots > MIN_GRID_S:
+        calibrate(todo, grid.store.root, grid.data_root, slots)
+        model, slots = cost_model(grid.options, grid.store, configs)
+    ordered = longest_first(configs, model)
     seconds = [model.run_seconds(c) for c in ordered]
     print(
         f"estimated: {sum(seconds) / 3600:.2f} trial-hours, about {hours(makespan(seconds, slots))} on "

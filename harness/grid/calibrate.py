@@ -1,0 +1,141 @@
+"""Calibrating a CPU grid's estimate on the machine at hand, before it plans.
+
+The built-in unit costs (:mod:`harness.grid.cost`) were measured on one processor; two processors
+sold under one name ran this project's steps 1.8x apart, so a first estimate from them can be far
+off. Before a long CPU grid starts, when its store holds no finished records of this processor for
+a setting and no calibration file of it, the grid measures that setting here: as many processes as
+the grid has slots run at once (each trial runs beside the others), each with the setting's threads,
+timing a few SimCSE steps of the setting's encoder, batch, length and precision on corpus sentences,
+and embedding STS-B's test sentences as the evaluation does (sorted by length, in its batches). The
+result is a calibration file (:mod:`harness.grid.calibration`) of this processor, which every later
+estimate reads; finished records still come first.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.atomic import write_json
+from harness.config.hardware import cpu_id
+from harness.config.run_config import RunConfig
+from harness.grid.calibration import CALIBRATION_DIR, calibration_name
+from harness.grid.cost import CostModel, encoder_class
+from harness.store.provenance import now_iso
+
+STEPS = 3
+"""Timed steps per process (after one untimed)."""
+SENTENCES = 384
+"""STS-B test sentences each process embeds per evaluation precision."""
+MIN_GRID_S = 600.0
+"""A grid whose built-in estimate is shorter runs uncalibrated (measuring costs ~20 s)."""
+
+
+def uncalibrated(configs: Sequence[RunConfig], model: CostModel) -> list[RunConfig]:
+    """One config per CPU setting (encoder class, precision, batch, length, threads) whose unit costs
+    come from the built-in table: neither this processor's records nor a calibration file of it."""
+    out: dict[tuple[Any, ...], RunConfig] = {}
+    for config in configs:
+        if model.device != "cpu" or model.source(config).startswith("calibrated"):
+            continue
+        key = (
+            encoder_class(config.model),
+            config.precision,
+            config.batch_size,
+            config.max_length,
+            config.threads,
+        )
+        out.setdefault(key, config)
+    return list(out.values())
+
+
+def calibrate(
+    configs: Sequence[RunConfig],
+    runs_dir: Path,
+    data_root: Path,
+    slots: int,
+    log: Callable[[str], None] = print,
+) -> list[dict[str, Any]]:
+    """Measure each config's setting with ``slots`` processes at once; write and return the files."""
+    written = []
+    for config in configs:
+        processes = max(1, slots)
+        log(
+            f"calibrating the estimate on this processor: {config.model}, {config.precision}, "
+            f"{processes} trial(s) at once (once per processor and setting)"
+        )
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(processes) as pool:
+            rows = pool.starmap(_measure, [(config.to_dict(), str(data_root))] * processes)
+        calibration = {
+            "kind": "harness-calibration",
+            "version": 1,
+            "device": "cpu",
+            "device_name": cpu_id(),
+            "encoder": encoder_class(config.model),
+            "precision": config.precision,
+            "batch_size": config.batch_size,
+            "max_length": config.max_length,
+            "threads": config.threads,
+            "neighbours": processes - 1,
+            "step_s": statistics.median(r["step_s"] for r in rows),
+            "probe_s": statistics.median(r["probe_s"] for r in rows),
+            "sts_s": {p: statistics.median(r["sts_s"][p] for r in rows) for p in rows[0]["sts_s"]},
+            "measured_at": now_iso(),
+            "source": "harness grid's calibration (harness/grid/calibrate.py)",
+        }
+        path = write_json(runs_dir / CALIBRATION_DIR / calibration_name(calibration), calibration, indent=2)
+        log(f"calibration written: {path}")
+        written.append(calibration)
+    return written
+
+
+def _measure(config_dict: dict[str, Any], data_root: str) -> dict[str, Any]:
+    """In a fresh process: the setting's step, dev probe and final STS pass, extrapolated from samples."""
+    import torch
+
+    from harness.encoder.loading import load_encoder
+    from harness.evaluation.sts import read_stsb
+    from harness.evaluation.tasks import STSB_DEV_PROBE, sts_sentences
+    from harness.run.data import batches, read_corpus
+    from harness.run.step import TrainStep
+    from methods import get_method
+
+    config = RunConfig.from_dict(config_dict)
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    encoder = load_encoder(config.model, "cpu", seed=config.seed)
+    simcse = config.replace(method="simcse", params={})
+    method = get_method("simcse")(simcse.params, encoder.hidden_size)
+    step = TrainStep(encoder, method, simcse, total=STEPS + 1)
+    stream = batches(read_corpus(Path(config.corpus), config.batch_size), config.batch_size, config.seed)
+    step(next(stream), 1)
+    t0 = time.perf_counter()
+    for i in range(STEPS):
+        float(step(next(stream), i + 2)[0])
+    step_s = (time.perf_counter() - t0) / STEPS
+    senteval = Path(data_root) / "senteval"
+    test = read_stsb(senteval, "test")
+    sample = sorted({*test.sent1, *test.sent2})[:SENTENCES]
+    rate = {p: _seconds_per_sentence(encoder, config.eval_pooler, p, sample) for p in ("fp32", "bf16")}
+    dev = read_stsb(senteval, STSB_DEV_PROBE[1])
+    dev_sentences = len(dev.sent1) + len(dev.sent2)
+    return {
+        "step_s": step_s,
+        "probe_s": rate[config.precision] * dev_sentences,
+        "sts_s": {p: r * sts_sentences() for p, r in rate.items()},
+    }
+
+
+def _seconds_per_sentence(encoder: Any, pooler: str, precision: str, sentences: list[str]) -> float:
+    lengths = encoder.tokenizer(sentences, add_special_tokens=True, truncation=False)["input_ids"]
+    ordered = [s for _, s in sorted(zip((len(x) for x in lengths), sentences, strict=True))]
+    encoder.embed(ordered[:8], pooler, precision)  # warm-up
+    t0 = time.perf_counter()
+    for start in range(0, len(ordered), 128):
+        encoder.embed(ordered[start : start + 128], pooler, precision)
+    return (time.perf_counter() - t0) / len(ordered)
