@@ -280,7 +280,7 @@ def run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequential)
                 return outcome
             print("\n".join(outcome.summary()))
             failed += len(outcome.failed)
-            rounds.append(_round_json(step, outcome, spent_seconds(store, ran) / 3600 / share))
+            rounds.append(_round_json(step, outcome, spent_seconds(store, ran) / 3600 / share, share))
             decision = decide()
             _write_state(store, sequential, rounds, decision)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(decision.counts.items()))
@@ -289,12 +289,12 @@ def run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequential)
     return 1 if failed else 0
 
 
-def _round_json(step: _Round, outcome: GridReport, spent_hours: float) -> dict[str, Any]:
+def _round_json(step: _Round, outcome: GridReport, spent_hours: float, share: int) -> dict[str, Any]:
     return {
         "seeds": step.seeds,
         "runs": len(step.runs),
         "claims": step.claims,
-        "planned_hours": round(step.seconds / 3600, 4),
+        "planned_hours": round(step.seconds / 3600 / share, 4),
         "finished": outcome.finished,
         "failed": len(outcome.failed),
         "spent_hours": round(spent_hours, 4),
