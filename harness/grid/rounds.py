@@ -244,7 +244,7 @@ def run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequential)
     rounds: list[dict[str, Any]] = []
     failed = 0
     with GridLock.of(store.root, log=print):
-        model, _ = cost_model(grid.options, store, [])
+        model, _ = cost_model(grid.options, store, [r.config for r in grid.plan.runs])
         share = model.trials_per_gpu
         decision = decide()
         _write_state(store, sequential, rounds, decision)
@@ -324,7 +324,7 @@ def _print_state(decision: Decision, rounds: list[dict[str, Any]]) -> None:
 def dry_run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequential) -> int:
     """What ``--until-decided`` would do: the claims' states, the first round, and the cost of the
     undecided claims' cells up to their expected seeds and up to ``max_seeds`` (capped by the budget)."""
-    model, slots = cost_model(grid.options, grid.store, [])
+    model, slots = cost_model(grid.options, grid.store, [r.config for r in grid.plan.runs])
     share = model.trials_per_gpu
     unit = "GPU" if model.device == "cuda" else "CPU-trial"
     decision = decide()
