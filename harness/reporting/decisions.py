@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from harness.errors import ConfigError
 from harness.grid.rounds import ClaimNeed, Decide, Decision
-from harness.reporting.correction import Analysis
+from harness.reporting.correction import Analysis, hypothesis_of
 from harness.reporting.sequential import RULED_OUT, futility, sequential_seeds_for_power
 from harness.reporting.statistics import POWER, ClaimResult, seeds_for_power
 
@@ -161,7 +161,9 @@ def claim_states(
     results: Sequence[ClaimResult], effect: Effect, max_seeds: int, analysis: Analysis
 ) -> list[ClaimState]:
     """Each distinct comparison's state (see :class:`ClaimState`); ``results`` are tested with the
-    anytime-valid sequence and corrected."""
+    anytime-valid sequence and corrected. A comparison that rows of several tables repeat is decided
+    when it is decided in every family it belongs to."""
+    open_somewhere = {hypothesis_of(r) for r in results if r.corrected_verdict not in ("holds", "reversed")}
     out = []
     for r in _distinct(results):
         s = r.summary
@@ -170,7 +172,7 @@ def claim_states(
         needed = None if s.sd is None else sequential_seeds_for_power(judged, s.sd, c=analysis.mixture_c)
         state: State = "undecided"
         why = ""
-        if r.corrected_verdict in ("holds", "reversed"):
+        if hypothesis_of(r) not in open_somewhere:
             state = "decided"
         elif s.n >= max_seeds:
             state = "max seeds"
