@@ -45,5 +45,5 @@ def claim_cells(claims_md: str, spec: str, claim: str) -> tuple[str, str]:
     """(paper delta, ``measured [CI], verdict``) of one claim's row in a rendered claims.md."""
     rows = [_cells(r) for r in claims_md.splitlines() if r.startswith(f"| {spec} | {claim} |")]
     assert len(rows) == 1, (spec, claim, rows)
-    _spec, _claim, _pair, paper, measured, ci, _n, verdict, _mdd = rows[0]
+    _spec, _claim, _pair, paper, measured, ci, _n, verdict = rows[0][:8]  # the raw verdict's columns
     return paper, f"{measured} {ci}, {verdict}"

@@ -20,6 +20,9 @@ from harness.config.settings import AUTO_SETTINGS, OVERRIDABLE, RunSettings
 from harness.errors import ConfigError
 from harness.grid.options import ClusterOptions, GridOptions, parse_trial_resources
 
+if typing.TYPE_CHECKING:
+    from harness.reporting.correction import Analysis
+
 
 def profile_help(default: str = "cpu") -> str:
     """The ``--profile`` help: every profile (:data:`harness.config.profiles.PROFILES`), the default
@@ -135,6 +138,64 @@ def add_common_report_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir(parser)
 
 
+def add_analysis_arguments(parser: argparse.ArgumentParser, *, as_written: bool = False) -> None:
+    """``--family`` and ``--correction``: error control across claims (claims, tables, grid, report).
+
+    With ``as_written`` (``harness report``) both default to what ``claims.json`` says."""
+    from harness.reporting.correction import DEFAULT_CORRECTION, DEFAULT_FAMILY, FAMILIES
+    from harness.reporting.statistics import CORRECTIONS
+
+    default = "as claims.json was written" if as_written else None
+    parser.add_argument(
+        "--family",
+        choices=FAMILIES,
+        default=None if as_written else DEFAULT_FAMILY,
+        help="the claims whose p-values are adjusted together: each table's, each paper's, or all "
+        f"rendered (default {default or DEFAULT_FAMILY})",
+    )
+    parser.add_argument(
+        "--correction",
+        choices=CORRECTIONS,
+        default=None if as_written else DEFAULT_CORRECTION,
+        help="error control across claims: Holm (family-wise error rate), Benjamini-Hochberg (false "
+        "discovery rate) or none; every output shows both verdicts "
+        f"(default {default or DEFAULT_CORRECTION})",
+    )
+
+
+def add_effect_argument(parser: argparse.ArgumentParser) -> None:
+    """``--effect``: the smallest difference worth deciding (power lines, futility)."""
+    from harness.reporting.decisions import DEFAULT_EFFECT
+
+    parser.add_argument(
+        "--effect",
+        default=DEFAULT_EFFECT,
+        metavar="E",
+        help="the smallest difference you care about: score points (0.3) or a share of each claim's "
+        f"paper delta (50%%); sets the power lines and, with --until-decided, futility (default "
+        f"{DEFAULT_EFFECT.replace('%', '%%')})",
+    )
+
+
+def analysis_from_args(args: argparse.Namespace, profile: str) -> Analysis:
+    """The claims' analysis the flags ask for; the anytime-valid test where the runs folder's
+    ``sequential.json`` (written by ``harness grid --until-decided`` under this profile) says the
+    seeds were added until decided."""
+    from harness.grid.rounds import read_sequential
+    from harness.reporting.correction import Analysis
+
+    state = read_sequential(args.runs_dir)
+    design = (state or {}).get("design") or {}
+    sequential = design.get("profile") == profile and design.get("test") == "sequential"
+    c = design.get("mixture_c")
+    return Analysis(
+        correction=args.correction,
+        family=args.family,
+        sequential=sequential,
+        **({"mixture_c": float(c)} if sequential and isinstance(c, int | float) else {}),
+    )
+
+
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """Where the trials run: the Ray cluster, each trial's resources, Tune's storage and retries."""
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start Ray locally)")
@@ -187,7 +248,7 @@ def grid_options(args: argparse.Namespace) -> GridOptions:
         profile=args.profile,
         runs_dir=args.runs_dir,
         data_dir=args.data_dir,
-        seeds=args.seeds,
+        seeds=args.seeds if args.seeds is not None else first_seeds(args),
         overrides=overrides_from_args(args),
         claims_only=bool(getattr(args, "claims_only", False)),
         dry_run=bool(getattr(args, "dry_run", False)),
@@ -198,6 +259,13 @@ def grid_options(args: argparse.Namespace) -> GridOptions:
         tracking_uri=getattr(args, "tracking_uri", None),
         compile=compile_choice(getattr(args, "compile", "auto")),
     )
+
+
+def first_seeds(args: argparse.Namespace) -> int:
+    """``--seeds`` when not given: 1, or the first round of ``--until-decided``."""
+    from harness.grid.rounds import FIRST_SEEDS
+
+    return FIRST_SEEDS if getattr(args, "until_decided", False) else 1
 
 
 COMPILE_CHOICES = ("auto", "on", "off")

@@ -6,26 +6,33 @@ import argparse
 from pathlib import Path
 
 from harness.commands.arguments import (
+    add_analysis_arguments,
     add_common_report_arguments,
+    add_effect_argument,
     add_override_arguments,
+    analysis_from_args,
     overrides_from_args,
 )
 
-HELP = "test every table's claims on paired seeds: paper delta, measured interval, verdict"
+HELP = "test every table's claims on paired seeds: paper delta, measured interval, verdict, corrected verdict"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", nargs="*", metavar="SPEC", help="table specs (default: all in tables/)")
     add_common_report_arguments(parser)
     parser.add_argument("--out", default="results/claims", help="output folder (default results/claims)")
+    add_analysis_arguments(parser)
+    add_effect_argument(parser)
     add_override_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from harness.atomic import check_output_dir
     from harness.config.inputs import check_runs_dir, check_spec_paths
+    from harness.reporting.decisions import parse_effect
 
     check_spec_paths(args.specs)
+    parse_effect(args.effect)  # a bad --effect: one line, exit 2, nothing written
     check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
     out = check_output_dir(args.out, "claims output folder")
     for path in write_claims_for(args, out):
@@ -34,13 +41,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_claims_for(args: argparse.Namespace, out: Path) -> list[Path]:
-    """Build and write the claims of ``args.specs`` (shared with ``harness tables``)."""
+    """Build and write the claims of ``args.specs`` (shared with ``harness tables``); print the
+    totals, raw and corrected, and the seeds each undecided claim needs for 80 % power."""
     from harness.config.paths import resolve_data_root
-    from harness.reporting.claims import build_claims, totals, write_claims
+    from harness.reporting.claims import build_claims, corrected_totals, totals, write_claims
+    from harness.reporting.decisions import parse_effect, power_lines
     from harness.specs.find import load_table_specs
     from harness.store.run_store import RunStore
 
     profile = args.profile or "cpu"
+    effect = parse_effect(args.effect)
+    analysis = analysis_from_args(args, profile)
     specs = [s for s in load_table_specs(args.specs) if s.claims]
     results = build_claims(
         specs,
@@ -48,7 +59,13 @@ def write_claims_for(args: argparse.Namespace, out: Path) -> list[Path]:
         profile,
         overrides=overrides_from_args(args),
         data_root=resolve_data_root(args.data_dir),
+        analysis=analysis,
     )
-    paths = write_claims(results, profile, out)
+    paths = write_claims(results, profile, out, analysis)
+    if analysis.sequential:
+        print(f"test: {analysis.test} ({args.runs_dir}/sequential.json: seeds added until decided)")
     print(f"{len(results)} claims; {totals(results)}")
+    print(corrected_totals(results, analysis))
+    for line in power_lines(results, effect, analysis):
+        print(line)
     return paths

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.commands.arguments import (
+    add_analysis_arguments,
     add_common_report_arguments,
     add_override_arguments,
     overrides_from_args,
@@ -21,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--results", default="results", help="folder holding claims/ and plots/ (default results)"
     )
     parser.add_argument("--out", default=None, help="the HTML file (default <results>/report.html)")
+    add_analysis_arguments(parser, as_written=True)
     add_override_arguments(parser)
 
 
@@ -28,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.atomic import check_output_file
     from harness.config.inputs import check_runs_dir
     from harness.config.paths import resolve_data_root
+    from harness.reporting.correction import DEFAULT_CORRECTION, DEFAULT_FAMILY, Analysis
     from harness.reporting.report import render_report, write_report
     from harness.reporting.tables.build import build_tables
     from harness.specs.find import load_table_specs
@@ -46,8 +49,16 @@ def run(args: argparse.Namespace) -> int:
         data_root=resolve_data_root(args.data_dir),
     )
     records = [r for r in store.records() if (r.get("config") or {}).get("profile") == profile]
+    correction = None
+    if args.family is not None or args.correction is not None:  # else: as claims.json was written
+        correction = Analysis(args.correction or DEFAULT_CORRECTION, args.family or DEFAULT_FAMILY)
     text = render_report(
-        tables, records, claims_dir=results / "claims", plots_dir=results / "plots", profile=profile
+        tables,
+        records,
+        claims_dir=results / "claims",
+        plots_dir=results / "plots",
+        profile=profile,
+        correction=correction,
     )
     print(write_report(text, out))
     return 0

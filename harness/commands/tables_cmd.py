@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from harness.commands.arguments import (
+    add_analysis_arguments,
     add_common_report_arguments,
+    add_effect_argument,
     add_override_arguments,
     overrides_from_args,
 )
@@ -17,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", nargs="*", metavar="SPEC", help="table specs (default: all in tables/)")
     add_common_report_arguments(parser)
     parser.add_argument("--out", default="results/tables", help="output folder (default results/tables)")
+    add_analysis_arguments(parser)
+    add_effect_argument(parser)
     add_override_arguments(parser)
 
 
@@ -24,12 +28,14 @@ def run(args: argparse.Namespace) -> int:
     from harness.atomic import check_output_dir
     from harness.config.inputs import check_runs_dir, check_spec_paths
     from harness.config.paths import resolve_data_root
+    from harness.reporting.decisions import parse_effect
     from harness.reporting.tables.build import build_tables
     from harness.reporting.tables.write import write_tables
     from harness.specs.find import load_table_specs
     from harness.store.run_store import RunStore
 
     check_spec_paths(args.specs)
+    parse_effect(args.effect)  # a bad --effect: one line, exit 2, nothing written
     profile = args.profile or "cpu"
     specs = load_table_specs(args.specs)
     check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written

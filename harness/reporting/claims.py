@@ -1,14 +1,20 @@
 """Claims reporter: table specs' claims + run records -> claims.md, claims.tex, claims.json, forest plot.
 
 For every claim of every spec, under one profile: the paper's delta, the measured paired difference
-over seeds (mean and 95 % interval), the number of paired seeds, the verdict and the smallest
-difference this many seeds could detect at the observed spread (see :mod:`harness.reporting.statistics`).
+over seeds (mean and 95 % interval), the number of paired seeds, the verdict, its p-value, the p-value
+adjusted within the claim's family and the verdict after that correction (the family and the method
+named: :mod:`harness.reporting.correction`), and the smallest difference this many seeds could detect
+at the observed spread (see :mod:`harness.reporting.statistics`).
+
+Over 450 lines on purpose: the four outputs (Markdown, LaTeX, JSON, forest plot) render the same
+rows, so they stay beside the one function that builds them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.atomic import save_figure, write_text
 from harness.grid.plan import expand
+from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis, correct
 from harness.reporting.latex_text import latex_text
 from harness.reporting.statistics import ClaimResult, evaluate, seed_values
 from harness.reporting.tables.build import index_records
@@ -43,8 +50,10 @@ def build_claims(
     *,
     overrides: Mapping[str, Any] | None = None,
     data_root: Path | None = None,
+    analysis: Analysis = DEFAULT_ANALYSIS,
 ) -> list[ClaimResult]:
-    """Evaluate every claim of ``specs`` on the store's finished records under ``profile``."""
+    """Evaluate every claim of ``specs`` on the store's finished records under ``profile`` with
+    ``analysis``'s test, then correct them within their families."""
     plan = expand(specs, profile, seeds=1, overrides=overrides, data_root=data_root)
     records = index_records(store)
     cells = {(c.spec, c.key): c for c in plan.cells}
@@ -69,15 +78,16 @@ def build_claims(
                 values.append(seed_values(runs, spec.scores, claim.column, spec.sts_aggregate))
             if not reasons:
                 values = _broadcast_untrained(values, fixed)
-            result = evaluate(claim, values[0], values[1], "; ".join(reasons))
+            result = evaluate(claim, values[0], values[1], "; ".join(reasons), analysis.summariser())
             if not reasons:  # the same runs compared on the same score: a repeat, counted once
                 comparison = (*groups, spec.scores, claim.column, spec.sts_aggregate)
+                result = dataclasses.replace(result, comparison=comparison)
                 if comparison in seen:
                     result = dataclasses.replace(result, same_as=seen[comparison])
                 else:
                     seen[comparison] = f"{spec.name}: {claim.text}"
             out.append(result)
-    return out
+    return correct(out, analysis)
 
 
 def _broadcast_untrained(values: list[dict[int, float]], fixed: list[bool]) -> list[dict[int, float]]:
@@ -103,7 +113,19 @@ def _interval(result: ClaimResult) -> str:
     s = result.summary
     if s.low is None or s.high is None:
         return "--"
-    return f"[{s.low:+.2f}, {s.high:+.2f}]"
+    return f"[{_bound(s.low)}, {_bound(s.high)}]"
+
+
+def _bound(value: float) -> str:
+    """An interval's end (a confidence sequence is unbounded at the first few seeds)."""
+    return f"{value:+.2f}" if abs(value) != float("inf") else ("+inf" if value > 0 else "-inf")
+
+
+def p_text(value: float | None) -> str:
+    """A p-value as the outputs print it: three decimals, ``<0.001`` below that, ``--`` for none."""
+    if value is None:
+        return "--"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def _rows(results: Sequence[ClaimResult]) -> list[list[str]]:
@@ -120,44 +142,87 @@ def _rows(results: Sequence[ClaimResult]) -> list[list[str]]:
                 _interval(r),
                 str(s.n),
                 VERDICT_TEXT[s.verdict] + (" (repeat)" if r.same_as else ""),
+                p_text(s.p),
+                p_text(r.adjusted),
+                VERDICT_TEXT[r.corrected_verdict],
                 _num(s.mdd, sign=False),
             ]
         )
     return rows
 
 
-HEADER = ["table", "claim", "cells", "paper delta", "measured", "95% CI", "seeds", "verdict", "MDD (80%)"]
+def header(analysis: Analysis = DEFAULT_ANALYSIS) -> list[str]:
+    """The claims table's columns; the interval's kind and the correction are named in them."""
+    return [
+        "table",
+        "claim",
+        "cells",
+        "paper delta",
+        "measured",
+        analysis.interval,
+        "seeds",
+        "verdict",
+        "p",
+        f"p adj. ({analysis.label})",
+        f"verdict ({analysis.label})",
+        "MDD (80%)",
+    ]
 
 
-def totals(results: Sequence[ClaimResult]) -> str:
-    """``Totals: holds 2, reversed 1`` over the distinct comparisons (repeats are not counted)."""
+HEADER = header()
+"""The columns under the default analysis (every analysis has as many)."""
+
+
+def totals(results: Sequence[ClaimResult], corrected: bool = False) -> str:
+    """``Totals: holds 2, reversed 1`` over the distinct comparisons (repeats are not counted); with
+    ``corrected``, the verdicts after correction."""
     counts: dict[str, int] = {}
     for r in results:
         if not r.same_as:
-            counts[r.summary.verdict] = counts.get(r.summary.verdict, 0) + 1
+            verdict = r.corrected_verdict if corrected else r.summary.verdict
+            counts[verdict] = counts.get(verdict, 0) + 1
     repeats = sum(1 for r in results if r.same_as)
     head = "Totals" if not repeats else f"Totals over {len(results) - repeats} distinct comparisons"
     return f"{head}: " + ", ".join(f"{VERDICT_TEXT[k]} {v}" for k, v in sorted(counts.items()))
 
 
-def render_markdown(results: Sequence[ClaimResult], profile: str) -> str:
+def corrected_totals(results: Sequence[ClaimResult], analysis: Analysis = DEFAULT_ANALYSIS) -> str:
+    """The totals after correction, the correction named."""
+    return f"After {analysis.described}: " + totals(results, corrected=True).split(": ", 1)[1]
+
+
+def render_markdown(
+    results: Sequence[ClaimResult], profile: str, analysis: Analysis = DEFAULT_ANALYSIS
+) -> str:
     """The claims as one Markdown table with a note on how to read it."""
+    columns = header(analysis)
+    if analysis.sequential:
+        interval = (
+            f"{analysis.interval} = {analysis.test}, valid however many seeds were added and whenever "
+            "they stopped; p = its anytime-valid p-value"
+        )
+    else:
+        interval = f"{analysis.interval} = Student-t interval; p = the two-sided paired t-test's p-value"
+    mdd_test = "the sequence" if analysis.sequential else "a two-sided paired t-test (alpha 0.05)"
     lines = [
         f"# Claims under profile {profile}",
         "",
-        "Measured = mean of per-seed paired differences (better - worse, same seed on both sides); 95% CI = "
-        "Student-t interval; holds / reversed = the interval excludes 0 on the claimed / the other side; "
-        "MDD = the smallest true difference a two-sided paired t-test (alpha 0.05) detects with 80% power "
+        "Measured = mean of per-seed paired differences (better - worse, same seed on both sides); "
+        f"{interval}; "
+        "holds / reversed = the interval excludes 0 on the claimed / the other side; "
+        f"p adj. and the second verdict: corrected for testing the claims together, {analysis.described} "
+        "(a comparison that several rows repeat counts once; holds / reversed where p adj. < 0.05); "
+        f"MDD = the smallest true difference {mdd_test} detects with 80% power "
         "at this many seeds and the observed spread. A cell that does not train runs once; its value "
         "stands against every seed of the other cell.",
         "",
-        "| " + " | ".join(HEADER) + " |",
-        "|" + "---|" * len(HEADER),
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
     ]
     for row in _rows(results):
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
     repeats = [r for r in results if r.same_as]
-    lines += ["", totals(results)]
+    lines += ["", totals(results), "", corrected_totals(results, analysis)]
     if repeats:
         lines += ["", "Repeats (the same runs compared on the same score as an earlier row; not counted):"]
         lines += [f"- {r.claim.spec}: {r.claim.text} = {r.same_as}" for r in repeats]
@@ -169,7 +234,7 @@ def _tex(text: str) -> str:
     return latex_text(text).replace(">", r"$>$")
 
 
-CLAIM_COLUMN = r"p{0.34\linewidth}"
+CLAIM_COLUMN = r"p{0.28\linewidth}"
 """The claim column of claims.tex: it wraps, so that the table spans the page at footnotesize type."""
 FLOAT_LINES = 44
 """Printed lines per claims float: a longer list continues in the next float (one page holds ~50)."""
@@ -181,27 +246,49 @@ def _latex_chunks(results: Sequence[ClaimResult]) -> list[list[str]]:
     lines = 0
     spec = None
     for row in _rows(results):
-        table, claim, _cells, paper, measured, ci, n, verdict, mdd = row
-        cost = 1 + len(claim) // 40 + (table != spec)
+        table, claim, _cells, paper, measured, ci, n, verdict, _p, adjusted, corrected, mdd = row
+        cost = 1 + len(claim) // 36 + (table != spec)
         if lines + cost > FLOAT_LINES and chunks[-1]:
             chunks.append([])
             lines, spec = 0, None
         if table != spec:
             if chunks[-1]:
                 chunks[-1].append("\\addlinespace")
-            chunks[-1].append(f"\\multicolumn{{7}}{{@{{}}l}}{{\\textit{{{_tex(table)}}}}} \\\\")
+            chunks[-1].append(f"\\multicolumn{{9}}{{@{{}}l}}{{\\textit{{{_tex(table)}}}}} \\\\")
             spec = table
-        cells = [r"\raggedright " + _tex(claim), paper, measured, ci, n, _tex(verdict), mdd]
+        cells = [
+            r"\raggedright " + _tex(claim),
+            paper,
+            measured,
+            ci,
+            n,
+            _tex(verdict),
+            _tex(adjusted),
+            _tex(corrected),
+            mdd,
+        ]
         chunks[-1].append(" & ".join(c.replace("--", "-{}-") if c == "--" else c for c in cells) + " \\\\")
         lines += cost
     return chunks
 
 
-def render_latex(results: Sequence[ClaimResult], profile: str) -> str:
+def render_latex(results: Sequence[ClaimResult], profile: str, analysis: Analysis = DEFAULT_ANALYSIS) -> str:
     """Booktabs ``table*`` floats of the claims, grouped by table, at footnotesize type with the claim
     text wrapping; a list longer than a page continues in further floats. Shrunk to the line width
-    only where a document's line is narrower than the table."""
-    cols = ["Claim", "Paper $\\Delta$", "Measured $\\Delta$", "95\\% CI", "$n$", "Verdict", "MDD"]
+    only where a document's line is narrower than the table. The caption names the test and the
+    correction (family and method)."""
+    interval = "95\\% CS" if analysis.sequential else "95\\% CI"
+    cols = [
+        "Claim",
+        "Paper $\\Delta$",
+        "Measured $\\Delta$",
+        interval,
+        "$n$",
+        "Verdict",
+        "adj.\\ $p$",
+        "Corrected",
+        "MDD",
+    ]
     chunks = _latex_chunks(results)
     lines = [
         "% Generated by `harness claims` from run records; do not edit by hand.",
@@ -214,7 +301,7 @@ def render_latex(results: Sequence[ClaimResult], profile: str) -> str:
             "\\centering",
             "\\footnotesize",
             "\\setbox0=\\hbox{%",
-            f"\\begin{{tabular}}{{@{{}}{CLAIM_COLUMN}rrlrlr@{{}}}}",
+            f"\\begin{{tabular}}{{@{{}}{CLAIM_COLUMN}rrlrlrlr@{{}}}}",
             "\\toprule",
             " & ".join(cols) + " \\\\",
             "\\midrule",
@@ -223,7 +310,9 @@ def render_latex(results: Sequence[ClaimResult], profile: str) -> str:
             "\\end{tabular}}%",
             "\\leavevmode\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\box0}\\else\\box0\\fi",
             f"\\caption{{Claims of the papers tested on paired seeds (profile {_tex(profile)}){more}. "
-            "Measured $\\Delta$: mean per-seed difference (better $-$ worse); 95\\% CI: Student-$t$; "
+            "Measured $\\Delta$: mean per-seed difference (better $-$ worse); "
+            f"{interval}: {_tex(analysis.test)}; "
+            f"adj.\\ $p$ and Corrected: {_tex(analysis.described)}; "
             "MDD: smallest difference detectable with 80\\% power at this $n$ and spread.}",
             f"\\label{{tab:claims{'' if not i else f'-{i + 1}'}}}",
             "\\end{table*}",
@@ -231,10 +320,14 @@ def render_latex(results: Sequence[ClaimResult], profile: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_json(results: Sequence[ClaimResult], profile: str) -> dict[str, Any]:
-    """Every claim with its numbers, for other reporters (the HTML report)."""
+def to_json(
+    results: Sequence[ClaimResult], profile: str, analysis: Analysis = DEFAULT_ANALYSIS
+) -> dict[str, Any]:
+    """Every claim with its numbers, for other reporters (the HTML report); ``analysis`` names the
+    test and the correction, each claim its family, raw and adjusted p-value and both verdicts."""
     return {
         "profile": profile,
+        "analysis": analysis.to_json(),
         "claims": [
             {
                 "spec": r.claim.spec,
@@ -249,15 +342,26 @@ def to_json(results: Sequence[ClaimResult], profile: str) -> dict[str, Any]:
                 "diffs": list(r.paired.diffs),
                 "mean": r.summary.mean,
                 "sd": r.summary.sd,
-                "ci95": [r.summary.low, r.summary.high],
+                "ci95": [_finite(r.summary.low), _finite(r.summary.high)],
                 "verdict": r.summary.verdict,
+                "p": r.summary.p,
+                "family": r.family,
+                "p_adjusted": r.adjusted,
+                "verdict_corrected": r.corrected_verdict,
                 "mdd80": r.summary.mdd,
                 "reason": r.reason,
                 "same_as": r.same_as,
+                "paper": r.claim.paper,
+                "comparison": list(r.comparison),
             }
             for r in results
         ],
     }
+
+
+def _finite(value: float | None) -> float | None:
+    """A bound for JSON: an unbounded end (a confidence sequence at its first seeds) as null."""
+    return value if value is not None and math.isfinite(value) else None
 
 
 def claim_label(result: ClaimResult, results: Sequence[ClaimResult], with_spec: bool = True) -> str:
@@ -270,11 +374,13 @@ def claim_label(result: ClaimResult, results: Sequence[ClaimResult], with_spec: 
     return f"{label} ({claim.better} > {claim.worse})" if twins > 1 else label
 
 
-def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> list[Path]:
+def forest_plot(
+    results: Sequence[ClaimResult], profile: str, stem: Path, analysis: Analysis = DEFAULT_ANALYSIS
+) -> list[Path]:
     """Draw :func:`draw_forest` and save it as ``<stem>.png`` and ``<stem>.pdf``; return the paths."""
     import matplotlib.pyplot as plt
 
-    fig = draw_forest(results, profile)
+    fig = draw_forest(results, profile, analysis)
     try:  # each file atomically: a failure leaves it as it was
         return [
             save_figure(fig, stem.with_suffix(suffix), dpi=dpi)
@@ -288,12 +394,17 @@ LABEL_CHARS = 64
 """A forest plot's claim labels wrap at this many characters, so the intervals keep most of the width."""
 
 
-def draw_forest(results: Sequence[ClaimResult], profile: str) -> Figure:
+def draw_forest(
+    results: Sequence[ClaimResult], profile: str, analysis: Analysis = DEFAULT_ANALYSIS
+) -> Figure:
     """One line per claim: measured interval and mean, the paper's delta marked.
 
-    Claims of one table are labelled by their text alone (the table is named in the title); claims
-    of several tables carry the table's name. The figure is as wide as its labels need plus a fixed
-    width for the intervals, laid out by matplotlib's constrained layout.
+    The interval's colour is the raw verdict; the mean's marker is filled where the claim holds or is
+    reversed after the correction and open where it is not (the legend's title names the correction,
+    its family and method). Claims of one table are labelled by their text alone (the table is named
+    in the title); claims of several tables carry the table's name. The figure is as wide as its
+    labels need plus a fixed width for the intervals, laid out by matplotlib's constrained layout; an
+    unbounded end of a confidence sequence runs to the edge.
     """
     import matplotlib
 
@@ -311,14 +422,23 @@ def draw_forest(results: Sequence[ClaimResult], profile: str) -> Figure:
     width = 4.2 + 0.058 * max((len(line) for label in labels for line in label.splitlines()), default=0)
     fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
     colours = {"holds": "#1b7837", "reversed": "#b2182b", "inconclusive": "#555555"}
+    finite = [
+        abs(v)
+        for r in shown
+        for v in (r.summary.low, r.summary.high, r.summary.mean, r.claim.paper_delta)
+        if v is not None and math.isfinite(v)
+    ]
+    edge = 1.05 * max(finite, default=1.0)
     for i, r in enumerate(shown):
         y = len(shown) - 1 - i
         s = r.summary
         colour = colours.get(s.verdict, "#999999")
         if s.low is not None and s.high is not None:
-            ax.plot([s.low, s.high], [y, y], color=colour, linewidth=2)
+            ax.plot([max(s.low, -edge), min(s.high, edge)], [y, y], color=colour, linewidth=2)
         if s.mean is not None:
-            ax.plot([s.mean], [y], "o", color=colour, markersize=4)
+            decided = r.corrected_verdict in ("holds", "reversed")
+            face = colour if decided else "white"
+            ax.plot([s.mean], [y], "o", color=colour, markerfacecolor=face, markersize=4)
         ax.plot(
             [r.claim.paper_delta], [y], "D", markerfacecolor="none", markeredgecolor="#2166ac", markersize=5
         )
@@ -334,34 +454,55 @@ def draw_forest(results: Sequence[ClaimResult], profile: str) -> Figure:
     ax.set_title(f"{title}, profile {profile}", fontsize=9)
     used = {r.summary.verdict for r in shown}
     handles = [
-        Line2D([], [], color=colour, linewidth=2, marker="o", markersize=4, label=f"{verdict}: mean, 95% CI")
+        Line2D(
+            [],
+            [],
+            color=colour,
+            linewidth=2,
+            marker="o",
+            markersize=4,
+            label=f"{verdict}: mean, {analysis.interval}",
+        )
         for verdict, colour in colours.items()
         if verdict in used
     ]
     handles.append(
         Line2D([], [], color="#2166ac", marker="D", markerfacecolor="none", linestyle="", label="paper delta")
     )
-    fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=len(handles), frameon=False)
+    legend = fig.legend(
+        handles=handles,
+        fontsize=8,
+        loc="outside lower center",
+        ncol=len(handles),
+        frameon=False,
+        title=f"colour: raw verdict; filled mean: holds or reversed after correction ({analysis.label})",
+    )
+    legend.get_title().set_fontsize(8)
     return fig
 
 
-def write_claims(results: Sequence[ClaimResult], profile: str, out_dir: Path) -> list[Path]:
+def write_claims(
+    results: Sequence[ClaimResult], profile: str, out_dir: Path, analysis: Analysis = DEFAULT_ANALYSIS
+) -> list[Path]:
     """Write claims.md, claims.tex, claims.json and the forest plot (PNG, PDF) into ``out_dir``
     (each file atomically: a failure leaves that file and the ones after it as they were)."""
     texts = {
-        "claims.md": render_markdown(results, profile),
-        "claims.tex": render_latex(results, profile),
-        "claims.json": json.dumps(to_json(results, profile), indent=2) + "\n",
+        "claims.md": render_markdown(results, profile, analysis),
+        "claims.tex": render_latex(results, profile, analysis),
+        "claims.json": json.dumps(to_json(results, profile, analysis), indent=2) + "\n",
     }
     paths = [write_text(out_dir / name, text) for name, text in texts.items()]
-    paths += forest_plot(results, profile, out_dir / "claims_forest")
+    paths += forest_plot(results, profile, out_dir / "claims_forest", analysis)
     return paths
 
 
 __all__ = [
     "build_claims",
     "claim_label",
+    "corrected_totals",
     "draw_forest",
+    "header",
+    "p_text",
     "render_latex",
     "render_markdown",
     "to_json",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_text
+from harness.reporting.correction import Analysis, correct_json_rows
 from harness.reporting.tables.model import OURS_MARK, Line, RenderedTable, Text
 
 NO_CLAIMS = "No claims computed."
@@ -134,8 +135,27 @@ def table_html(table: RenderedTable) -> str:
 
 
 # -- claims, plots, provenance ----------------------------------------------------------------------
-def _claims_table(data: Any) -> str | None:
-    """``claims.json`` as written by ``harness claims``, as an HTML table (None for another shape)."""
+def _written_analysis(data: Mapping[str, Any]) -> Analysis | None:
+    """The analysis a ``claims.json`` names (None for one written before corrections were)."""
+    written = data.get("analysis")
+    if not isinstance(written, dict):
+        return None
+    try:
+        return Analysis(
+            correction=written.get("correction", "none"),
+            family=written.get("family", "table"),
+            sequential=written.get("test") == "sequential",
+            **({"mixture_c": float(written["mixture_c"])} if written.get("mixture_c") else {}),
+        )
+    except (ValueError, TypeError):
+        return None
+
+
+def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
+    """``claims.json`` as written by ``harness claims``, as an HTML table (None for another shape).
+
+    Both verdicts are shown, the correction named: as written, or corrected again under
+    ``correction`` (its method and family; the test stays the one the file was written with)."""
     rows = data.get("claims") if isinstance(data, dict) else None
     if (
         not isinstance(rows, list)
@@ -143,6 +163,12 @@ def _claims_table(data: Any) -> str | None:
         or not all(isinstance(r, dict) and "paper_delta" in r for r in rows)
     ):
         return None
+    analysis = _written_analysis(data)
+    if correction is not None:
+        sequential = analysis is not None and analysis.sequential
+        analysis = Analysis(correction.correction, correction.family, sequential)
+        rows = correct_json_rows(rows, analysis)
+    label = analysis.label if analysis is not None else "none"
 
     def num(value: Any, sign: bool = True) -> str:
         return (
@@ -156,9 +182,12 @@ def _claims_table(data: Any) -> str | None:
             "claim",
             "paper &Delta;",
             "measured &Delta;",
-            "95% CI",
+            analysis.interval if analysis is not None else "95% CI",
             "seeds",
             "verdict",
+            "p",
+            f"p adj. ({_esc(label)})",
+            f"verdict ({_esc(label)})",
             "MDD (80%)",
         )
     )
@@ -172,16 +201,21 @@ def _claims_table(data: Any) -> str | None:
             if r.get("same_as")
             else ""
         )
+        corrected = _esc(str(r.get("verdict_corrected", r.get("verdict", ""))))
         body.append(
             f"<tr><td>{_esc(str(r.get('spec', '')))}</td><td>{_esc(str(r.get('text', '')))}</td>"
             f"<td>{num(r.get('paper_delta'))}</td><td>{num(r.get('mean'))}</td><td>{ci}</td>"
             f'<td>{_esc(str(r.get("n", "")))}</td><td class="verdict {verdict}">{verdict}{repeat}</td>'
+            f"<td>{_p(r.get('p'))}</td><td>{_p(r.get('p_adjusted'))}</td>"
+            f'<td class="verdict {corrected}">{corrected}</td>'
             f"<td>{num(r.get('mdd80'), sign=False)}</td></tr>"
         )
+    test = _esc(analysis.test) if analysis is not None else "Student-t 95% interval"
+    described = _esc(analysis.described) if analysis is not None else "no correction"
     note = (
         "<p>Measured &Delta;: mean of per-seed paired differences (better &minus; worse, same seed on both "
-        "sides); 95% CI: Student-t; MDD: smallest true difference a paired t-test detects with 80% power "
-        "at this many seeds and spread.</p>"
+        f"sides); interval: {test}; p adj. and the second verdict: {described}; MDD: smallest true "
+        "difference the test detects with 80% power at this many seeds and spread.</p>"
     )
     return (
         f'<div class="scroll"><table class="results claims"><thead><tr>{head}</tr></thead>'
@@ -189,17 +223,24 @@ def _claims_table(data: Any) -> str | None:
     )
 
 
+def _p(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "&ndash;"
+    return "&lt;0.001" if value < 0.001 else f"{value:.3f}"
+
+
 FOREST_PLOT = "claims_forest.png"
 """The forest plot ``harness claims`` draws beside claims.json."""
 
 
-def claims_html(claims_dir: Path) -> str:
+def claims_html(claims_dir: Path, correction: Analysis | None = None) -> str:
     """The claims and their forest plot (``claims_forest.png`` when there is one).
 
-    The claims: ``claims.json`` of ``harness claims`` as a table; else ``claims.md`` (shown as text),
-    else another ``claims.json`` (pretty-printed), else "no claims computed".
+    The claims: ``claims.json`` of ``harness claims`` as a table (corrected again under
+    ``correction`` when given); else ``claims.md`` (shown as text), else another ``claims.json``
+    (pretty-printed), else "no claims computed".
     """
-    body = _claims_body(claims_dir)
+    body = _claims_body(claims_dir, correction)
     forest = claims_dir / FOREST_PLOT
     if forest.is_file():
         body += "\n" + _figure(
@@ -208,12 +249,12 @@ def claims_html(claims_dir: Path) -> str:
     return body
 
 
-def _claims_body(claims_dir: Path) -> str:
+def _claims_body(claims_dir: Path, correction: Analysis | None = None) -> str:
     md = claims_dir / "claims.md"
     js = claims_dir / "claims.json"
     if js.is_file():
         try:
-            table = _claims_table(json.loads(js.read_text(encoding="utf-8")))
+            table = _claims_table(json.loads(js.read_text(encoding="utf-8")), correction)
         except json.JSONDecodeError:
             table = None
         if table is not None:
@@ -326,8 +367,10 @@ def render_report(
     claims_dir: Path,
     plots_dir: Path,
     profile: str,
+    correction: Analysis | None = None,
 ) -> str:
-    """The whole report as one HTML string (no external references)."""
+    """The whole report as one HTML string (no external references); ``correction``: the claims'
+    correction (method and family) when not the one ``claims.json`` was written with."""
     toc = "".join(f'<li><a href="#table-{_esc(t.name)}">{_esc(t.title)}</a></li>' for t in tables)
     parts = [
         "<!DOCTYPE html>",
@@ -343,7 +386,7 @@ def render_report(
         '<h2 id="tables">Tables</h2>',
         *(table_html(t) for t in tables),
         '<h2 id="claims">Claims</h2>',
-        claims_html(claims_dir),
+        claims_html(claims_dir, correction),
         '<h2 id="plots">Plots</h2>',
         plots_html(plots_dir),
         '<h2 id="provenance">Provenance</h2>',

@@ -15,7 +15,17 @@ For ``n`` paired differences with mean ``m`` and sample standard deviation ``s``
 * smallest detectable difference (MDD): the true mean difference a two-sided paired t-test at
   alpha = 0.05 detects with 80 % power at this ``n`` and the observed ``s``: the ``delta`` with
   ``P(|T| > t_{0.975, n-1}) = 0.8`` for ``T`` noncentral t with ``n - 1`` degrees of freedom and
-  noncentrality ``delta * sqrt(n) / s``.
+  noncentrality ``delta * sqrt(n) / s``;
+* p-value: the two-sided paired t-test's, ``2 P(T_{n-1} > |m| sqrt(n) / s)`` (``scipy.stats.ttest_1samp``);
+  it is below 0.05 exactly when the 95 % interval excludes 0;
+* seeds for a power: the smallest ``n`` at which that test (or, with ``critical``, another test
+  that rejects where ``|T| > critical(n)``) detects a true difference with the power asked.
+
+Across claims, p-values are adjusted within a family (:func:`adjust_pvalues`): Holm's step-down
+(family-wise error rate, any dependence) or Benjamini-Hochberg's step-up (false discovery rate,
+``scipy.stats.false_discovery_control``); the families and the corrected verdicts are
+:mod:`harness.reporting.correction`'s, the anytime-valid test of seeds added sequentially
+:mod:`harness.reporting.sequential`'s.
 
 Pure functions here; :mod:`harness.reporting.claims` renders them.
 """
@@ -24,7 +34,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,6 +42,8 @@ from harness.specs.claim import Claim
 from harness.store.record import record_metric
 
 Verdict = Literal["holds", "reversed", "inconclusive", "1 seed", "no data", "not run"]
+CorrectionMethod = Literal["holm", "bh", "none"]
+CORRECTIONS: tuple[CorrectionMethod, ...] = ("holm", "bh", "none")
 
 
 CONFIDENCE = 0.95
@@ -61,6 +73,8 @@ class Summary:
     high: float | None
     verdict: Verdict
     mdd: float | None
+    p: float | None = None
+    """The two-sided p-value of the test behind the verdict (None without an interval)."""
 
 
 def pair_by_seed(better: Mapping[int, float], worse: Mapping[int, float]) -> Paired:
@@ -83,14 +97,120 @@ def t_interval(diffs: Sequence[float], confidence: float = CONFIDENCE) -> tuple[
     return mean - half, mean + half
 
 
-def paired_power(delta: float, sd: float, n: int, alpha: float = 1 - CONFIDENCE) -> float:
-    """Power of a two-sided paired t-test at level ``alpha`` for a true mean difference ``delta``."""
+Critical = Callable[[int], float]
+"""A test's critical value of ``|T|`` at ``n`` paired seeds (``T``: the paired t statistic); inf where
+it cannot reject at that ``n``."""
+
+
+def t_critical(n: int, alpha: float = 1 - CONFIDENCE) -> float:
+    """The two-sided paired t-test's critical value ``t_{1 - alpha/2, n-1}``."""
     from scipy import stats
 
+    return float(stats.t.ppf(1 - alpha / 2, n - 1))
+
+
+def paired_power(
+    delta: float, sd: float, n: int, alpha: float = 1 - CONFIDENCE, critical: Critical | None = None
+) -> float:
+    """Power of a two-sided paired t-test at level ``alpha`` for a true mean difference ``delta``
+    (with ``critical``: of the test that rejects where ``|T| > critical(n)``)."""
     df = n - 1
-    crit = float(stats.t.ppf(1 - alpha / 2, df))
+    crit = critical(n) if critical is not None else t_critical(n, alpha)
+    if not math.isfinite(crit):
+        return 0.0
     nc = delta * math.sqrt(n) / sd
     return _nct_sf(crit, df, nc) + _nct_sf(crit, df, -nc)
+
+
+def p_value(diffs: Sequence[float]) -> float | None:
+    """Two-sided p-value of the paired t-test of ``mean(diffs) = 0`` (None below two values).
+
+    With no spread the statistic is infinite (p = 0) unless every difference is 0 (p = 1).
+    """
+    from scipy import stats
+
+    n = len(diffs)
+    if n < 2:
+        return None
+    mean = statistics.fmean(diffs)
+    sd = statistics.stdev(diffs)
+    if sd == 0:
+        return 1.0 if mean == 0 else 0.0
+    t = mean / (sd / math.sqrt(n))
+    return float(2 * stats.t.sf(abs(t), n - 1))
+
+
+SEEDS_SEARCH_MAX = 10_000
+"""The most seeds :func:`seeds_for_power` looks at; beyond it the answer is None (out of reach)."""
+
+
+def seeds_for_power(
+    delta: float,
+    sd: float,
+    power: float = POWER,
+    alpha: float = 1 - CONFIDENCE,
+    critical: Critical | None = None,
+    most: int = SEEDS_SEARCH_MAX,
+) -> int | None:
+    """The fewest paired seeds (>= 2) at which the test detects a true difference ``delta`` with
+    ``power`` at paired standard deviation ``sd`` (None beyond ``most``; 2 when ``sd == 0`` and
+    ``delta != 0``; None when ``delta == 0``).
+
+    Power rises with ``n`` for both tests used here, so the search doubles an upper bound and then
+    bisects.
+    """
+    if delta == 0 or not math.isfinite(delta) or not math.isfinite(sd):
+        return None
+    if sd == 0:
+        return 2
+
+    def enough(n: int) -> bool:
+        return paired_power(abs(delta), sd, n, alpha, critical) >= power
+
+    low, high = 2, 2
+    while not enough(high):
+        if high >= most:
+            return None
+        low, high = high + 1, min(most, high * 2)
+    while low < high:
+        mid = (low + high) // 2
+        if enough(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return high
+
+
+def adjust_pvalues(pvalues: Sequence[float], method: CorrectionMethod) -> list[float]:
+    """The p-values adjusted for testing them together (same order as given).
+
+    * ``holm``: Holm's step-down, ``p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))`` over the
+      p-values sorted ascending: rejecting where ``p~ < alpha`` bounds the family-wise error rate by
+      alpha under any dependence (Holm 1979, Scand. J. Statist. 6, 65-70);
+    * ``bh``: Benjamini-Hochberg's step-up, ``p~_(i) = min_{j >= i} min(1, m p_(j) / j)``
+      (``scipy.stats.false_discovery_control``): bounds the false discovery rate by alpha for
+      independent or positively dependent p-values (Benjamini and Hochberg 1995, JRSS B 57, 289-300);
+    * ``none``: the p-values as they are.
+    """
+    values = [float(p) for p in pvalues]
+    if method == "none" or not values:
+        return values
+    if any(not 0.0 <= p <= 1.0 for p in values):
+        raise ValueError(f"p-values must lie in [0, 1], got {values}")
+    if method == "bh":
+        from scipy import stats
+
+        return [float(p) for p in stats.false_discovery_control(values, method="bh")]
+    if method != "holm":
+        raise ValueError(f"unknown correction {method!r}")
+    m = len(values)
+    order = sorted(range(m), key=lambda i: values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * values[i]))
+        adjusted[i] = running
+    return adjusted
 
 
 def _nct_sf(x: float, df: int, nc: float) -> float:
@@ -114,19 +234,24 @@ def _nct_sf(x: float, df: int, nc: float) -> float:
 
 
 def minimum_detectable_difference(
-    sd: float, n: int, power: float = POWER, alpha: float = 1 - CONFIDENCE
+    sd: float, n: int, power: float = POWER, alpha: float = 1 - CONFIDENCE, critical: Critical | None = None
 ) -> float | None:
-    """The smallest true difference detected with ``power`` (None when ``n < 2``; 0 when ``sd == 0``)."""
+    """The smallest true difference detected with ``power`` (None when ``n < 2`` or the test cannot
+    reject at ``n``; 0 when ``sd == 0``)."""
     from scipy import optimize
 
     if n < 2:
         return None
     if sd == 0:
         return 0.0
+    if critical is not None and not math.isfinite(critical(n)):
+        return None
     high = sd
-    while paired_power(high, sd, n, alpha) < power:
+    while paired_power(high, sd, n, alpha, critical) < power:
         high *= 2
-    return float(optimize.brentq(lambda d: paired_power(d, sd, n, alpha) - power, 0.0, high, xtol=1e-10))
+    return float(
+        optimize.brentq(lambda d: paired_power(d, sd, n, alpha, critical) - power, 0.0, high, xtol=1e-10)
+    )
 
 
 def summarise(diffs: Sequence[float]) -> Summary:
@@ -140,7 +265,7 @@ def summarise(diffs: Sequence[float]) -> Summary:
     sd = statistics.stdev(diffs)
     low, high = t_interval(diffs)
     verdict: Verdict = "holds" if low > 0 else "reversed" if high < 0 else "inconclusive"
-    return Summary(n, mean, sd, low, high, verdict, minimum_detectable_difference(sd, n))
+    return Summary(n, mean, sd, low, high, verdict, minimum_detectable_difference(sd, n), p_value(diffs))
 
 
 @dataclass(frozen=True)
@@ -157,6 +282,19 @@ class ClaimResult:
     """``spec: text`` of an earlier claim that compares the same runs on the same score (e.g. the
     same pair of methods declared by two tables, or SimCSE++ Table 3's BERT-base and SBERT-base
     claims, which are the same runs on the CPU profiles): a repeat, not another piece of evidence."""
+    comparison: tuple[str, ...] = ()
+    """What is compared: the two cells' run groups and the score (repeats share it; one hypothesis)."""
+    family: str = ""
+    """The family its p-value was adjusted in (:mod:`harness.reporting.correction`), if any."""
+    adjusted: float | None = None
+    """Its p-value adjusted within the family (None: no p-value, or not corrected)."""
+    corrected: Verdict | None = None
+    """The verdict after the correction (None: not corrected; the raw verdict stands)."""
+
+    @property
+    def corrected_verdict(self) -> Verdict:
+        """The verdict after correction, or the raw one where no correction was applied."""
+        return self.corrected if self.corrected is not None else self.summary.verdict
 
 
 def seed_values(
@@ -173,12 +311,21 @@ def seed_values(
     return out
 
 
+Summariser = Callable[[Sequence[float]], Summary]
+"""Paired differences -> :class:`Summary`: :func:`summarise` (fixed seeds) or the anytime-valid
+:func:`harness.reporting.sequential.sequential_summary`."""
+
+
 def evaluate(
-    claim: Claim, better: Mapping[int, float], worse: Mapping[int, float], reason: str = ""
+    claim: Claim,
+    better: Mapping[int, float],
+    worse: Mapping[int, float],
+    reason: str = "",
+    summariser: Summariser = summarise,
 ) -> ClaimResult:
     """Pair the two cells' per-seed values and summarise (``reason`` marks a claim not measured here)."""
     paired = pair_by_seed(better, worse)
-    summary = summarise(paired.diffs)
+    summary = summariser(paired.diffs)
     if reason:
         summary = Summary(0, None, None, None, None, "not run", None)
     return ClaimResult(claim, paired, summary, reason)

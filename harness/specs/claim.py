@@ -15,6 +15,9 @@ class Claim:
         column: the score column compared (a key of the spec's columns).
         paper_delta: ``paper(better) - paper(worse)`` from the spec's quoted numbers.
         text: a one-line statement of the claim.
+        paper: the paper whose claim it is: the paper its ``better`` cell cites (a row's own
+            ``cites``, else the spec's), e.g. ``WhitenedCSE`` for cpu_demo's WhitenedCSE row; the
+            ``--family paper`` of error control across claims.
     """
 
     spec: str
@@ -23,3 +26,9 @@ class Claim:
     column: str
     paper_delta: float
     text: str
+    paper: str = ""
+
+
+def paper_of(cites: str) -> str:
+    """The paper a ``cites`` string names: ``"SimCSE++ Table 3"`` -> ``"SimCSE++"``."""
+    return cites.split(" Table", 1)[0].strip()

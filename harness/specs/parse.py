@@ -13,7 +13,7 @@ from harness.config.profiles import PROFILES
 from harness.config.settings import OVERRIDABLE
 from harness.errors import ConfigError, did_you_mean
 from harness.evaluation.tasks import COLUMN_LABELS, SCORE_KEYS
-from harness.specs.claim import Claim
+from harness.specs.claim import Claim, paper_of
 from harness.specs.model import (
     STS_AGGREGATES,
     PlotSpec,
@@ -336,9 +336,9 @@ def _parse_claims(ctx: _Ctx, spec: TableSpec, raw: list[Any]) -> list[Claim]:
                     )
                     raise ctx.error(where, f"{key!r} {why}{did_you_mean(key, run_keys)}")
             delta = paper_value(spec, better, column) - paper_value(spec, worse, column)
-            out.append(
-                Claim(spec.name, better, worse, column, round(delta, 6), text or f"{better} > {worse}")
-            )
+            cites = next((r.cites for r in spec.rows if r.label == better and r.cites), spec.cites)
+            statement = text or f"{better} > {worse}"
+            out.append(Claim(spec.name, better, worse, column, round(delta, 6), statement, paper_of(cites)))
     return out
 
 
