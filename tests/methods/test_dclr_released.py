@@ -99,7 +99,7 @@ def test_the_loss_matches_the_released_loop(float64, feature: str) -> None:
     assert 0.2 < float(got.metrics["dropped_negatives"]) < 0.8
     z = method.head(out.last_hidden_state[:, 0])  # the run's training feature (cls_before_pooler) + MLP
     expected = released_loss(z, z, c, c, phi, params.temperature)
-    assert float(got.loss.detach()) == pytest.approx(float(expected), rel=1e-10)
+    assert float(got.loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-10)
 
 
 def test_the_two_readings_drop_different_negatives(float64) -> None:
