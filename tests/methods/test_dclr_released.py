@@ -91,7 +91,7 @@ def test_the_loss_matches_the_released_loop(float64, feature: str) -> None:
     sims = F.normalize(c, dim=-1) @ F.normalize(c, dim=-1).T
     off = sims[~torch.eye(len(SENTENCES), dtype=torch.bool)]
     phi = float(off.median())  # about half of the in-batch negatives are dropped
-    params = DCLRParams(phi=phi, noise_times=0.0, complementary_feature=feature)
+    params = DCLRParams.from_overrides({"phi": phi, "noise_times": 0.0, "complementary_feature": feature})
     method = DCLR(params, encoder.hidden_size)
     method.bind(encoder)
     no_dropout(method)
@@ -118,7 +118,8 @@ def test_the_two_readings_drop_different_negatives(float64) -> None:
 
 def test_a_complementary_model_without_a_pooler_is_refused_with_the_released_feature() -> None:
     encoder = load_encoder("random:tiny", seed=12)
-    encoder.model.pooler = None
+    model: Any = encoder.model
+    model.pooler = None
     with pytest.raises(ConfigError, match="complementary_feature=train_pooler"):
         DCLR(DCLRParams(), encoder.hidden_size).bind(encoder)
     DCLR(DCLRParams(complementary_feature="train_pooler"), encoder.hidden_size).bind(encoder)

@@ -87,7 +87,7 @@ def coupling(p: dict[str, Any], x: Arr, affine: bool, reverse: bool) -> tuple[Ar
 def revnet(steps: list[dict[str, Any]], x: Arr, affine: bool, reverse: bool) -> tuple[Arr, Arr]:
     objective = np.zeros(x.shape[0])
     for p in reversed(steps) if reverse else steps:
-        ops = [
+        ops: list[Any] = [
             lambda x, p=p: actnorm(p["actnorm"], x, reverse),
             lambda x, p=p: invertible_1x1(p["invertible"], x, reverse),
             lambda x, p=p: coupling(p["coupling"], x, affine, reverse),

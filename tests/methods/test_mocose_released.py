@@ -35,10 +35,25 @@ from methods.memory import NegativeQueue
 from methods.mocose import MoCoSE, MoCoSEParams, NewestFirstQueue
 
 SENTENCES = [
-    ["a man is playing a guitar on the stage", "two dogs are running through the snow", "the woman slices a ripe tomato", "children play soccer in the park"],
-    ["a cat sleeps on the warm sofa", "the train leaves the station at noon", "he reads a long book every night", "birds sing loudly in the morning"],
-    ["she paints the old wooden fence", "the chef cooks pasta for the guests", "a boy rides his bike down the hill", "people wait for the bus in the rain"],
-]  # fmt: skip
+    [
+        "a man is playing a guitar on the stage",
+        "two dogs are running through the snow",
+        "the woman slices a ripe tomato",
+        "children play soccer in the park",
+    ],
+    [
+        "a cat sleeps on the warm sofa",
+        "the train leaves the station at noon",
+        "he reads a long book every night",
+        "birds sing loudly in the morning",
+    ],
+    [
+        "she paints the old wooden fence",
+        "the chef cooks pasta for the guests",
+        "a boy rides his bike down the hill",
+        "people wait for the bus in the rain",
+    ],
+]
 """Three steps of four sentences, each longer than the token budget: every row has the same length
 (no padding), so the reference can run the transformer layers without an attention mask."""
 
@@ -69,19 +84,20 @@ class ReleasedMoCoSE:
     def __init__(self, encoder: Any, method: MoCoSE, key_gradient: bool, fifo: bool) -> None:
         p = method.params
         model = encoder.model
-        self.emb = copy.deepcopy(model.embeddings)  # MoCoSEModel.online_embeddings
-        self.layers = copy.deepcopy(model.encoder)  # online_encoder
-        self.pooler = copy.deepcopy(method.pooler)  # online_pooler (PoolerWithoutActive's dense)
-        self.proj = copy.deepcopy(method.projection)  # online_projection
-        self.pred = copy.deepcopy(method.predictor)  # prodiction
+        self.emb: Any = copy.deepcopy(model.embeddings)  # MoCoSEModel.online_embeddings
+        self.layers: Any = copy.deepcopy(model.encoder)  # online_encoder
+        self.pooler: Any = copy.deepcopy(method.pooler)  # online_pooler (PoolerWithoutActive's dense)
+        self.proj: Any = copy.deepcopy(method.projection)  # online_projection
+        self.pred: Any = copy.deepcopy(method.predictor)  # prodiction
         # prepare(): EMA(model) deep-copies the online modules after the weights are loaded
-        self.t_layers = copy.deepcopy(self.layers)
-        self.t_pooler = copy.deepcopy(self.pooler)
-        self.t_proj = copy.deepcopy(self.proj)
-        for frozen in (self.t_layers, self.t_pooler):  # the notebook's non_optimizer_list
-            frozen.requires_grad_(False)
+        self.t_layers: Any = copy.deepcopy(self.layers)
+        self.t_pooler: Any = copy.deepcopy(self.pooler)
+        self.t_proj: Any = copy.deepcopy(self.proj)
+        frozen: list[Any] = [self.t_layers, self.t_pooler]  # the notebook's non_optimizer_list
         if not key_gradient:
-            self.t_proj.requires_grad_(False)
+            frozen.append(self.t_proj)
+        for module in frozen:
+            module.requires_grad_(False)
         self.key_gradient, self.fifo = key_gradient, fifo
         self.decay0, self.total, self.ema_step = p.momentum, p.momentum_steps, 0
         self.tau, self.eps, self.size = p.temperature, p.fgsm, p.queue_size
@@ -99,7 +115,8 @@ class ReleasedMoCoSE:
         self.ema_step += 1
         d = 1 - (1 - self.decay0) * (math.cos(math.pi * self.ema_step / self.total) + 1) / 2
         with torch.no_grad():
-            for target, online in ((self.t_layers, self.layers), (self.t_pooler, self.pooler), (self.t_proj, self.proj)):  # fmt: skip
+            pairs = ((self.t_layers, self.layers), (self.t_pooler, self.pooler), (self.t_proj, self.proj))
+            for target, online in pairs:
                 for e, m in zip(target.state_dict().values(), online.state_dict().values(), strict=True):
                     e.copy_(d * e + (1.0 - d) * m)
 
@@ -200,14 +217,15 @@ def test_three_steps_match_the_released_loop(float64, key_gradient, queue_order,
         ours, theirs = harness_step(method, encoder, batch, step), released.step(batch)
         assert ours == pytest.approx(theirs, rel=1e-10), step
 
-    def same(a: nn.Module, b: nn.Module) -> None:
+    def same(a: Any, b: Any) -> None:
         for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True):
             torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-10)
 
     # the harness updates the EMA after each optimiser step, the released code before each forward:
     # after three steps the harness holds what the released code computes first in step 4
     released.ema()
-    model, key = encoder.model, method.key_encoder.model
+    model: Any = encoder.model
+    key: Any = method.key_encoder.model
     assert method.pooler is not None and method.projection is not None and method.predictor is not None
     same(model.embeddings, released.emb)
     same(model.encoder, released.layers)
@@ -255,18 +273,19 @@ def test_key_dropout_decides_whether_the_key_branch_drops_out(key_dropout) -> No
     seen: dict[str, list[bool]] = {"layers": [], "projection": [], "embedding": []}
 
     def recorder(where: str) -> Any:
-        def hook(module: nn.Module, args: Any) -> None:
+        def hook(module: Any, args: Any) -> None:
             seen[where].append(bool(module.training and module.p > 0))
 
         return hook
 
+    key: Any = method.key_encoder.model
     handles = [
         sub.register_forward_pre_hook(recorder("layers"))
-        for sub in method.key_encoder.model.encoder.modules()
+        for sub in key.encoder.modules()
         if isinstance(sub, nn.Dropout)
     ]
     handles.append(method.key_projection.dropout.register_forward_pre_hook(recorder("projection")))
-    embedding = encoder_parts(encoder)["embeddings"]
+    embedding: Any = encoder_parts(encoder)["embeddings"]
     handles.append(embedding.dropout.register_forward_pre_hook(recorder("embedding")))
     try:
         batch = encoder.tokenize(SENTENCES[0], max_length=LENGTH)
@@ -298,7 +317,8 @@ def test_projection_and_predictor_start_as_bert_starts_its_layers() -> None:
     assert all(bool((m.bias == 0).all()) for m in linears)
     norms = [m for m in method.predictor.modules() if isinstance(m, nn.LayerNorm)]
     assert norms and all(bool((n.weight == 1).all() and (n.bias == 0).all()) for n in norms)
-    torch.testing.assert_close(method.pooler.weight, encoder.model.pooler.dense.weight)  # loaded, as released
+    model: Any = encoder.model
+    torch.testing.assert_close(method.pooler.weight, model.pooler.dense.weight)  # loaded, as released
     torch.testing.assert_close(method.key_projection.dense.weight, method.projection.dense.weight)
 
 
