@@ -322,8 +322,9 @@ class MoCoSE(Method[MoCoSEParams]):
         """The online embedding layer on ``batch`` (in the encoder's mode: dropout on in training),
         the word-embedding lookup with this step's FGSM noise."""
         embeddings = encoder_parts(self.encoder)["embeddings"]
+        table: nn.Module = getattr(embeddings, "word_embeddings")  # noqa: B009 (checked in bind)
         ids = batch["input_ids"]
-        words = embeddings.word_embeddings(ids)
+        words = table(ids)
         if self.params.fgsm > 0:
             words = self._noise(words, batch["attention_mask"], torch.arange(ids.shape[0], device=ids.device))
         out: torch.Tensor = embeddings(
