@@ -102,8 +102,8 @@ class MoCoSEParams(ContrastiveParams):
     predictor_layers: int = 2
     key_dropout: Literal["on", "off"] = switch(
         "on",
-        "on: key layers and key projection with dropout (released: Trainer.train() reaches the EMA "
-        "copies); off: the copies in eval mode",
+        "on: key layers and key projection with dropout (released: the Trainer's model.train() "
+        "reaches the EMA copies); off: the copies in eval mode",
     )
     key_gradient: Literal["full", "none"] = switch(
         "full",
