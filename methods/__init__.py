@@ -15,6 +15,7 @@ from methods.dclr import DCLR
 from methods.isbert import ISBERT
 from methods.mocose import MoCoSE
 from methods.probes import BarlowProbe, NoiseProbe
+from methods.promptbert import PromptBERT
 from methods.scd import SCD
 from methods.simcse import SimCSE
 from methods.simcsepp import SimCSEpp
@@ -29,6 +30,7 @@ REGISTRY: dict[str, type[Method]] = {
     "isbert": ISBERT,
     "mocose": MoCoSE,
     "noise_probe": NoiseProbe,
+    "promptbert": PromptBERT,
     "scd": SCD,
     "simcse": SimCSE,
     "simcsepp": SimCSEpp,

@@ -415,3 +415,15 @@ class Method(nn.Module, Generic[P]):
         export`` and ``harness eval`` refuse such a checkpoint (IS-BERT's CNN: ``methods/isbert.py``).
         """
         return None
+
+    def sentence_input(self) -> Callable[[str], str] | None:
+        """The text the loop embeds in place of each evaluation sentence, for a method whose sentence
+        embedding needs another input than the sentence alone (PromptBERT's template around it):
+        ``text(sentence) -> str``. None (default): the sentence itself.
+
+        It goes with :meth:`sentence_head` (the head reads the token states of that text; a run of a
+        method that returns an input but no head stops before training) and applies wherever the head
+        does: the dev probes, the final tasks and the post-whitening fitted on them. Called after
+        :meth:`bind` (the text may depend on the encoder's tokenizer, e.g. its mask token).
+        """
+        return None

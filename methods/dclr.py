@@ -10,8 +10,11 @@ One training step:
 
 1. ``z1, z2 = head(two dropout views)`` from ONE encoder call on the doubled batch (as SimCSE).
 2. Complementary similarities: the frozen complementary model encodes the doubled batch too (two
-   dropout views, no head, no gradient: the released code runs its fixed BERT in training mode),
-   giving ``c_ij = cos(c1_i, c2_j)``. In-batch negative ``j != i`` gets weight ``w_ij = 0`` when
+   dropout views, no gradient: the released code runs its fixed BERT in training mode), giving
+   ``c_ij = cos(c1_i, c2_j)``. Its feature (``complementary_feature``) is, as released, its BERT
+   pooler output ``tanh(dense([CLS]))`` and no MLP (``cl_forward_denoised`` pools every encoder with
+   ``encoder.pooler`` and applies the MLP only to the trained one); ``train_pooler`` uses the run's
+   training pooler instead. In-batch negative ``j != i`` gets weight ``w_ij = 0`` when
    ``c_ij > phi``, else 1; the positive always has weight 1.
 3. Noise negatives: ``N = int(B * noise_times)`` vectors ``n_k ~ N(0, noise_std^2 I)`` of width d,
    refined by ``ascent_steps`` steps of normalised gradient ASCENT on the InfoNCE over
@@ -53,6 +56,7 @@ from methods.base import (
     LossOutput,
     ModelLoader,
     check_non_negative,
+    encoder_parts,
     repeat_rows,
     switch,
 )
@@ -160,6 +164,9 @@ class DCLRParams(ContrastiveParams):
         complementary: ``initial`` (a frozen copy of the encoder at the start of training) or a
             model name or folder (e.g. ``RUNS/checkpoints/<run_id>`` of a SimCSE run trained with
             ``--save-model``; the paper's choice is a trained SimCSE).
+        complementary_feature: ``pooler`` (default, the released code: the complementary model's
+            BERT pooler output, ``tanh(dense([CLS]))``, no MLP) or ``train_pooler`` (the run's
+            training pooler, what this harness used before).
     """
 
     phi: float = 0.9
@@ -171,6 +178,11 @@ class DCLRParams(ContrastiveParams):
         "released", "released: BCE on softmax(weights * logits); paper: weighted InfoNCE denominator"
     )
     complementary: str = INITIAL
+    complementary_feature: Literal["pooler", "train_pooler"] = switch(
+        "pooler",
+        "pooler: the complementary model's BERT pooler output, tanh(dense([CLS])), no MLP (released); "
+        "train_pooler: the run's training pooler",
+    )
 
     def validate(self, hidden_size: int | None = None) -> None:
         super().validate(hidden_size)
@@ -197,7 +209,10 @@ class DCLR(ContrastiveMethod[DCLRParams]):
         "Zhou et al., Debiased Contrastive Learning of Unsupervised Sentence Representations, ACL 2022 "
         "(github.com/RUCAIBox/DCLR)"
     )
-    smoke_params = ({}, {"loss_form": "paper", "noise_times": 2.5, "phi": 0.5})
+    smoke_params = (
+        {},
+        {"loss_form": "paper", "noise_times": 2.5, "phi": 0.5, "complementary_feature": "train_pooler"},
+    )
     complementary_encoder: nn.Module
 
     def bind(self, encoder: nn.Module, load: ModelLoader | None = None) -> None:
@@ -209,15 +224,32 @@ class DCLR(ContrastiveMethod[DCLRParams]):
         else:
             model = load(self.params.complementary)
         model.train()  # dropout on, as the released code's fixed model in a training-mode module
+        if self.params.complementary_feature == "pooler" and not isinstance(
+            encoder_parts(model).get("pooler_dense"), nn.Linear
+        ):
+            raise ConfigError(
+                f"dclr: complementary_feature='pooler' reads the complementary model's pooler layer, "
+                f"and {self.params.complementary!r} has none; set complementary_feature=train_pooler"
+            )
         self.register_frozen("complementary_encoder", model)
+
+    def complementary_features(self, encode: EncodeFn, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The complementary model's two dropout views of every sentence, ``[B, 2, d_c]``, no gradient."""
+        doubled = repeat_rows(batch, 2)
+        b = batch["input_ids"].shape[0]
+        with torch.no_grad():
+            if self.params.complementary_feature == "train_pooler":
+                return encode(doubled, encoder=self.complementary_encoder).view(b, 2, -1)
+            dense = encoder_parts(self.complementary_encoder)["pooler_dense"]
+            cls = encode.tokens(doubled, encoder=self.complementary_encoder).hidden[:, 0]
+            return torch.tanh(dense(cls)).view(b, 2, -1)  # BertPooler: dense, then Tanh
 
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
         p = self.params
         views = self.head(self.encode_views(encode, batch, 2))
         z1, z2 = views[:, 0], views[:, 1]
         b = z1.shape[0]
-        with torch.no_grad():
-            comp = encode(repeat_rows(batch, 2), encoder=self.complementary_encoder).view(b, 2, -1)
+        comp = self.complementary_features(encode, batch)
         num_noise = int(b * p.noise_times)
         noise = torch.randn(num_noise, z1.shape[1], device=z1.device, dtype=z1.dtype) * p.noise_std
         noise = refine_noise(z1, z2, noise, p.temperature, p.ascent_steps, p.ascent_step_size)

@@ -123,6 +123,8 @@ ALLOWED = {
     ("harness/run/final.py", "encoder.tokenizer.save_pretrained("): "into an atomic_folder",
     ("harness/store/run_store.py", "os.open("): "an attempt number's reservation",
     ("harness/grid/lock.py", "os.open("): "the grid lock",
+    ("harness/config/fetch.py", "shutil.copyfileobj("): "into an atomic_write handle",
+    ("harness/config/fetch.py", "shutil.move("): "into an atomic_folder",
 }
 
 

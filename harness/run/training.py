@@ -19,7 +19,9 @@ The shared recipe of METHODS.md section 1, method-agnostic:
 * at the end the best state is loaded, the method's head is copied into the model's pooler (so the
   ``cls`` pooler uses it) and the final tasks are evaluated, optionally on post-whitened embeddings.
   A method with its own sentence head (:meth:`~methods.base.Method.sentence_head`, IS-BERT's CNN)
-  is embedded through that head instead of the pooler, in the dev probes and the final tasks alike.
+  is embedded through that head instead of the pooler, in the dev probes and the final tasks alike,
+  on the text :meth:`~methods.base.Method.sentence_input` makes of each sentence where the method
+  has one (PromptBERT's template).
 
 A step never waits for the device: its loss and metrics stay there until the next evaluation point
 reads them (:mod:`harness.run.trajectory`). A non-finite loss, or one beyond float16's range
@@ -296,6 +298,8 @@ class TrainingRun:
         method_cls = get_method(config.method)
         self.method = method_cls(config.params, self.encoder.hidden_size).to(dev)
         self.step_fn = TrainStep(self.encoder, self.method, config, self.total, compile=self.compile)
+        if self.method.sentence_input() is not None and self.method.sentence_head() is None:
+            raise RuntimeError(f"{config.method}: sentence_input() needs a sentence_head() to read its text")
         _, token_lengths = encoder_functions(self.encoder, config.eval_pooler)
         self.probe_fn = make_probe(self.data_root, token_lengths)
         final_tasks = config.final_tasks != "none"
@@ -336,6 +340,9 @@ class TrainingRun:
         head = self.method.sentence_head()
         if head is None:  # the encoder's own call, as before sentence heads existed
             return self.encoder.embed(batch, self.config.eval_pooler, precision)
+        text = self.method.sentence_input()
+        if text is not None:  # the method's input around each sentence (PromptBERT's template)
+            batch = [text(sentence) for sentence in batch]
         return self.encoder.embed(batch, self.config.eval_pooler, precision, head=head)
 
     def head_into_pooler(self, required: bool) -> None:

@@ -363,7 +363,8 @@ def test_the_footprint_counts_the_parameters_the_method_builds(encoder, name, ov
 def test_the_footprint_of_the_known_methods() -> None:
     """Values read off the methods' definitions: SimCSE's two views, WhitenedCSE's m positives, the
     noise probe's 2K samples, CT's trained second model, DCLR's frozen complementary model (two
-    views without gradient) and MoCoSE's queries with gradient, keys and key encoder without."""
+    views without gradient) and MoCoSE's queries and keys with gradient (as released: the keys are not
+    detached) and its frozen key encoder; MoCo's keys without gradient under key_gradient = "none"."""
     d = 32
     expect = {
         ("simcse", ()): (2.0, 0.0, 0, 0),
@@ -371,7 +372,8 @@ def test_the_footprint_of_the_known_methods() -> None:
         ("noise_probe", (("variant", "neg_minus_noise"), ("k_samples", 3))): (6.0, 0.0, 0, 0),
         ("ct", ()): (2.0, 0.0, 1, 0),
         ("dclr", ()): (2.0, 2.0, 0, 1),
-        ("mocose", ()): (1.0, 1.0, 0, 1),
+        ("mocose", ()): (2.0, 0.0, 0, 1),
+        ("mocose", (("key_gradient", "none"),)): (1.0, 1.0, 0, 1),
     }
     for (name, overrides), (rows, no_grad, trained, frozen) in expect.items():
         measured = footprint(name, build_params(name, dict(overrides)), d)
