@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,17 @@ def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
     assert rec["run_id"] == config.run_id() and rec["status"] == "running"
     assert rec["config"] == config.to_dict()
     assert isinstance(code_version(), str) and code_version()
+
+
+def test_the_code_version_comes_from_git_inside_a_checkout() -> None:
+    # The package lives two folders below the checkout; a wrong root falls back to the version
+    # number silently, and every record would then name a release instead of a commit.
+    repo = Path(__file__).resolve().parents[1]
+    if not (repo / ".git").exists():
+        pytest.skip("not a git checkout")
+    assert code_version().startswith("git:")
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True, text=True)
+    assert head.stdout.strip() in code_version()
 
 
 # -- no finished result is ever lost -----------------------------------------------------------------

@@ -43,7 +43,7 @@ def _package_version() -> str:
 
 def git_output(*args: str) -> str | None:
     """Stdout of ``git ARGS`` in the source tree, or None outside a checkout or on any failure."""
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     if not (repo / ".git").exists():
         return None
     try:
