@@ -239,7 +239,7 @@ class CostModel:
         self.calibrations = [c for c in calibrations if c.get("device") == device]
         self._measured: dict[tuple[Any, ...], dict[str, list[float]]] = {}
         self._same_cpu: dict[tuple[Any, ...], dict[str, list[float]]] = {}
-        for record in records:
+        for record in {str(r.get("run_id")): r for r in records}.values():  # a run counts once
             self._add(record)
 
     def _add(self, record: Mapping[str, Any]) -> None:

@@ -15,7 +15,9 @@ Records are written to a temporary file in the same folder and moved into place 
 :func:`os.replace`, so a reader (a table reporter, another Ray trial) never sees half a record.
 Reading never crashes on a bad file: it is skipped with a warning; a record is validated against
 :class:`~harness.store.record.RunRecord` as it is read (:func:`~harness.store.record.check_record`),
-and a field of the wrong type is skipped with one warning line naming the file and the field.
+and a field of the wrong type is skipped with one warning line naming the file and the field. A run
+is read from ``records/<run_id>.json`` alone: a copy beside it or a record under another name is
+skipped with a warning (:meth:`RunStore.records`), so every reader counts a run once.
 
 No finished result is ever lost: :meth:`RunStore.save` never replaces a ``finished`` record by one
 that is not finished (a re-run that is running, failed or interrupted). That attempt is written to
@@ -184,19 +186,46 @@ class RunStore:
         return _read(path)
 
     def records(self) -> list[dict[str, Any]]:
-        """Every readable record, sorted by file name; unreadable files are skipped with a warning."""
+        """Every readable record once, sorted by file name; unreadable files are skipped with a warning.
+
+        A run's record is ``records/<run_id>.json`` and nothing else (what :meth:`load` reads): a file
+        whose name is not the run id it holds (a backup copy beside the original, a renamed record)
+        is skipped with one warning line naming it, so no reader counts a run twice or counts a
+        record the grid cannot see.
+        """
         if not self.records_dir.is_dir():
             return []
         out = []
         for path in sorted(self.records_dir.glob("*.json")):
             record = _read(path)
-            if record is not None:
-                out.append(record)
+            if record is None:
+                continue
+            run_id = str(record["run_id"])
+            if path.name != f"{run_id}.json":
+                warnings.warn(_misnamed(path, run_id, self.records_dir), RuntimeWarning, stacklevel=2)
+                continue
+            out.append(record)
         return out
 
     def finished_ids(self) -> set[str]:
         """Ids of the runs whose record says ``finished``."""
         return {r["run_id"] for r in self.records() if r.get("status") == "finished"}
+
+
+def _misnamed(path: Path, run_id: str, folder: Path) -> str:
+    """The warning for a record file whose name is not its run id."""
+    if not _ID_PATTERN.match(run_id):
+        return f"skipping run record {path}: its run_id {run_id!r} is not a run id"
+    own = folder / f"{run_id}.json"
+    if own.is_file():
+        return (
+            f"skipping run record {path}: a copy of run {run_id}, whose record is {own} (a run is "
+            "counted once: remove the copy or move it out of the records folder)"
+        )
+    return (
+        f"skipping run record {path}: it holds run {run_id}, whose record must be {own} (rename it "
+        "there to use it)"
+    )
 
 
 def missing_scores(record: dict[str, Any]) -> str | None:
