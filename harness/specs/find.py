@@ -61,9 +61,9 @@ def plots_dir() -> Path:
 def _resolve(name: str, directory: Path, what: str) -> Path:
     path = Path(name)
     if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"{what} spec file not found: {path}")
-        return path
+        return path  # a folder, a FIFO, ...: the spec reader says what it is
     candidate = directory / f"{name}.toml"
     if candidate.is_file():
         return candidate

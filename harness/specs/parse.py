@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.config.inputs import SPEC_MAX_BYTES, read_input_text
 from harness.config.profiles import PROFILES
 from harness.config.settings import OVERRIDABLE
 from harness.errors import ConfigError, did_you_mean
@@ -173,12 +174,11 @@ def _common(ctx: _Ctx, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
     }
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path, what: str) -> dict[str, Any]:
+    """A spec file's TOML, read as every input file is (:func:`~harness.config.inputs.read_input_text`)."""
+    text = read_input_text(path, what, SPEC_MAX_BYTES, ConfigError)
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"spec file not found: {path}") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
@@ -186,7 +186,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load_table_spec(path: str | Path) -> TableSpec:
     """Load and validate one table spec; raise ConfigError naming the file and the key."""
     path = Path(path)
-    raw = _read_toml(path)
+    raw = _read_toml(path, "table spec")
     ctx = _Ctx(path)
     ctx.check_keys(raw, _TABLE_KEYS, "")
     cites = ctx.require(raw, "cites", str, "")
@@ -374,7 +374,7 @@ def _claim_pairs(ctx: _Ctx, spec: TableSpec, entry: Mapping[str, Any], where: st
 def load_plot_spec(path: str | Path) -> PlotSpec:
     """Load and validate one plot spec; raise ConfigError naming the file and the key."""
     path = Path(path)
-    raw = _read_toml(path)
+    raw = _read_toml(path, "plot spec")
     ctx = _Ctx(path)
     ctx.check_keys(raw, _PLOT_KEYS, "")
     title = ctx.require(raw, "title", str, "")
