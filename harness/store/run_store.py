@@ -28,6 +28,7 @@ finishes becomes the record, and the finished record it replaces is kept as an a
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -37,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import WriteError, atomic_write, failed_write, strict_json
-from harness.errors import ConfigError
+from harness.config.inputs import read_input_text
+from harness.errors import ConfigError, HarnessError
 from harness.store.record import check_record
 
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -201,8 +203,10 @@ class RunStore:
             if record is None:
                 continue
             run_id = str(record["run_id"])
-            if path.name != f"{run_id}.json":
-                warnings.warn(_misnamed(path, run_id, self.records_dir), RuntimeWarning, stacklevel=2)
+            problem = _misnamed(path, run_id, self.records_dir) if path.name != f"{run_id}.json" else None
+            problem = problem or _edited(path, record)
+            if problem:
+                warnings.warn(problem, RuntimeWarning, stacklevel=2)
                 continue
             out.append(record)
         return out
@@ -226,6 +230,41 @@ def _misnamed(path: Path, run_id: str, folder: Path) -> str:
         f"skipping run record {path}: it holds run {run_id}, whose record must be {own} (rename it "
         "there to use it)"
     )
+
+
+def _edited(path: Path, record: Mapping[str, Any]) -> str | None:
+    """The warning for a record whose config no longer gives its run id or group (a config edited by
+    hand: its numbers would land in another run's cell), else None. A config that cannot be read
+    back (an older schema, a removed method) is not judged here."""
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return None
+    try:
+        ids = _ids_of(json.dumps(config, sort_keys=True))
+    except (TypeError, ValueError):
+        return None
+    if ids is None:
+        return None
+    run_id, group_id = ids
+    if run_id != record.get("run_id") or group_id != record.get("group_id", group_id):
+        return (
+            f"skipping run record {path}: its config gives run {run_id} (group {group_id}), not the "
+            f"run {record.get('run_id')} it names (edited by hand?): put the config back or remove the file"
+        )
+    return None
+
+
+@functools.lru_cache(maxsize=65536)
+def _ids_of(config_json: str) -> tuple[str, str] | None:
+    """The run and group ids a stored config gives (None: it cannot be read back); kept per config,
+    as every reader reads the same records again."""
+    from harness.config.run_config import RunConfig
+
+    try:
+        resolved = RunConfig.from_dict(json.loads(config_json))
+        return resolved.run_id(), resolved.group_id()
+    except Exception:
+        return None
 
 
 def missing_scores(record: dict[str, Any]) -> str | None:
@@ -252,10 +291,14 @@ def _same_attempt(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(a.get(k) == b.get(k) for k in ("started_at", "host"))
 
 
+RECORD_MAX_BYTES = 64 << 20
+"""A run record is tens of kilobytes; a larger file (or a FIFO, a device) is not read as one."""
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(read_input_text(path, "run record", RECORD_MAX_BYTES))
+    except (HarnessError, json.JSONDecodeError) as exc:
         warnings.warn(f"skipping unreadable run record {path}: {exc}", RuntimeWarning, stacklevel=3)
         return None
     if not isinstance(data, dict) or not isinstance(data.get("run_id"), str):
