@@ -320,6 +320,8 @@ def check_nodes(grid: PlannedGrid, configs: Sequence[RunConfig]) -> None:
         models=tuple(sorted({str(c.model) for c in configs})),
     )
     check_ray(grid.options.cluster, report, needs)
+    if len(report.problems) == 1:
+        raise DataError(f"{report.problems[0]}: nothing was run")
     if report.problems:
         for text in report.problems:
             print(f"harness grid: cluster problem: {text}", file=sys.stderr)
