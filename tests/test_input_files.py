@@ -229,3 +229,21 @@ def test_train_checks_its_runs_folder_before_writing(
     (line,) = error_lines(capsys)
     assert f"resume folder {runs}/resume: {runs}/resume is a file, not a folder" in line
     assert not (runs / "records").exists()
+
+
+def test_a_byte_order_mark_is_not_text_and_a_paper_number_is_finite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.specs.parse import load_table_spec
+
+    spec = tmp_path / "bom.toml"
+    spec.write_text(SPEC.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    assert load_table_spec(spec).title == "Smoke grid"  # was: "not valid TOML: Invalid statement"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("first sentence .\nsecond sentence .\n", encoding="utf-8-sig")
+    assert read_corpus(corpus)[0] == "first sentence ."
+    for value in ("nan", "inf", "-inf"):
+        bad = tmp_path / f"{value}.toml"
+        bad.write_text(SPEC.read_text(encoding="utf-8").replace("[76.85, 76.25]", f"[{value}, 76.25]"))
+        with pytest.raises(ConfigError, match=r"rows\[0\].paper\[0\]: expected a finite number, got"):
+            load_table_spec(bad)

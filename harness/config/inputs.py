@@ -224,8 +224,8 @@ def _open_checked(where: Path, what: str, max_bytes: int, error: type[HarnessErr
 def read_input_text(
     path: str | os.PathLike[str], what: str, max_bytes: int, error: type[HarnessError] = DataError
 ) -> str:
-    """:func:`read_input_bytes`, decoded as UTF-8 (a BOM-less UTF-8 file; UTF-16 and binary files are
-    named as such)."""
+    """:func:`read_input_bytes`, decoded as UTF-8 (a leading byte-order mark dropped; UTF-16, binary
+    files and NUL bytes are named as such)."""
     data = read_input_bytes(path, what, max_bytes, error)
     try:
         text = data.decode("utf-8")
@@ -237,7 +237,7 @@ def read_input_text(
     if "\x00" in text:  # valid UTF-8, but no text file holds NUL
         at = data.index(b"\x00")
         raise error(f"{what} {path} is not text (a NUL at byte {at}){_encoding_hint(data)}")
-    return text
+    return text.removeprefix("\ufeff")  # the byte-order mark some editors write is not text either
 
 
 def _encoding_hint(data: bytes) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -109,6 +110,9 @@ class _Ctx:
     def numbers(self, value: Any, where: str, length: int | None = None) -> tuple[float, ...]:
         self.typed(value, list, where)
         out = tuple(float(self.typed(v, (int, float), f"{where}[{i}]")) for i, v in enumerate(value))
+        for i, number in enumerate(out):
+            if not math.isfinite(number):  # TOML has nan and inf: a paper quotes neither
+                raise self.error(f"{where}[{i}]", f"expected a finite number, got {number}")
         if length is not None and len(out) != length:
             raise self.error(where, f"expected {length} numbers (one per column), got {len(out)}")
         return out
