@@ -243,9 +243,14 @@ def atomic_folder(target: str | os.PathLike[str], *, replace: bool = False) -> I
     ``target`` must not exist or be an empty folder, unless ``replace``: then an existing folder is
     replaced (moved aside, the new one renamed in, the old one removed). On any failure the
     temporary folder is removed and ``target`` is as it was; failures of the machine raise
-    :class:`WriteError`.
+    :class:`WriteError`. An interrupt waits until the folder is in place (:func:`raise_or_hold`).
     """
-    path = Path(target)
+    with _whole(), _atomic_folder(Path(target), replace) as building:
+        yield building
+
+
+@contextlib.contextmanager
+def _atomic_folder(path: Path, replace: bool) -> Iterator[Path]:
     tmp: Path | None = None
     building = False
     try:

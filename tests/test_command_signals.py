@@ -66,3 +66,19 @@ def test_an_interrupt_waits_until_the_file_being_written_is_whole(tmp_path: Path
         raise AssertionError("the interrupt came after the write, before this line")
     assert target.read_bytes() == b"first half second half"
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.bin"]
+
+
+def test_an_interrupted_export_leaves_its_folder_whole_or_absent(tmp_path: Path) -> None:
+    import pytest
+
+    from harness.atomic import atomic_folder
+    from harness.grid.signals import sigterm_as_interrupt
+
+    target = tmp_path / "exported"
+    with pytest.raises(KeyboardInterrupt), sigterm_as_interrupt(), atomic_folder(target) as building:
+        (building / "config.json").write_text("{}")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+        (building / "model.safetensors").write_bytes(b"weights")
+    assert sorted(p.name for p in target.iterdir()) == ["config.json", "model.safetensors"]
+    assert [p.name for p in tmp_path.iterdir()] == ["exported"]  # no temporary folder left
