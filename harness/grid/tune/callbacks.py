@@ -18,7 +18,13 @@ from harness.grid.progress import (
     GridProgress,
     print_line,
 )
-from harness.grid.relay import decode_record, forget_checkpoint, remember_checkpoint
+from harness.grid.relay import (
+    decode_record,
+    drop_checkpoint,
+    earlier_checkpoint,
+    forget_checkpoint,
+    remember_checkpoint,
+)
 from harness.grid.tracking import Tracking
 from harness.store.bookkeeping import short_error
 
@@ -91,7 +97,11 @@ class TuneProgress(GridProgress, tune.Callback):
         step = result.get("resume_step")
         try:
             if isinstance(step, int):
+                earlier = earlier_checkpoint(self.store.root, run_id)
                 remember_checkpoint(self.store.root, run_id, checkpoint.path, self.storage, step)
+                # an earlier grid's checkpoint this run resumed from is superseded now: not left behind
+                with contextlib.suppress(OSError):
+                    drop_checkpoint(earlier, keep_under=_experiment_path(trial))
             elif result.get("model"):
                 self._fetch_model(run_id, checkpoint)
         except WriteError as exc:
