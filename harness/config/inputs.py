@@ -106,15 +106,15 @@ def check_device(device: str | None) -> None:
     raise ConfigError(f"--device {device}: unsupported device type {dev.type!r} (cpu, cuda, cuda:N, mps)")
 
 
-def check_spec_paths(names: list[str]) -> None:
+def check_spec_paths(names: list[str], what: str = "table spec") -> None:
     """A spec given as a path must be an input file of UTF-8 text (:func:`read_input_text`)."""
     for name in names:
         path = Path(name)
         if not path.exists() and not path.is_symlink():
             continue  # a name in tables/ or a missing file: the spec loader says which
         if path.is_dir():
-            raise ConfigError(f"table spec {path} is a folder, not a .toml file")
-        read_input_text(path, "table spec", SPEC_MAX_BYTES, ConfigError)
+            raise ConfigError(f"{what} {path} is a folder, not a .toml file")
+        read_input_text(path, what, SPEC_MAX_BYTES, ConfigError)
 
 
 # -- input files ------------------------------------------------------------------------------------
