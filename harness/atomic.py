@@ -22,6 +22,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -117,6 +118,40 @@ def _as_write_error(path: Path, exc: BaseException, only: tuple[int, ...] | None
     return failed_write(path, cause)
 
 
+_writing = 0
+"""How many writes of this process's main thread are under way (nested: a write inside a write)."""
+_held: BaseException | None = None
+"""An interrupt that came during a write, raised once the write is whole."""
+
+
+def raise_or_hold(exc: BaseException) -> None:
+    """For a signal handler (:mod:`harness.grid.signals`): raise ``exc`` now, or, while the main thread
+    writes a file, once that write is whole: an interrupt never tears a write (torch's checkpoint
+    writer would turn it into an error that reads like a failed disk)."""
+    global _held
+    if _writing and threading.current_thread() is threading.main_thread():
+        _held = _held or exc
+        return
+    raise exc
+
+
+@contextlib.contextmanager
+def _whole() -> Iterator[None]:
+    """The block runs with interrupts held (:func:`raise_or_hold`); a held one is raised at its end."""
+    global _writing, _held
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        _writing += 1
+    try:
+        yield
+    finally:
+        if main:
+            _writing -= 1
+            if not _writing and _held is not None:
+                held, _held = _held, None
+                raise held
+
+
 @contextlib.contextmanager
 def atomic_write(
     target: str | os.PathLike[str], mode: Literal["w", "wb"] = "w", *, prefix: str | None = None
@@ -132,9 +167,15 @@ def atomic_write(
         WriteError: the folder or the file could not be written (full disk, read-only, a path under
             a file, ...; also torch's checkpoint writer failing on a full disk): ``target`` is as it was.
 
-    Any other exception inside the block removes the temporary file and propagates.
+    Any other exception inside the block removes the temporary file and propagates. An interrupt
+    (Ctrl-C, SIGTERM through :mod:`harness.grid.signals`) waits until the file is whole.
     """
-    path = Path(target)
+    with _whole(), _atomic_write(Path(target), mode, prefix) as handle:
+        yield handle
+
+
+@contextlib.contextmanager
+def _atomic_write(path: Path, mode: Literal["w", "wb"], prefix: str | None) -> Iterator[IO[Any]]:
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -202,9 +243,14 @@ def atomic_folder(target: str | os.PathLike[str], *, replace: bool = False) -> I
     ``target`` must not exist or be an empty folder, unless ``replace``: then an existing folder is
     replaced (moved aside, the new one renamed in, the old one removed). On any failure the
     temporary folder is removed and ``target`` is as it was; failures of the machine raise
-    :class:`WriteError`.
+    :class:`WriteError`. An interrupt waits until the folder is in place (:func:`raise_or_hold`).
     """
-    path = Path(target)
+    with _whole(), _atomic_folder(Path(target), replace) as building:
+        yield building
+
+
+@contextlib.contextmanager
+def _atomic_folder(path: Path, replace: bool) -> Iterator[Path]:
     tmp: Path | None = None
     building = False
     try:

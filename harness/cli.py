@@ -4,7 +4,9 @@ Each subcommand lives in ``harness/commands/<name>_cmd.py`` and exposes ``HELP``
 ``add_arguments(parser)`` and ``run(args) -> int``. Heavy imports happen inside ``run`` so that
 ``harness --help`` stays fast. User errors (:class:`~harness.errors.HarnessError`) become one line on
 stderr and exit status 2, with no traceback; so does an :class:`OSError` no command foresaw (a disk
-that filled up mid-way: the files the harness writes are atomic, see :mod:`harness.atomic`).
+that filled up mid-way: the files the harness writes are atomic, see :mod:`harness.atomic`). Ctrl-C
+and SIGTERM end every command the same way: what it was writing is left as it was, a run's record
+says ``interrupted``, exit status 130.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from harness.atomic import cause_of
 from harness.errors import HarnessError
+from harness.grid.signals import sigterm_as_interrupt
 
 COMMANDS: tuple[str, ...] = (
     "eval",
@@ -75,8 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _interruptible()
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        with _one_line_warnings():
+    try:  # SIGTERM (`kill PID`) stops any command as Ctrl-C does: records marked, temporaries removed
+        with _one_line_warnings(), sigterm_as_interrupt():
             return int(args._module.run(args) or 0)
     except HarnessError as exc:
         print(f"harness {args.command}: error: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ from typing import Any
 from harness.config.profiles import PROFILES
 from harness.config.settings import AUTO_SETTINGS, OVERRIDABLE, RunSettings
 from harness.errors import ConfigError
+from harness.grid.capacity import DEFAULT_LOST_NODE_WAIT_S
 from harness.grid.options import ClusterOptions, GridOptions, parse_trial_resources
 
 if typing.TYPE_CHECKING:
@@ -226,6 +227,15 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="retries of a failed trial (a lost node): it resumes from its last checkpoint (default 0)",
     )
+    parser.add_argument(
+        "--lost-node-wait",
+        type=float,
+        default=DEFAULT_LOST_NODE_WAIT_S,
+        metavar="SECONDS",
+        help="when no alive node can take the waiting runs (their nodes were lost), wait this long for "
+        "one to join, then stop: the waiting runs are marked interrupted (the same command resumes "
+        f"them) and the grid exits 1 (default {DEFAULT_LOST_NODE_WAIT_S:.0f})",
+    )
 
 
 def cluster_options(args: argparse.Namespace) -> ClusterOptions:
@@ -238,6 +248,7 @@ def cluster_options(args: argparse.Namespace) -> ClusterOptions:
         storage=getattr(args, "storage", None),
         max_failures=getattr(args, "max_failures", 0),
         smoke=bool(getattr(args, "smoke", False)),
+        lost_node_wait=getattr(args, "lost_node_wait", DEFAULT_LOST_NODE_WAIT_S),
     )
 
 

@@ -30,9 +30,11 @@ def run(args: argparse.Namespace) -> int:
     from harness.atomic import check_output_dir
     from harness.config.inputs import check_runs_dir, check_spec_paths
     from harness.reporting.decisions import parse_effect
+    from harness.specs.find import load_table_specs
 
     check_spec_paths(args.specs)
     parse_effect(args.effect)  # a bad --effect: one line, exit 2, nothing written
+    load_table_specs(args.specs)  # a bad spec, or two of one name: one line before the folder is made
     check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
     out = check_output_dir(args.out, "claims output folder")
     for path in write_claims_for(args, out):

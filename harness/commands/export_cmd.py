@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
     check_encoder_only(checkpoint, f"harness export {args.run_id}")
     out = _check_out(Path(args.out), checkpoint)
+    from harness.config.models import check_model_inputs
+
+    check_model_inputs(str(checkpoint))  # its tokenizer files, as eval and train check a folder
     pooler = str((record.get("config") or {}).get("eval_pooler", "cls_before_pooler"))
     about = {
         k: record.get(k) for k in ("run_id", "config", "best_step", "best_stsb_dev", "final", "provenance")

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.specs.find import load_plot_specs
     from harness.store.run_store import RunStore
 
-    check_spec_paths(args.specs)
+    check_spec_paths(args.specs, "plot spec")
     check_runs_dir(args.runs_dir)  # a misspelt folder: one line, exit 2, nothing written
     profile = args.profile or "cpu"
     specs = load_plot_specs(args.specs)

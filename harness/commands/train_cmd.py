@@ -59,6 +59,24 @@ def _print_final(final: dict[str, Any]) -> None:
         print(f"final {part}: " + ", ".join(cells))
 
 
+def check_before_training(config: Any, store: Any, save_model: bool) -> None:
+    """What a run reads and writes, checked before its record is: the encoder (a folder's tokenizer
+    files, ``max_length`` within its positions), the corpus (read as training reads it), and the
+    runs folder's entries it writes (:func:`~harness.grid.checks.runs_folder_problems`)."""
+    from pathlib import Path
+
+    from harness.config.models import check_model_inputs
+    from harness.errors import HarnessError
+    from harness.grid.checks import runs_folder_problems
+    from harness.run.data import read_corpus
+
+    check_model_inputs(config.model, config.max_length)
+    read_corpus(Path(config.corpus), min_sentences=config.batch_size)
+    problems = runs_folder_problems(store.root, [config.run_id()], storage=None, save_model=save_model)
+    if problems:
+        raise HarnessError(problems[0])
+
+
 def run(args: argparse.Namespace) -> int:
     from harness.config.paths import resolve_data_root
     from harness.config.run_config import resolve_config
@@ -79,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     store = RunStore(args.output_dir)
     check_output_dir(store.root, "--output-dir")
     run_id = config.run_id()
+    check_before_training(config, store, args.save_checkpoint)
     previous = store.load(run_id)
     if previous is not None and previous.get("status") == "finished":
         print(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from harness.config.inputs import CORPUS_MAX_BYTES, check_input_file
 from harness.errors import DataError
 
 ENV_VAR = "HARNESS_DATA"
@@ -60,6 +61,7 @@ def resolve_corpus(corpus: str | os.PathLike[str] | None, data_root: Path | None
             path = data_root / corpus
     if path.is_dir():
         raise DataError(f"corpus {path} is a folder, not a file (one sentence per line)")
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"corpus file not found: {path}")
+    check_input_file(path, "corpus", CORPUS_MAX_BYTES)  # a FIFO, a device, too large: refused here
     return path.resolve()

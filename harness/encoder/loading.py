@@ -8,7 +8,17 @@ from typing import Any
 
 import torch
 
-from harness.config.models import DEFAULT_MODEL, RANDOM_SIZES, first_line, hub_offline, packaged_model_dir
+from harness.config.models import (
+    DEFAULT_MODEL,
+    RANDOM_SIZES,
+    first_line,
+    hub_offline,
+    max_length_problems,
+    model_folder_problems,
+    packaged_model_dir,
+    usable_positions,
+    vocabulary_problems,
+)
 from harness.encoder.model import SentenceEncoder
 from harness.errors import ConfigError, ModelLoadError
 
@@ -49,6 +59,9 @@ def load_encoder(
             looks_like_path = name.startswith((".", "/", "~")) or Path(name).suffix != ""
             if looks_like_path and not Path(name).expanduser().exists():
                 raise ModelLoadError(f"model path does not exist: {name}")
+            folder_problems = model_folder_problems(name)
+            if folder_problems:  # no tokenizer files, another model's tokenizer, ...
+                raise ModelLoadError(folder_problems[0])
             local = Path(name).expanduser().exists()
             path = str(Path(name).expanduser()) if local else name
             offline = not local and hub_offline()  # a cached hub model loads without asking the hub
@@ -58,8 +71,20 @@ def load_encoder(
         raise
     except Exception as exc:  # from_pretrained raises OSError, ValueError, HTTP errors, ...
         raise ModelLoadError(f"cannot load encoder {name!r}: {first_line(exc)}") from exc
+    problems = vocabulary_problems(name, len(tokenizer), getattr(model.config, "vocab_size", None))
+    if problems:  # token ids the embedding has no row for, or another model's tokenizer
+        raise ModelLoadError(problems[0])
     encoder = SentenceEncoder(model, tokenizer, name)
     return encoder.to(device)
+
+
+def check_max_length(encoder: SentenceEncoder, max_length: int | None) -> None:
+    """Raise :class:`ConfigError` when ``max_length`` is beyond the loaded encoder's positions."""
+    model_config: Any = getattr(encoder.model, "config", None)
+    config = model_config.to_dict() if model_config is not None else {}
+    problems = max_length_problems(encoder.name, usable_positions(config), max_length)
+    if problems:
+        raise ConfigError(problems[0])
 
 
 def loader_beside(encoder: SentenceEncoder) -> Callable[[str], SentenceEncoder]:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from harness.config.inputs import DATA_MAX_BYTES, read_input_bytes
 from harness.errors import DataError
 
 # --------------------------------------------------------------------------------------------------
@@ -59,9 +60,7 @@ def _normalise(sentence: str) -> str:
 
 
 def _read_text(path: Path) -> str:
-    if not path.is_file():
-        raise DataError(f"STS data file not found: {path}")
-    data = path.read_bytes()
+    data = read_input_bytes(path, "STS data file", DATA_MAX_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -249,13 +248,12 @@ class TaskText:
 
 
 def _open_lines(path: Path, encoding: str) -> str:
-    if not path.is_file():
-        raise DataError(f"SentEval file not found: {path}")
-    try:
-        with open(path, encoding=encoding) as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as exc:
+    data = read_input_bytes(path, "SentEval file", DATA_MAX_BYTES)
+    try:  # as a text-mode read gives it: universal newlines
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
         raise DataError(f"cannot read {path}: {exc}") from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _iter_lines(text: str) -> Iterator[tuple[int, str]]:

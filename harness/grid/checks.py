@@ -4,15 +4,30 @@ disk, GPUs; each adds an ``ok`` line or a problem to a :class:`Report`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.config.models import DEFAULT_MODEL, hidden_size_of, hub_offline, packaged_model_dir
+from harness.atomic import cause_of
+from harness.config.models import (
+    DEFAULT_MODEL,
+    hidden_size_of,
+    hub_offline,
+    max_length_problems,
+    model_folder_problems,
+    model_positions,
+    packaged_model_dir,
+)
 from harness.errors import HarnessError
 from harness.evaluation.tasks import data_problems, sts_files, stsb_dev_file
 from harness.evaluation.tasks import transfer_files as files
+from harness.grid.relay import index_path
+from harness.run.checkpoint import checkpoint_path
 
 CHECKPOINT_ROOM_BYTES = 2 * 1024**3
 """Less free disk than this under the runs folder is a problem (checkpoints of one bert-base run are
@@ -57,8 +72,10 @@ def needed_data_files(senteval: Path, final_tasks: set[str]) -> list[Path]:
     return list(seen)
 
 
-def check_model(name: str, report: Report) -> None:
-    """Packaged, random, local or cached: never a download, never a wait when offline."""
+def check_model(name: str, report: Report, max_length: int | None = None) -> None:
+    """Packaged, random, local or cached: never a download, never a wait when offline; a local folder
+    checked like data (config, tokenizer files against the vocabulary), and ``max_length`` (the
+    longest the runs ask of it) within the encoder's positions."""
 
     try:
         if name == DEFAULT_MODEL:
@@ -67,8 +84,12 @@ def check_model(name: str, report: Report) -> None:
             where = "random weights (tests only)"
         elif Path(name).expanduser().exists():
             local = Path(name).expanduser()
-            if not (local / "config.json").is_file():
-                report.problem(f"model {name}: local folder without config.json")
+            problems = model_folder_problems(name, max_length) if local.is_dir() else []
+            if not local.is_dir():
+                problems = [f"model {name}: {local} is a file, not a model folder"]
+            for text in problems:
+                report.problem(text)
+            if problems:
                 return
             where = f"local folder {local}"
         else:
@@ -84,7 +105,11 @@ def check_model(name: str, report: Report) -> None:
                 report.problem(text)
                 return
             where = f"cached ({', '.join(cached)})"
-        report.ok(f"model {name}: {where}, hidden size {hidden_size_of(name)}")
+        too_long = max_length_problems(name, model_positions(name), max_length)
+        for text in too_long:
+            report.problem(text)
+        if not too_long:
+            report.ok(f"model {name}: {where}, hidden size {hidden_size_of(name)}")
     except HarnessError as exc:
         report.problem(f"model {name}: {exc}")
 
@@ -136,7 +161,7 @@ def check_data(data_root: Path, configs: list[Any], report: Report, read_corpus:
     senteval = data_root / "senteval"
     tasks = {str(c.final_tasks) for c in configs}
     files = needed_data_files(senteval, tasks)
-    missing = [p for p in files if not p.is_file()]
+    missing = [p for p in files if not p.exists()]  # a FIFO or a folder: its reader says what it is
     empty = [p for p in files if p.is_file() and p.stat().st_size == 0]
     for path in missing:
         report.problem(f"SentEval file missing: {path}")
@@ -167,3 +192,68 @@ def check_data(data_root: Path, configs: list[Any], report: Report, read_corpus:
         except HarnessError as exc:
             report.problem(str(exc))
     return sizes
+
+
+def runs_folder_problems(
+    root: Path, run_ids: Sequence[str], *, storage: Path | None = None, save_model: bool = False
+) -> list[str]:
+    """What stands where a grid or a run will write under its runs folder (and Tune's storage), found
+    before anything trains: one line each.
+
+    The folders ``records/``, ``resume/``, ``checkpoints/`` (with ``save_model``) and Tune's storage
+    (``storage``, a grid's: ``<runs>/tune`` unless ``--storage``; None for ``harness train``) must be
+    folders that can be written, or not exist yet under a folder that can; each run's own entries
+    (its record and attempts, its resume checkpoint and note, its saved encoder) must not be a file
+    where a folder goes or a folder where a file goes.
+    """
+    if root.exists() and not root.is_dir():
+        return []  # the runs folder itself: its own check says so (check_output_dir)
+    folders = [("records folder", root / "records"), ("resume folder", root / "resume")]
+    if storage is not None:
+        folders.append(("Ray Tune's storage", storage))
+    if save_model:
+        folders.append(("saved encoders folder", root / "checkpoints"))
+    problems = [p for what, folder in folders if (p := _folder_problem(folder, what)) is not None]
+    for run_id in run_ids:
+        files = [root / "records" / f"{run_id}.json", checkpoint_path(root, run_id), index_path(root, run_id)]
+        dirs = [root / "records" / f"{run_id}.attempts"]
+        if save_model:
+            dirs.append(root / "checkpoints" / run_id)
+        problems += [
+            f"{p} is a folder where run {run_id} keeps a file: remove it" for p in files if p.is_dir()
+        ]
+        problems += [
+            f"{p} is a file where run {run_id} keeps a folder: remove it"
+            for p in dirs
+            if p.exists() and not p.is_dir()
+        ]
+    return problems
+
+
+def _folder_problem(folder: Path, what: str) -> str | None:
+    """Why ``folder`` cannot hold what is written there, or None (a missing folder is judged by the
+    folder it would be made in)."""
+    probe = folder
+    while not probe.is_dir():
+        if probe.exists() or probe.is_symlink():
+            return f"{what} {folder}: {probe} is a file, not a folder: remove it or choose another folder"
+        if probe == probe.parent:
+            return f"{what} {folder}: no folder to create it in"
+        probe = probe.parent
+    try:  # proved with a temporary file, as every output folder is
+        fd, name = tempfile.mkstemp(prefix=".write-test-", dir=probe)
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    except OSError as exc:
+        return f"{what} {folder} cannot be written: {cause_of(exc)}"
+    return None
+
+
+def longest_lengths(configs: Sequence[Any]) -> dict[str, int | None]:
+    """Each model the configs use, with the longest ``max_length`` any of them asks of it."""
+    lengths: dict[str, list[int]] = {}
+    for config in configs:
+        length = getattr(config, "max_length", None)
+        lengths.setdefault(str(config.model), []).extend([int(length)] if length is not None else [])
+    return {model: max(values) if values else None for model, values in lengths.items()}

@@ -239,7 +239,13 @@ class CostModel:
         self.calibrations = [c for c in calibrations if c.get("device") == device]
         self._measured: dict[tuple[Any, ...], dict[str, list[float]]] = {}
         self._same_cpu: dict[tuple[Any, ...], dict[str, list[float]]] = {}
+        counted: set[str] = set()
         for record in records:
+            run_id = record.get("run_id")
+            if isinstance(run_id, str) and record.get("status") == "finished":
+                if run_id in counted:  # a run counts once, however many copies are passed
+                    continue
+                counted.add(run_id)
             self._add(record)
 
     def _add(self, record: Mapping[str, Any]) -> None:

@@ -24,13 +24,15 @@ from pathlib import Path
 import torch
 
 from harness.atomic import check_output_dir
-from harness.config.inputs import check_finite_overrides, check_spec_paths, check_threads
+from harness.config.inputs import check_finite_overrides, check_spec_paths, check_threads, is_regular_file
+from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_data_root, senteval_dir
 from harness.config.run_config import RunConfig
-from harness.errors import DataError
+from harness.errors import DataError, HarnessError
 from harness.evaluation.tasks import data_problems
 from harness.grid.calibrate import MIN_GRID_S, calibrate, uncalibrated
 from harness.grid.calibration import load_calibrations
+from harness.grid.checks import Report, longest_lengths, runs_folder_problems
 from harness.grid.cleanup import remove_stale_temp_dirs
 from harness.grid.cost import CostModel, estimate_lines, hours, longest_first, makespan, scratch_line
 from harness.grid.lock import GridLock
@@ -169,8 +171,12 @@ def longest_first_with_estimate(grid: PlannedGrid, pending: list[PlannedRun]) ->
     """Check the pending runs' corpora and data files, then order them longest first and print the
     estimate."""
     configs = [r.config for r in pending]
+    check_models(configs)
     check_corpora(configs)
     check_data_files(grid.data_root, configs)
+    check_runs_folder(grid, pending)
+    if grid.options.cluster.address and not grid.options.cluster.smoke:
+        check_nodes(grid, configs)
     model, slots = cost_model(grid.options, grid.store, configs)
     todo = uncalibrated(configs, model)
     if todo and sum(model.run_seconds(c) for c in configs) / slots > MIN_GRID_S:
@@ -253,7 +259,7 @@ def cost_model(options: GridOptions, store: RunStore, configs: Sequence[RunConfi
         slots = max(1, (os.cpu_count() or 1) // max(1, cluster.cpus_per_trial))
     sizes: dict[str, int] = {}
     for config in configs:
-        if config.max_steps is None and config.corpus not in sizes:
+        if config.max_steps is None and config.corpus not in sizes and is_regular_file(config.corpus):
             try:
                 with open(config.corpus, "rb") as handle:
                     sizes[config.corpus] = sum(1 for _ in handle)
@@ -290,6 +296,63 @@ def check_corpora(configs: Sequence[RunConfig]) -> None:
         need[str(config.corpus)] = max(need.get(str(config.corpus), 0), int(config.batch_size))
     for corpus, batch in need.items():
         read_corpus(Path(corpus), min_sentences=batch)
+
+
+def check_models(configs: Sequence[RunConfig]) -> None:
+    """Each encoder the runs use: a local folder checked like data (config, tokenizer files against
+    the vocabulary) and the longest ``max_length`` asked of it within its positions, before Ray starts.
+
+    Raises:
+        HarnessError: the first problem (:func:`~harness.config.models.check_model_inputs`).
+    """
+    for model, length in longest_lengths(configs).items():
+        check_model_inputs(model, length)
+
+
+def check_nodes(grid: PlannedGrid, configs: Sequence[RunConfig]) -> None:
+    """On a cluster (``--address``): every alive node checked as ``harness check --address`` does
+    (:func:`~harness.grid.node_check.check_ray`: the data files and encoders the runs read, read on
+    that node), before any trial starts; each problem is printed with its node.
+
+    Raises:
+        DataError: after printing the problems, so no run trains fully to fail at its end.
+    """
+    from harness.grid.node_check import NodeNeeds, check_ray
+
+    report = Report()
+    needs = NodeNeeds(
+        data_root=str(grid.data_root.resolve()),
+        configs=tuple(configs),
+        models=tuple(sorted({str(c.model) for c in configs})),
+    )
+    check_ray(grid.options.cluster, report, needs)
+    if len(report.problems) == 1:
+        raise DataError(f"{report.problems[0]}: nothing was run")
+    if report.problems:
+        for text in report.problems:
+            print(f"harness grid: cluster problem: {text}", file=sys.stderr)
+        raise DataError(
+            f"{len(report.problems)} problem(s) on the cluster's nodes above: nothing was run "
+            "(`harness check --address` lists them too)"
+        )
+    print("cluster: every alive node has the data files and encoders the runs read")
+
+
+def check_runs_folder(grid: PlannedGrid, pending: Sequence[PlannedRun]) -> None:
+    """What the runs will write under the runs folder and Tune's storage (:func:`runs_folder_problems`),
+    before Ray starts: a file where a folder goes fails the grid now, not a finished run later.
+
+    Raises:
+        HarnessError: the first problem (and how many more; ``harness check`` lists them all).
+    """
+    cluster = grid.options.cluster
+    storage = None if cluster.remote_storage() else cluster.storage_folder(grid.store.root)
+    problems = runs_folder_problems(
+        grid.store.root, [r.run_id for r in pending], storage=storage, save_model=grid.options.save_model
+    )
+    if problems:
+        more = f" (and {len(problems) - 1} more: `harness check` lists them)" if len(problems) > 1 else ""
+        raise HarnessError(f"{problems[0]}{more}; nothing was run")
 
 
 def check_data_files(data_root: Path, configs: Sequence[RunConfig]) -> None:

@@ -17,6 +17,9 @@ from harness.errors import GridLockedError
 from harness.store.provenance import now_iso
 
 LOCK_NAME = "grid.lock"
+_HELD: list[GridLock] = []
+"""The locks this process holds (released by :func:`release_held_locks` when the process must end at
+once: the Ray head was lost)."""
 
 
 class GridLock:
@@ -137,6 +140,7 @@ class GridLock:
                 os.close(fd)
                 raise
             self._fd = fd
+            _HELD.append(self)
             return
         raise GridLockedError(f"could not lock {self.path}: it keeps being replaced")
 
@@ -144,6 +148,8 @@ class GridLock:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
+        with contextlib.suppress(ValueError):
+            _HELD.remove(self)
         with contextlib.suppress(OSError):
             self.path.unlink()
         os.close(fd)  # closing releases the flock
@@ -154,3 +160,9 @@ class GridLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def release_held_locks() -> None:
+    """Release every grid lock this process holds (a process about to end without unwinding)."""
+    for lock in list(_HELD):
+        lock.release()

@@ -9,7 +9,7 @@ from typing import Any
 
 import harness
 from harness.errors import HarnessError
-from harness.grid.checks import Report, check_data, check_model
+from harness.grid.checks import Report, check_data, check_model, longest_lengths
 from harness.grid.options import ClusterOptions
 from harness.run.data import read_corpus
 from harness.store.provenance import code_version
@@ -62,8 +62,9 @@ def node_facts(needs: NodeNeeds) -> dict[str, Any]:
             check_data(root, list(needs.configs), report, read_corpus)
         else:
             report.problem(f"data root not found: {root}")
+    lengths = longest_lengths(needs.configs)
     for model in needs.models:
-        check_model(model, report)
+        check_model(model, report, lengths.get(model))
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else 0
     return {
         "problems": report.problems,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
+from harness.grid.capacity import DEFAULT_LOST_NODE_WAIT_S, MAX_LOST_NODE_WAIT_S
 from harness.grid.relay import storage_filesystem
 
 if TYPE_CHECKING:
@@ -39,6 +40,9 @@ class ClusterOptions:
             None = ``<runs>/tune`` on the driver.
         max_failures: Tune's retries of a failed trial (a lost node), from its last checkpoint.
         smoke: a small local Ray without GPUs (tests, CI); ``address`` is ignored.
+        lost_node_wait: seconds a grid waits for a node that can take its waiting trials once no
+            alive node can (its nodes were lost); then it stops, the waiting runs marked
+            ``interrupted`` (:mod:`harness.grid.capacity`).
     """
 
     address: str | None = None
@@ -48,8 +52,14 @@ class ClusterOptions:
     storage: str | None = None
     max_failures: int = 0
     smoke: bool = False
+    lost_node_wait: float = DEFAULT_LOST_NODE_WAIT_S
 
     def __post_init__(self) -> None:
+        wait = self.lost_node_wait
+        if not math.isfinite(wait) or not 0 <= wait <= MAX_LOST_NODE_WAIT_S:
+            raise ConfigError(
+                f"--lost-node-wait must be seconds from 0 to {MAX_LOST_NODE_WAIT_S:.0f} (a week), got {wait}"
+            )
         if self.cpus_per_trial < 1:
             raise ConfigError(f"--cpus-per-trial must be >= 1, got {self.cpus_per_trial}")
         gpus = self.gpus_per_trial

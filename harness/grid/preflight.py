@@ -23,7 +23,15 @@ from harness.config.inputs import check_spec_paths
 from harness.config.paths import resolve_data_root
 from harness.config.profiles import PROFILES
 from harness.errors import HarnessError
-from harness.grid.checks import Report, check_data, check_disk, check_gpus, check_model
+from harness.grid.checks import (
+    Report,
+    check_data,
+    check_disk,
+    check_gpus,
+    check_model,
+    longest_lengths,
+    runs_folder_problems,
+)
 from harness.grid.launch import check_options, distrust_scoreless
 from harness.grid.lock import GridLock
 from harness.grid.node_check import NodeNeeds, check_ray
@@ -50,6 +58,12 @@ def run_preflight(options: GridOptions) -> int:
     if plan is not None:
         configs = _check_plan(plan, store, data_root, report)
     _check_runs_folder(store, report)
+    storage = None if options.cluster.remote_storage() else options.cluster.storage_folder(store.root)
+    pending_ids = [c.run_id() for c in configs if hasattr(c, "run_id")]
+    for problem in runs_folder_problems(
+        store.root, pending_ids, storage=storage, save_model=options.save_model
+    ):
+        report.problem(problem)
     check_disk(Path(options.runs_dir), report)
     check_gpus(options.cluster.gpus_per_trial, report)
     if options.cluster.address:
@@ -126,8 +140,8 @@ def _check_plan(plan: Any, store: Any, data_root: Path | None, report: Report) -
         sizes = check_data(data_root, configs, report, read_corpus)
         if pending:
             _estimate(pending, sizes, report)
-    for model in sorted({str(c.model) for c in configs}):
-        check_model(model, report)
+    for model, length in sorted(longest_lengths(configs).items()):
+        check_model(model, report, length)
     return list(configs)
 
 
@@ -158,7 +172,11 @@ def _check_profile_inputs(
     )
     if data_root is not None:
         check_data(data_root, [config], report, read_corpus)
-    check_model(config.model, report)
+    try:
+        length: int | None = int(settings.get("max_length"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        length = None  # a bad value: the settings' own check says so
+    check_model(config.model, report, length)
 
 
 def _estimate(pending: list[Any], sizes: dict[str, int], report: Report) -> None:

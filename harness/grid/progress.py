@@ -305,6 +305,19 @@ class GridStopped(HarnessError):
         self.report = report
 
 
+class CapacityLost(GridStopped):
+    """No alive node could take the grid's waiting runs for the stated wait (``--lost-node-wait``);
+    ``report.interrupted`` lists the runs marked ``interrupted`` (the next grid runs them again)."""
+
+    def __init__(self, report: GridReport, reason: str) -> None:
+        HarnessError.__init__(
+            self,
+            f"{reason}; finished runs are kept and the grid lock is released: the same command resumes "
+            "the grid once such a node is back",
+        )
+        self.report = report
+
+
 class GridInterrupted(KeyboardInterrupt):
     """Ctrl-C during :func:`harness.grid.tune.driver.run_trials`; ``report`` says what was finished
     and what was interrupted."""
@@ -326,6 +339,7 @@ def save_traceback(folder: Path) -> Path | None:
 
 
 __all__ = [
+    "CapacityLost",
     "GridInterrupted",
     "GridProgress",
     "GridReport",

@@ -74,13 +74,17 @@ def storage_filesystem(storage: str) -> Any:
     return pyarrow.fs.LocalFileSystem()
 
 
-def forget_checkpoint(store_root: Path, run_id: str, keep_under: str | None = None) -> None:
-    """The run finished: remove its note and the noted checkpoint (unless it lies under
-    ``keep_under``, the running grid's own folder, whose checkpoints Ray Tune keeps and prunes)."""
-    note = earlier_checkpoint(store_root, run_id)
-    if note is not None and not (keep_under and note["path"].startswith(keep_under.rstrip("/") + "/")):
+def drop_checkpoint(note: Mapping[str, Any] | None, keep_under: str | None = None) -> None:
+    """Remove the noted checkpoint unless it lies under ``keep_under`` (the running grid's own
+    folder, whose checkpoints Ray Tune keeps and prunes)."""
+    if note is not None and not (keep_under and str(note["path"]).startswith(keep_under.rstrip("/") + "/")):
         with contextlib.suppress(Exception):  # gone already, or a storage this driver cannot reach
-            storage_filesystem(note["storage"]).delete_dir(note["path"])
+            storage_filesystem(str(note["storage"])).delete_dir(str(note["path"]))
+
+
+def forget_checkpoint(store_root: Path, run_id: str, keep_under: str | None = None) -> None:
+    """The run finished: remove its note and the noted checkpoint (:func:`drop_checkpoint`)."""
+    drop_checkpoint(earlier_checkpoint(store_root, run_id), keep_under)
     with contextlib.suppress(FileNotFoundError):
         index_path(store_root, run_id).unlink()
     with contextlib.suppress(OSError):
@@ -90,6 +94,7 @@ def forget_checkpoint(store_root: Path, run_id: str, keep_under: str | None = No
 __all__ = [
     "RESUME_DIR",
     "decode_record",
+    "drop_checkpoint",
     "earlier_checkpoint",
     "encode_record",
     "forget_checkpoint",

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from harness.config.inputs import CORPUS_MAX_BYTES, read_input_text
 from harness.config.run_config import RunConfig
 from harness.errors import DataError
 
@@ -25,15 +26,12 @@ def read_corpus(path: Path, min_sentences: int = 1) -> list[str]:
         The sentences in file order, line endings stripped.
 
     Raises:
-        DataError: unreadable file, invalid UTF-8, an empty line (naming the first one), or fewer
-            sentences than ``min_sentences``.
+        DataError: not an input file (:func:`~harness.config.inputs.read_input_text`: missing, a
+            folder, a FIFO or device, larger than :data:`~harness.config.inputs.CORPUS_MAX_BYTES`,
+            unreadable), invalid UTF-8, an empty line (naming the first one), or fewer sentences
+            than ``min_sentences``.
     """
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read corpus {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"corpus {path} is not valid UTF-8 (byte {exc.start})") from None
+    text = read_input_text(path, "corpus", CORPUS_MAX_BYTES)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the final newline

@@ -19,6 +19,7 @@ import torch
 
 from harness.atomic import check_output_file
 from harness.config.inputs import check_device
+from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_corpus, resolve_data_root, senteval_dir
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder, check_pooler
@@ -82,6 +83,7 @@ def check_inputs(options: EvalOptions) -> EvalInputs:
     check_device(options.device)
     if options.model:  # a saved run whose sentence embedding is its method's head, not a pooler
         check_encoder_only(options.model, "harness eval")
+        check_model_inputs(options.model)  # a folder's tokenizer files, read before the weights load
     pooler = check_pooler(options.pooler)
     selection = select_tasks(options.tasks)
     mode = check_mode(options.mode)

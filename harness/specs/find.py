@@ -61,9 +61,9 @@ def plots_dir() -> Path:
 def _resolve(name: str, directory: Path, what: str) -> Path:
     path = Path(name)
     if path.suffix == ".toml" or path.exists():
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"{what} spec file not found: {path}")
-        return path
+        return path  # a folder, a FIFO, ...: the spec reader says what it is
     candidate = directory / f"{name}.toml"
     if candidate.is_file():
         return candidate
@@ -81,19 +81,55 @@ def table_spec_paths(names: Sequence[str] = (), directory: Path | None = None) -
 
 
 def load_table_specs(names: Sequence[str] = (), directory: Path | None = None) -> list[TableSpec]:
-    """Load table specs by name or path (``all`` or nothing = every spec in ``tables/``)."""
+    """Load table specs by name or path (``all`` or nothing = every spec in ``tables/``); one file
+    named twice is loaded once, two files of one name are refused (:func:`distinct_paths`)."""
     directory = directory or tables_dir()
-    specs = [load_table_spec(p) for p in table_spec_paths(names, directory)]
+    specs = [load_table_spec(p) for p in distinct_paths(table_spec_paths(names, directory), "table")]
     if not specs:
         raise ConfigError(f"no table specs found in {directory}")
     return specs
 
 
 def load_plot_specs(names: Sequence[str] = (), directory: Path | None = None) -> list[PlotSpec]:
-    """Load plot specs by name or path (``all`` or nothing = every spec in ``plots/``)."""
+    """Load plot specs by name or path (``all`` or nothing = every spec in ``plots/``); names as for
+    :func:`load_table_specs`."""
     directory = directory or plots_dir()
     if not names or "all" in names:
         paths = sorted(directory.glob("*.toml"))
     else:
         paths = [_resolve(n, directory, "plot") for n in names]
-    return [load_plot_spec(p) for p in paths]
+    return [load_plot_spec(p) for p in distinct_paths(paths, "plot")]
+
+
+_OUTPUTS = {
+    "table": "{name}.tex, its claims and its section of the report",
+    "plot": "{name}.png and {name}.pdf",
+}
+
+
+def distinct_paths(paths: Sequence[Path], what: str) -> list[Path]:
+    """``paths`` with a file named twice kept once; two files whose names differ only by their folder
+    (or letter case) are refused before anything is read or written.
+
+    A spec's file name is its name everywhere: its table, claims, plot files and report section
+    (``<name>.tex``, ``<name>.png``, ...), and its cells in a grid's plan, so two specs of one name
+    would overwrite each other's outputs.
+
+    Raises:
+        ConfigError: naming both files.
+    """
+    seen: dict[str, Path] = {}
+    out: list[Path] = []
+    for path in paths:
+        key = path.stem.casefold()
+        first = seen.get(key)
+        if first is None:
+            seen[key] = path
+            out.append(path)
+        elif first.resolve() != path.resolve():
+            outputs = _OUTPUTS[what].format(name=path.stem)
+            raise ConfigError(
+                f"{what} specs {first} and {path} share the name {path.stem!r}: their outputs ({outputs}) "
+                "would overwrite each other; rename one (nothing was written)"
+            )
+    return out

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.config.inputs import SPEC_MAX_BYTES, read_input_text
 from harness.config.profiles import PROFILES
 from harness.config.settings import OVERRIDABLE
 from harness.errors import ConfigError, did_you_mean
@@ -108,6 +110,9 @@ class _Ctx:
     def numbers(self, value: Any, where: str, length: int | None = None) -> tuple[float, ...]:
         self.typed(value, list, where)
         out = tuple(float(self.typed(v, (int, float), f"{where}[{i}]")) for i, v in enumerate(value))
+        for i, number in enumerate(out):
+            if not math.isfinite(number):  # TOML has nan and inf: a paper quotes neither
+                raise self.error(f"{where}[{i}]", f"expected a finite number, got {number}")
         if length is not None and len(out) != length:
             raise self.error(where, f"expected {length} numbers (one per column), got {len(out)}")
         return out
@@ -173,12 +178,11 @@ def _common(ctx: _Ctx, raw: Mapping[str, Any], where: str) -> dict[str, Any]:
     }
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path, what: str) -> dict[str, Any]:
+    """A spec file's TOML, read as every input file is (:func:`~harness.config.inputs.read_input_text`)."""
+    text = read_input_text(path, what, SPEC_MAX_BYTES, ConfigError)
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"spec file not found: {path}") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
@@ -186,7 +190,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load_table_spec(path: str | Path) -> TableSpec:
     """Load and validate one table spec; raise ConfigError naming the file and the key."""
     path = Path(path)
-    raw = _read_toml(path)
+    raw = _read_toml(path, "table spec")
     ctx = _Ctx(path)
     ctx.check_keys(raw, _TABLE_KEYS, "")
     cites = ctx.require(raw, "cites", str, "")
@@ -374,7 +378,7 @@ def _claim_pairs(ctx: _Ctx, spec: TableSpec, entry: Mapping[str, Any], where: st
 def load_plot_spec(path: str | Path) -> PlotSpec:
     """Load and validate one plot spec; raise ConfigError naming the file and the key."""
     path = Path(path)
-    raw = _read_toml(path)
+    raw = _read_toml(path, "plot spec")
     ctx = _Ctx(path)
     ctx.check_keys(raw, _PLOT_KEYS, "")
     title = ctx.require(raw, "title", str, "")

@@ -43,6 +43,22 @@ def ensure_failed_record(store: RunStore, config: RunConfig, error: str) -> bool
     return True
 
 
+def ensure_interrupted_record(store: RunStore, config: RunConfig, reason: str) -> bool:
+    """Make sure a run the grid gave up waiting for says ``interrupted`` with ``reason`` (a new record
+    when it has none, its ``running`` record marked); return True if this wrote one. Finished and
+    failed records are left alone, and so is a record that cannot be written (a full disk)."""
+    record = store.load(config.run_id())
+    if record is not None and record.get("status") != "running":
+        return False
+    record = dict(new_record(config)) if record is None else record
+    record.update(status="interrupted", error=reason, finished_at=now_iso())
+    try:
+        store.save(record)
+    except WriteError:
+        return False
+    return True
+
+
 def mark_interrupted(store: RunStore, configs: Sequence[RunConfig], reason: str) -> list[str]:
     """Mark the runs of ``configs`` whose record, or whose attempt beside a finished record (a run
     asked again for more final tasks), still says ``running`` as ``interrupted``.
@@ -88,4 +104,4 @@ def short_error(text: str | None) -> str:
     return lines[-1] if lines else "the trial errored in its Ray worker (Ray gave no reason)"
 
 
-__all__ = ["ensure_failed_record", "mark_interrupted", "short_error"]
+__all__ = ["ensure_failed_record", "ensure_interrupted_record", "mark_interrupted", "short_error"]

@@ -15,7 +15,9 @@ Records are written to a temporary file in the same folder and moved into place 
 :func:`os.replace`, so a reader (a table reporter, another Ray trial) never sees half a record.
 Reading never crashes on a bad file: it is skipped with a warning; a record is validated against
 :class:`~harness.store.record.RunRecord` as it is read (:func:`~harness.store.record.check_record`),
-and a field of the wrong type is skipped with one warning line naming the file and the field.
+and a field of the wrong type is skipped with one warning line naming the file and the field. A run
+is read from ``records/<run_id>.json`` alone: a copy beside it or a record under another name is
+skipped with a warning (:meth:`RunStore.records`), so every reader counts a run once.
 
 No finished result is ever lost: :meth:`RunStore.save` never replaces a ``finished`` record by one
 that is not finished (a re-run that is running, failed or interrupted). That attempt is written to
@@ -26,6 +28,7 @@ finishes becomes the record, and the finished record it replaces is kept as an a
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -35,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import WriteError, atomic_write, failed_write, strict_json
-from harness.errors import ConfigError
+from harness.config.inputs import read_input_text
+from harness.errors import ConfigError, HarnessError
 from harness.store.record import check_record
 
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -184,19 +188,83 @@ class RunStore:
         return _read(path)
 
     def records(self) -> list[dict[str, Any]]:
-        """Every readable record, sorted by file name; unreadable files are skipped with a warning."""
+        """Every readable record once, sorted by file name; unreadable files are skipped with a warning.
+
+        A run's record is ``records/<run_id>.json`` and nothing else (what :meth:`load` reads): a file
+        whose name is not the run id it holds (a backup copy beside the original, a renamed record)
+        is skipped with one warning line naming it, so no reader counts a run twice or counts a
+        record the grid cannot see.
+        """
         if not self.records_dir.is_dir():
             return []
         out = []
         for path in sorted(self.records_dir.glob("*.json")):
             record = _read(path)
-            if record is not None:
-                out.append(record)
+            if record is None:
+                continue
+            run_id = str(record["run_id"])
+            problem = _misnamed(path, run_id, self.records_dir) if path.name != f"{run_id}.json" else None
+            problem = problem or _edited(path, record)
+            if problem:
+                warnings.warn(problem, RuntimeWarning, stacklevel=2)
+                continue
+            out.append(record)
         return out
 
     def finished_ids(self) -> set[str]:
         """Ids of the runs whose record says ``finished``."""
         return {r["run_id"] for r in self.records() if r.get("status") == "finished"}
+
+
+def _misnamed(path: Path, run_id: str, folder: Path) -> str:
+    """The warning for a record file whose name is not its run id."""
+    if not _ID_PATTERN.match(run_id):
+        return f"skipping run record {path}: its run_id {run_id!r} is not a run id"
+    own = folder / f"{run_id}.json"
+    if own.is_file():
+        return (
+            f"skipping run record {path}: a copy of run {run_id}, whose record is {own} (a run is "
+            "counted once: remove the copy or move it out of the records folder)"
+        )
+    return (
+        f"skipping run record {path}: it holds run {run_id}, whose record must be {own} (rename it "
+        "there to use it)"
+    )
+
+
+def _edited(path: Path, record: Mapping[str, Any]) -> str | None:
+    """The warning for a record whose config no longer gives its run id or group (a config edited by
+    hand: its numbers would land in another run's cell), else None. A config that cannot be read
+    back (an older schema, a removed method) is not judged here."""
+    config = record.get("config")
+    if not isinstance(config, dict):
+        return None
+    try:
+        ids = _ids_of(json.dumps(config, sort_keys=True))
+    except (TypeError, ValueError):
+        return None
+    if ids is None:
+        return None
+    run_id, group_id = ids
+    if run_id != record.get("run_id") or group_id != record.get("group_id", group_id):
+        return (
+            f"skipping run record {path}: its config gives run {run_id} (group {group_id}), not the "
+            f"run {record.get('run_id')} it names (edited by hand?): put the config back or remove the file"
+        )
+    return None
+
+
+@functools.lru_cache(maxsize=65536)
+def _ids_of(config_json: str) -> tuple[str, str] | None:
+    """The run and group ids a stored config gives (None: it cannot be read back); kept per config,
+    as every reader reads the same records again."""
+    from harness.config.run_config import RunConfig
+
+    try:
+        resolved = RunConfig.from_dict(json.loads(config_json))
+        return resolved.run_id(), resolved.group_id()
+    except Exception:
+        return None
 
 
 def missing_scores(record: dict[str, Any]) -> str | None:
@@ -223,10 +291,14 @@ def _same_attempt(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(a.get(k) == b.get(k) for k in ("started_at", "host"))
 
 
+RECORD_MAX_BYTES = 64 << 20
+"""A run record is tens of kilobytes; a larger file (or a FIFO, a device) is not read as one."""
+
+
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(read_input_text(path, "run record", RECORD_MAX_BYTES))
+    except (HarnessError, json.JSONDecodeError) as exc:
         warnings.warn(f"skipping unreadable run record {path}: {exc}", RuntimeWarning, stacklevel=3)
         return None
     if not isinstance(data, dict) or not isinstance(data.get("run_id"), str):

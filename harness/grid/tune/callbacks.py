@@ -9,14 +9,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import ray
 from ray import tune
 
 from harness.atomic import WriteError, atomic_folder
+from harness.grid.capacity import WAIT_LINE_S, CapacityWatch, Node
 from harness.grid.progress import (
     GridProgress,
     print_line,
 )
-from harness.grid.relay import decode_record, forget_checkpoint, remember_checkpoint
+from harness.grid.relay import (
+    decode_record,
+    drop_checkpoint,
+    earlier_checkpoint,
+    forget_checkpoint,
+    remember_checkpoint,
+)
 from harness.grid.tracking import Tracking
 from harness.store.bookkeeping import short_error
 
@@ -44,6 +52,9 @@ class TuneProgress(GridProgress, tune.Callback):
 
     storage: str = ""  # Tune's storage path or URI (where the checkpoints this grid notes live)
     unwritable: dict[str, str]  # run id -> why its record could not be written (its trial is stopped)
+    capacity: CapacityWatch | None = None  # the nodes, and the runs no alive node can take
+    capacity_stop: str | None = None  # why the grid stops: runs waited in vain for a node
+    next_look: float = 0.0  # when the nodes are looked at next (a call to the head: not every step)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -86,7 +97,11 @@ class TuneProgress(GridProgress, tune.Callback):
         step = result.get("resume_step")
         try:
             if isinstance(step, int):
+                earlier = earlier_checkpoint(self.store.root, run_id)
                 remember_checkpoint(self.store.root, run_id, checkpoint.path, self.storage, step)
+                # an earlier grid's checkpoint this run resumed from is superseded now: not left behind
+                with contextlib.suppress(OSError):
+                    drop_checkpoint(earlier, keep_under=_experiment_path(trial))
             elif result.get("model"):
                 self._fetch_model(run_id, checkpoint)
         except WriteError as exc:
@@ -105,7 +120,38 @@ class TuneProgress(GridProgress, tune.Callback):
         self.line(f"saved encoder of {run_id}: {target}")
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:
+        self.look_at_capacity(trials)
         self.tick()
+
+    def look_at_capacity(self, trials: list[Any]) -> None:
+        """Every :data:`LOOK_EVERY_S`: the alive nodes against the waiting trials' requests
+        (:class:`~harness.grid.capacity.CapacityWatch`); once runs waited the stated time for a node
+        and none is running, ask the stopper to end the grid."""
+        if self.capacity is None or self.clock() < self.next_look:
+            return
+        self.next_look = self.clock() + LOOK_EVERY_S
+        waiting = {
+            str(_entry(t).get("run_id")): dict(t.placement_group_factory.required_resources)
+            for t in trials
+            if t.status == "PENDING"
+        }
+        try:
+            nodes = alive_nodes()
+        except Exception:  # the head does not answer: HeadWatch sees to that
+            return
+        for line in self.capacity.observe(nodes, waiting):
+            self.line(line)
+        running = any(t.status == "RUNNING" for t in trials)
+        if self.capacity.expired() and not running and set(waiting) == set(self.capacity.stuck):
+            self.capacity_stop = self.capacity.stop_reason()
+
+    def tick(self) -> None:
+        """The heartbeat; while runs wait for a node, the waiting line (even with nothing running)."""
+        if self.capacity is not None and self.capacity.since is not None:
+            if self.clock() - self.last_line >= WAIT_LINE_S:
+                self.line(self.capacity.waiting_line())
+            return
+        super().tick()
 
     def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         run_id = _entry(trial).get("run_id")
@@ -129,8 +175,26 @@ class TuneProgress(GridProgress, tune.Callback):
         self.trial_failed(_entry(trial)["run"], reason, trace)
 
 
-class StopUnwritable(tune.Stopper):
-    """Stops a trial whose record the driver could not write (a full disk): its work would be lost."""
+LOOK_EVERY_S = 2.0
+"""Seconds between two looks at the cluster's nodes (each asks the head)."""
+
+
+def alive_nodes() -> list[Node]:
+    """The cluster's alive nodes and their total resources, as :mod:`harness.grid.capacity` takes them."""
+    return [
+        Node(
+            str(n.get("NodeID")),
+            str(n.get("NodeManagerAddress", "?")),
+            {str(k): float(v) for k, v in (n.get("Resources") or {}).items()},
+        )
+        for n in ray.nodes()
+        if n.get("Alive")
+    ]
+
+
+class GridStopper(tune.Stopper):
+    """Stops a trial whose record the driver could not write (a full disk: its work would be lost),
+    and the whole grid once its waiting runs waited in vain for a node (``progress.capacity_stop``)."""
 
     def __init__(self, progress: TuneProgress) -> None:
         self.progress = progress
@@ -139,7 +203,7 @@ class StopUnwritable(tune.Stopper):
         return str(result.get("run_id")) in self.progress.unwritable
 
     def stop_all(self) -> bool:
-        return False
+        return self.progress.capacity_stop is not None
 
 
 def _experiment_path(trial: Any) -> str | None:

@@ -76,7 +76,14 @@ def _use_cluster_token() -> None:
             maybe_enable_token_auth_if_token_available,
         )
 
-        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        # its note that token auth is on says what this function chose: not a line for the user
+        quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+        finally:
+            quiet.setLevel(level)
     except ImportError:  # another Ray version: the environment variable is the documented switch
         token_path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
         if os.environ.get("RAY_AUTH_TOKEN") or Path(token_path).is_file():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -14,8 +16,11 @@ from ray import tune
 
 from harness.atomic import FULL_DISK_BYTES, free_bytes
 from harness.errors import HarnessError
+from harness.grid.capacity import CapacityWatch
+from harness.grid.lock import release_held_locks
 from harness.grid.options import ClusterOptions, GridRequest
 from harness.grid.progress import (
+    CapacityLost,
     GridInterrupted,
     GridReport,
     GridStopped,
@@ -24,7 +29,7 @@ from harness.grid.progress import (
     save_traceback,
 )
 from harness.grid.relay import earlier_checkpoint
-from harness.grid.tune.callbacks import StopUnwritable, TuneProgress, tracker_callbacks, trial_name
+from harness.grid.tune.callbacks import GridStopper, TuneProgress, alive_nodes, tracker_callbacks, trial_name
 from harness.grid.tune.cluster import (
     check_address,
     check_fits_cluster,
@@ -33,8 +38,14 @@ from harness.grid.tune.cluster import (
     resources_fn,
     trial_slots,
 )
+from harness.grid.tune.head_watch import watching_head
 from harness.grid.tune.trial import TrialSpec, default_train_fn, trial_body
-from harness.store.bookkeeping import ensure_failed_record, mark_interrupted, short_error
+from harness.store.bookkeeping import (
+    ensure_failed_record,
+    ensure_interrupted_record,
+    mark_interrupted,
+    short_error,
+)
 from harness.store.run_store import RunStore
 
 if TYPE_CHECKING:
@@ -83,6 +94,14 @@ def run_trials(
     return _run_grid(configs, data_root, store, report, request or GridRequest())
 
 
+class _Stalled(Exception):
+    """Inside the driver: the waiting runs had no node for the stated wait (``reason``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def _run_grid(
     configs: Sequence[RunConfig], data_root: Path, store: RunStore, report: GridReport, request: GridRequest
 ) -> GridReport:
@@ -94,7 +113,22 @@ def _run_grid(
         session = ray_session(address=cluster.address, smoke=cluster.smoke, min_cpus=cluster.cpus_per_trial)
         with session as start_s:
             report.ray_start_s = start_s
-            _fit(configs, data_root, store, report, request)
+            # the address this driver reached the head at (the head's own may name another interface)
+            given = (
+                cluster.address if cluster.address and ":" in cluster.address and not cluster.smoke else None
+            )
+            head = given.removeprefix("ray://") if given else ray.get_runtime_context().gcs_address
+            with watching_head(head, lambda silent_s: _head_lost(store, configs, head, silent_s)):
+                _fit(configs, data_root, store, report, request)
+    except _Stalled as stalled:  # lost capacity: every run not done is interrupted, none failed
+        report.interrupted = mark_interrupted(store, configs, stalled.reason)
+        for config in configs:  # those Tune had not started yet get a record saying so
+            marked = ensure_interrupted_record(store, config, stalled.reason)
+            if marked and config.run_id() not in report.interrupted:
+                report.interrupted.append(config.run_id())
+        report.wall_s = time.perf_counter() - wall0
+        runs = ", ".join(report.interrupted) or "none"
+        raise CapacityLost(report, f"{stalled.reason}: run(s) marked interrupted: {runs}") from None
     except KeyboardInterrupt:
         # Ray is shut down by now (its workers are gone): what they left "running" was interrupted
         why = "interrupted (Ctrl-C or SIGTERM on the grid driver)"
@@ -150,6 +184,8 @@ def _fit(
     )
     progress.storage = cluster.storage_uri(store.root)
     progress.unwritable = {}
+    progress.capacity = CapacityWatch(cluster.lost_node_wait)
+    progress.capacity.observe(alive_nodes(), {})  # the nodes at the start: a later loss is named
     if not cluster.remote_storage():
         cluster.storage_folder(store.root).mkdir(parents=True, exist_ok=True)
     _warn_local_storage(cluster, store, log)
@@ -168,14 +204,37 @@ def _fit(
         failure_config=tune.FailureConfig(max_failures=cluster.max_failures, fail_fast=False),
         callbacks=callbacks,
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),  # the last resume checkpoint only
-        stop=StopUnwritable(progress),
+        stop=GridStopper(progress),
     )
     tuner = _tuner(trainable, configs, report.slots, run_config, _earlier_checkpoints(store, configs))
     fit0 = time.perf_counter()
     with quiet_tune_logs():
         results = tuner.fit()
     report.fit_s = time.perf_counter() - fit0
+    if progress.capacity_stop is not None:
+        raise _Stalled(progress.capacity_stop)
     _collect(results, store, progress, report)
+
+
+def _head_lost(store: RunStore, configs: Sequence[RunConfig], head: str, silent_s: float) -> None:
+    """The Ray head stopped answering (in :class:`~harness.grid.tune.head_watch.HeadWatch`'s thread):
+    mark what runs ``interrupted``, release the grid lock, say so in one line and end the process
+    now (Ray would end it a little later without a word of the harness)."""
+    reason = f"the Ray head at {head} stopped answering ({silent_s:.0f} s): the head node stopped or was lost"
+    try:
+        marked = mark_interrupted(store, configs, reason)
+        release_held_locks()
+        which = f" ({', '.join(marked)})" if marked else ""
+        print(
+            f"harness grid: error: {reason}; {len(marked)} run(s) it left running are marked interrupted"
+            f"{which}, finished runs are kept and the grid lock is released: start the cluster again "
+            "and the same command resumes the grid",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.stdout.flush()
+    finally:
+        os._exit(1)
 
 
 def _earlier_checkpoints(store: RunStore, configs: Sequence[RunConfig]) -> dict[str, dict[str, Any]]:

@@ -33,11 +33,12 @@ if TYPE_CHECKING:
 
 # -- building --------------------------------------------------------------------------------------
 def index_records(store: RunStore) -> dict[str, list[Mapping[str, Any]]]:
-    """Finished records by group id (all seeds of one configuration together)."""
+    """Finished records by group id (all seeds of one configuration together), one per run id (the
+    store reads each run once; keyed here too, so a cell never counts a run twice)."""
+    by_run = {str(r["run_id"]): r for r in store.records() if r.get("status") == "finished"}
     out: dict[str, list[Mapping[str, Any]]] = {}
-    for record in store.records():
-        if record.get("status") == "finished":
-            out.setdefault(str(record.get("group_id")), []).append(record)
+    for record in by_run.values():
+        out.setdefault(str(record.get("group_id")), []).append(record)
     return out
 
 
