@@ -128,7 +128,9 @@ def test_the_code_version_comes_from_git_inside_a_checkout() -> None:
     if not (repo / ".git").exists():
         pytest.skip("not a git checkout")
     assert code_version().startswith("git:")
-    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True, text=True)
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], cwd=repo, capture_output=True, text=True
+    )
     assert head.stdout.strip() in code_version()
 
 
