@@ -166,6 +166,16 @@ def add_common_report_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_dir(parser)
 
 
+def add_titles_argument(parser: argparse.ArgumentParser) -> None:
+    """``--titles``: a title and caption inside each figure (off: a paper sets them in LaTeX)."""
+    parser.add_argument(
+        "--titles",
+        action="store_true",
+        help="draw each figure's title and caption inside it (default: none; the captions go to "
+        "figures.tex / claims_figures.tex and the HTML report)",
+    )
+
+
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     """Where the trials run: the Ray cluster, each trial's resources, Tune's storage and retries."""
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start Ray locally)")

@@ -8,6 +8,7 @@ from pathlib import Path
 from harness.commands.arguments import (
     add_common_report_arguments,
     add_override_arguments,
+    add_titles_argument,
     overrides_from_args,
 )
 
@@ -18,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", nargs="*", metavar="SPEC", help="table specs (default: all in tables/)")
     add_common_report_arguments(parser)
     parser.add_argument("--out", default="results/claims", help="output folder (default results/claims)")
+    add_titles_argument(parser)
     add_override_arguments(parser)
 
 
@@ -49,6 +51,6 @@ def write_claims_for(args: argparse.Namespace, out: Path) -> list[Path]:
         overrides=overrides_from_args(args),
         data_root=resolve_data_root(args.data_dir),
     )
-    paths = write_claims(results, profile, out)
+    paths = write_claims(results, profile, out, titles=bool(getattr(args, "titles", False)))
     print(f"{len(results)} claims; {totals(results)}")
     return paths

@@ -7,6 +7,7 @@ import argparse
 from harness.commands.arguments import (
     add_common_report_arguments,
     add_override_arguments,
+    add_titles_argument,
     overrides_from_args,
 )
 
@@ -17,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", nargs="*", metavar="SPEC", help="table specs (default: all in tables/)")
     add_common_report_arguments(parser)
     parser.add_argument("--out", default="results/tables", help="output folder (default results/tables)")
+    add_titles_argument(parser)
     add_override_arguments(parser)
 
 

@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import textwrap
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.atomic import save_figure, write_text
+from harness.atomic import write_text
 from harness.grid.plan import expand
+from harness.reporting.claim_text import MINUS, heading, number
+from harness.reporting.forest import write_forests
 from harness.reporting.latex_text import latex_text
 from harness.reporting.statistics import ClaimResult, evaluate, seed_values
 from harness.reporting.tables.build import index_records
+from harness.reporting.tables.latex import text_em
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from harness.specs.model import TableSpec
     from harness.store.run_store import RunStore
 
@@ -75,7 +76,7 @@ def build_claims(
                 if comparison in seen:
                     result = dataclasses.replace(result, same_as=seen[comparison])
                 else:
-                    seen[comparison] = f"{spec.name}: {claim.text}"
+                    seen[comparison] = f"{spec.name}: {claim.label}"
             out.append(result)
     return out
 
@@ -93,17 +94,11 @@ def _broadcast_untrained(values: list[dict[int, float]], fixed: list[bool]) -> l
     return out
 
 
-def _num(value: float | None, digits: int = 2, sign: bool = True) -> str:
-    if value is None:
-        return "--"
-    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
-
-
 def _interval(result: ClaimResult) -> str:
     s = result.summary
     if s.low is None or s.high is None:
         return "--"
-    return f"[{s.low:+.2f}, {s.high:+.2f}]"
+    return f"[{number(s.low)}, {number(s.high)}]"
 
 
 def _rows(results: Sequence[ClaimResult]) -> list[list[str]]:
@@ -114,19 +109,19 @@ def _rows(results: Sequence[ClaimResult]) -> list[list[str]]:
             [
                 r.claim.spec,
                 r.claim.text,
-                f"{r.claim.better} > {r.claim.worse}",
-                _num(r.claim.paper_delta),
-                _num(s.mean),
+                r.claim.label,
+                number(r.claim.paper_delta),
+                number(s.mean),
                 _interval(r),
                 str(s.n),
                 VERDICT_TEXT[s.verdict] + (" (repeat)" if r.same_as else ""),
-                _num(s.mdd, sign=False),
+                number(s.mdd, sign=False),
             ]
         )
     return rows
 
 
-HEADER = ["table", "claim", "cells", "paper delta", "measured", "95% CI", "seeds", "verdict", "MDD (80%)"]
+HEADER = ["table", "claim", "compared", "paper delta", "measured", "95% CI", "seeds", "verdict", "MDD (80%)"]
 
 
 def totals(results: Sequence[ClaimResult]) -> str:
@@ -145,11 +140,12 @@ def render_markdown(results: Sequence[ClaimResult], profile: str) -> str:
     lines = [
         f"# Claims under profile {profile}",
         "",
-        "Measured = mean of per-seed paired differences (better - worse, same seed on both sides); 95% CI = "
-        "Student-t interval; holds / reversed = the interval excludes 0 on the claimed / the other side; "
-        "MDD = the smallest true difference a two-sided paired t-test (alpha 0.05) detects with 80% power "
-        "at this many seeds and the observed spread. A cell that does not train runs once; its value "
-        "stands against every seed of the other cell.",
+        "Compared = the two cells (better > worse, as the paper has them) and the score; measured = mean of "
+        "per-seed paired differences (better \u2212 worse, same seed on both sides); 95% CI = Student-t "
+        "interval; holds / reversed = the interval excludes 0 on the claimed / the other side; MDD = the "
+        "smallest true difference a two-sided paired t-test (alpha 0.05) detects with 80% power at this "
+        "many seeds and the observed spread. A cell that does not train runs once; its value stands "
+        "against every seed of the other cell.",
         "",
         "| " + " | ".join(HEADER) + " |",
         "|" + "---|" * len(HEADER),
@@ -160,55 +156,108 @@ def render_markdown(results: Sequence[ClaimResult], profile: str) -> str:
     lines += ["", totals(results)]
     if repeats:
         lines += ["", "Repeats (the same runs compared on the same score as an earlier row; not counted):"]
-        lines += [f"- {r.claim.spec}: {r.claim.text} = {r.same_as}" for r in repeats]
+        lines += [f"- {r.claim.spec}: {r.claim.label} = {r.same_as}" for r in repeats]
     return "\n".join(lines) + "\n"
 
 
 def _tex(text: str) -> str:
-    """The table reporter's LaTeX typesetting (escapes, lambda/tau as math), and ``>`` as math."""
+    """The table reporter's LaTeX typesetting (escapes, lambda/tau as math), ``>`` as math."""
     return latex_text(text).replace(">", r"$>$")
 
 
-CLAIM_COLUMN = r"p{0.34\linewidth}"
+def _tex_number(text: str) -> str:
+    """A printed difference in LaTeX: the sign as math (``$-$0.18``, ``$+$0.54``), an en dash for none."""
+    if text.startswith(MINUS):
+        return "$-$" + text[1:]
+    if text.startswith("+"):
+        return "$+$" + text[1:]
+    return text.replace(MINUS, "$-$")
+
+
+CLAIM_COLUMN = r"p{0.40\linewidth}"
 """The claim column of claims.tex: it wraps, so that the table spans the page at footnotesize type."""
 FLOAT_LINES = 44
-"""Printed lines per claims float: a longer list continues in the next float (one page holds ~50)."""
+"""Printed lines per claims float: a longer list continues in the next float (a page holds ~54 at
+footnotesize under a three-line caption)."""
+COLUMN_EM = 21.0
+"""The claim column's width in em of its 8 pt type (0.40 of a 469 pt text width, less the indent),
+for :func:`_printed_lines`."""
+
+
+def _printed_lines(text: str) -> int:
+    """How many lines ``text`` takes in the claim column (estimated from glyph widths)."""
+    return max(1, math.ceil(text_em(text) / COLUMN_EM))
+
+
+def _groups(results: Sequence[ClaimResult]) -> list[list[ClaimResult]]:
+    """Consecutive claims of one spec with one statement (an order, a sweep: several pairs)."""
+    out: list[list[ClaimResult]] = []
+    for r in results:
+        if out and (out[-1][0].claim.spec, out[-1][0].claim.text) == (r.claim.spec, r.claim.text):
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def _numbers(result: ClaimResult) -> list[str]:
+    _spec, _text, _label, paper, measured, ci, n, verdict, mdd = _rows([result])[0]
+    ci = ci if ci == "--" else "[" + ", ".join(_tex_number(x) for x in ci[1:-1].split(", ")) + "]"
+    return [_tex_number(paper), _tex_number(measured), ci, n, _tex(verdict), _tex_number(mdd)]
 
 
 def _latex_chunks(results: Sequence[ClaimResult]) -> list[list[str]]:
-    """The claims as tabular rows, grouped under their table's name, cut into floats a page holds."""
+    """The claims as tabular rows under their paper table's heading; a statement that covers several
+    pairs is a line of its own with its pairs below it (indented, wrapped lines too); cut into floats
+    a page holds."""
     chunks: list[list[str]] = [[]]
     lines = 0
     spec = None
-    for row in _rows(results):
-        table, claim, _cells, paper, measured, ci, n, verdict, mdd = row
-        cost = 1 + len(claim) // 40 + (table != spec)
+    for group in _groups(results):
+        first = group[0].claim
+        pairs = [(r, _tex(r.claim.label)) for r in group]
+        cost = _printed_lines(first.text) + sum(_printed_lines(r.claim.label) for r in group)
+        cost += 2 * (first.spec != spec)  # the heading and the space above it
         if lines + cost > FLOAT_LINES and chunks[-1]:
             chunks.append([])
             lines, spec = 0, None
-        if table != spec:
+        if first.spec != spec:
             if chunks[-1]:
                 chunks[-1].append("\\addlinespace")
-            chunks[-1].append(f"\\multicolumn{{7}}{{@{{}}l}}{{\\textit{{{_tex(table)}}}}} \\\\")
-            spec = table
-        cells = [r"\raggedright " + _tex(claim), paper, measured, ci, n, _tex(verdict), mdd]
-        chunks[-1].append(" & ".join(c.replace("--", "-{}-") if c == "--" else c for c in cells) + " \\\\")
+            chunks[-1].append(f"\\multicolumn{{7}}{{@{{}}l}}{{\\textit{{{_tex(heading(first))}}}}} \\\\")
+            spec = first.spec
+        if len(group) == 1:
+            result, pair = pairs[0]
+            cell = rf"\raggedright {_tex(first.text)}\par\leftskip=1em\relax\textit{{{pair}}}"
+            chunks[-1].append(" & ".join([cell, *_numbers(result)]) + " \\\\")
+        else:
+            chunks[-1].append(f"\\multicolumn{{7}}{{@{{}}l}}{{{_tex(first.text)}}} \\\\")
+            for result, pair in pairs:
+                cell = rf"\raggedright\leftskip=1em\relax\textit{{{pair}}}"
+                chunks[-1].append(" & ".join([cell, *_numbers(result)]) + " \\\\")
         lines += cost
     return chunks
 
 
 def render_latex(results: Sequence[ClaimResult], profile: str) -> str:
-    """Booktabs ``table*`` floats of the claims, grouped by table, at footnotesize type with the claim
-    text wrapping; a list longer than a page continues in further floats. Shrunk to the line width
-    only where a document's line is narrower than the table."""
-    cols = ["Claim", "Paper $\\Delta$", "Measured $\\Delta$", "95\\% CI", "$n$", "Verdict", "MDD"]
+    """Booktabs ``table*`` floats of the claims, grouped under their paper table, at footnotesize type
+    with the claim text wrapping and every row naming its pair and score; a list longer than a page
+    continues in further floats under the same table number. Shrunk to the line width only where a
+    document's line is narrower than the table."""
+    cols = ["Claim: compared cells, score", "Paper $\\Delta$", "Measured $\\Delta$", "95\\% CI", "$n$"]
+    cols += ["Verdict", "MDD"]
     chunks = _latex_chunks(results)
     lines = [
         "% Generated by `harness claims` from run records; do not edit by hand.",
         "% needs \\usepackage{booktabs,graphicx}",
     ]
     for i, chunk in enumerate(chunks):
-        more = " (continued)" if i else ""
+        caption = (
+            f"Claims of the papers tested on paired seeds, profile {_tex(profile)}. Each row names the two "
+            "cells it compares (better $>$ worse, as the paper has them) and the score. Measured $\\Delta$: "
+            "mean per-seed difference (better $-$ worse); 95\\% CI: Student-$t$; MDD: smallest difference "
+            "detectable with 80\\% power at this $n$ and spread."
+        )
         lines += [
             "\\begin{table*}[t]",
             "\\centering",
@@ -222,12 +271,12 @@ def render_latex(results: Sequence[ClaimResult], profile: str) -> str:
             "\\bottomrule",
             "\\end{tabular}}%",
             "\\leavevmode\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\box0}\\else\\box0\\fi",
-            f"\\caption{{Claims of the papers tested on paired seeds (profile {_tex(profile)}){more}. "
-            "Measured $\\Delta$: mean per-seed difference (better $-$ worse); 95\\% CI: Student-$t$; "
-            "MDD: smallest difference detectable with 80\\% power at this $n$ and spread.}",
-            f"\\label{{tab:claims{'' if not i else f'-{i + 1}'}}}",
-            "\\end{table*}",
         ]
+        if i:  # one table continued: its number again, not the next one
+            lines += ["\\addtocounter{table}{-1}", "\\caption{Claims of the papers, continued.}"]
+        else:
+            lines += [f"\\caption{{{caption}}}", "\\label{tab:claims}"]
+        lines.append("\\end{table*}")
     return "\n".join(lines) + "\n"
 
 
@@ -238,7 +287,11 @@ def to_json(results: Sequence[ClaimResult], profile: str) -> dict[str, Any]:
         "claims": [
             {
                 "spec": r.claim.spec,
+                "heading": heading(r.claim),
                 "text": r.claim.text,
+                "label": r.claim.label,
+                "pair": r.claim.pair,
+                "metric": r.claim.metric,
                 "better": r.claim.better,
                 "worse": r.claim.worse,
                 "column": r.claim.column,
@@ -260,108 +313,27 @@ def to_json(results: Sequence[ClaimResult], profile: str) -> dict[str, Any]:
     }
 
 
-def claim_label(result: ClaimResult, results: Sequence[ClaimResult], with_spec: bool = True) -> str:
-    """``spec: text`` (``text`` alone without ``with_spec``); where one statement stands for several
-    pairs (an order, a sweep over another), the pair is named too, so that every line of the plot
-    says what it compares."""
-    claim = result.claim
-    label = f"{claim.spec}: {claim.text}" if with_spec else claim.text
-    twins = sum(1 for r in results if r.claim.spec == claim.spec and r.claim.text == claim.text)
-    return f"{label} ({claim.better} > {claim.worse})" if twins > 1 else label
-
-
-def forest_plot(results: Sequence[ClaimResult], profile: str, stem: Path) -> list[Path]:
-    """Draw :func:`draw_forest` and save it as ``<stem>.png`` and ``<stem>.pdf``; return the paths."""
-    import matplotlib.pyplot as plt
-
-    fig = draw_forest(results, profile)
-    try:  # each file atomically: a failure leaves it as it was
-        return [
-            save_figure(fig, stem.with_suffix(suffix), dpi=dpi)
-            for suffix, dpi in ((".png", 300), (".pdf", None))
-        ]
-    finally:
-        plt.close(fig)
-
-
-LABEL_CHARS = 64
-"""A forest plot's claim labels wrap at this many characters, so the intervals keep most of the width."""
-
-
-def draw_forest(results: Sequence[ClaimResult], profile: str) -> Figure:
-    """One line per claim: measured interval and mean, the paper's delta marked.
-
-    Claims of one table are labelled by their text alone (the table is named in the title); claims
-    of several tables carry the table's name. The figure is as wide as its labels need plus a fixed
-    width for the intervals, laid out by matplotlib's constrained layout.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    shown = list(results)
-    specs = sorted({r.claim.spec for r in shown})
-    labels = [
-        textwrap.fill(claim_label(r, shown, with_spec=len(specs) > 1), LABEL_CHARS) for r in reversed(shown)
-    ]
-    lines = sum(label.count("\n") + 1 for label in labels)
-    height = max(2.0, 0.16 * lines + 0.12 * len(shown) + 1.3)
-    width = 4.2 + 0.058 * max((len(line) for label in labels for line in label.splitlines()), default=0)
-    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
-    colours = {"holds": "#1b7837", "reversed": "#b2182b", "inconclusive": "#555555"}
-    for i, r in enumerate(shown):
-        y = len(shown) - 1 - i
-        s = r.summary
-        colour = colours.get(s.verdict, "#999999")
-        if s.low is not None and s.high is not None:
-            ax.plot([s.low, s.high], [y, y], color=colour, linewidth=2)
-        if s.mean is not None:
-            ax.plot([s.mean], [y], "o", color=colour, markersize=4)
-        ax.plot(
-            [r.claim.paper_delta], [y], "D", markerfacecolor="none", markeredgecolor="#2166ac", markersize=5
-        )
-    ax.axvline(0.0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(shown)))
-    ax.set_yticklabels(labels, fontsize=8)
-    ax.set_ylim(-0.7, len(shown) - 0.3)
-    ax.margins(x=0.08)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_xlabel("better \u2212 worse, paired by seed (score points)", fontsize=8)
-    ax.tick_params(axis="x", labelsize=8)
-    title = f"Claims of {specs[0]}" if len(specs) == 1 else "Claims"
-    ax.set_title(f"{title}, profile {profile}", fontsize=9)
-    used = {r.summary.verdict for r in shown}
-    handles = [
-        Line2D([], [], color=colour, linewidth=2, marker="o", markersize=4, label=f"{verdict}: mean, 95% CI")
-        for verdict, colour in colours.items()
-        if verdict in used
-    ]
-    handles.append(
-        Line2D([], [], color="#2166ac", marker="D", markerfacecolor="none", linestyle="", label="paper delta")
-    )
-    fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncol=len(handles), frameon=False)
-    return fig
-
-
-def write_claims(results: Sequence[ClaimResult], profile: str, out_dir: Path) -> list[Path]:
-    """Write claims.md, claims.tex, claims.json and the forest plot (PNG, PDF) into ``out_dir``
-    (each file atomically: a failure leaves that file and the ones after it as they were)."""
+def write_claims(
+    results: Sequence[ClaimResult], profile: str, out_dir: Path, *, titles: bool = False
+) -> list[Path]:
+    """Write claims.md, claims.tex, claims.json and one forest plot per table
+    (``claims_forest_<spec>.{png,pdf}``, their captions in ``claims_figures.tex``) into ``out_dir``,
+    each file atomically (a failure leaves that file and the ones after it as they were). Forest
+    plots of tables no longer among the results are removed, so the folder shows these claims only."""
     texts = {
         "claims.md": render_markdown(results, profile),
         "claims.tex": render_latex(results, profile),
         "claims.json": json.dumps(to_json(results, profile), indent=2) + "\n",
     }
     paths = [write_text(out_dir / name, text) for name, text in texts.items()]
-    paths += forest_plot(results, profile, out_dir / "claims_forest")
-    return paths
+    return paths + write_forests(results, profile, out_dir, titles=titles)
 
 
 __all__ = [
+    "MINUS",
     "build_claims",
-    "claim_label",
-    "draw_forest",
+    "heading",
+    "number",
     "render_latex",
     "render_markdown",
     "to_json",

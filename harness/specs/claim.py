@@ -15,6 +15,11 @@ class Claim:
         column: the score column compared (a key of the spec's columns).
         paper_delta: ``paper(better) - paper(worse)`` from the spec's quoted numbers.
         text: a one-line statement of the claim.
+        pair: the two cells as a reader names them (``m = 0.9 > m = 0.5``; ``STS-Avg. (shuffled) >
+            w/o shuffled at Group size = 32``), see :func:`harness.specs.model.pair_name`.
+        metric: the compared score in words (``STS avg``, ``transfer avg``, ``STS-B dev``, ``MR``).
+        cites: the paper table the claim comes from (``WhitenedCSE Table 4``).
+        title: the spec's title.
     """
 
     spec: str
@@ -23,3 +28,14 @@ class Claim:
     column: str
     paper_delta: float
     text: str
+    pair: str = ""
+    metric: str = ""
+    cites: str = ""
+    title: str = ""
+
+    @property
+    def label(self) -> str:
+        """``<pair> on <metric>``: what names this claim's row wherever it is shown (unique within
+        its spec, tested), the pair of cell keys where the spec gave no readable name."""
+        pair = self.pair or f"{self.better} > {self.worse}"
+        return f"{pair} on {self.metric}" if self.metric else pair
