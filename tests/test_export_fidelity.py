@@ -50,7 +50,7 @@ def root(mini_data_root: Path, data_root: Path, tmp_path_factory: pytest.TempPat
 def _train(root: Path, runs: Path, **settings: Any) -> dict[str, Any]:
     overrides = {"max_steps": 2, "eval_every": 2, "final_tasks": "sts", "post_whiten_sentences": 2000}
     config = resolve_config("simcse", None, "smoke", {**overrides, **settings}, root)
-    return train_run(config, root, RunStore(runs), log=None, save_checkpoint=True)
+    return dict(train_run(config, root, RunStore(runs), log=None, save_checkpoint=True))
 
 
 def _run_embed(runs: Path, record: dict[str, Any], root: Path) -> Any:
@@ -120,7 +120,9 @@ def test_the_exported_model_scores_what_the_record_says(
     assert main([*argv, "--output", str(result)]) == 0
     scored = json.loads(result.read_text(encoding="utf-8"))
     assert scored["sts"]["STSBenchmark"] == pytest.approx(record["final"]["sts"]["STSBenchmark"], abs=0.05)
-    assert scored["meta"]["pooler"] == {"avg": "avg"}.get(settings.get("eval_pooler", ""), "cls_before_pooler")
+    assert scored["meta"]["pooler"] == {"avg": "avg"}.get(
+        settings.get("eval_pooler", ""), "cls_before_pooler"
+    )
 
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "Base model:** random:tiny (random weights)" in card
@@ -172,7 +174,8 @@ def test_eval_on_a_mean_pooling_folder_is_not_scored_with_cls(
 
     encoder = load_encoder("random:tiny", seed=3)
     plain = tmp_path / "plain"
-    encoder.model.save_pretrained(str(plain))
+    model: Any = encoder.model
+    model.save_pretrained(str(plain))
     encoder.tokenizer.save_pretrained(str(plain))
     folder = tmp_path / "st"
     SentenceTransformer(modules=[Transformer(str(plain)), Pooling(64, pooling_mode="mean")]).save(str(folder))

@@ -7,10 +7,12 @@ Tanh) and, for a run that post-whitened its embeddings (``post_whiten`` zca or p
 fitted as two ``Dense`` layers without activation, ``x - mu`` (identity weight, bias ``-mu``), then
 ``@ W`` (no bias): linear layers sentence-transformers runs as they are. (One layer, ``x @ W - mu @
 W``, would subtract two large float32 numbers where whitening stretches a direction of small
-variance: centring first keeps the float32 result within rounding of the run's float64 one.) What no module list reproduces is refused (one
-line, exit 2): poolers that read inner layers (``avg_first_last``, ``avg_top2``), a flow
-(``post_whiten`` flow, flow_glow), a whitening the checkpoint does not hold (saved before the
-harness kept it), and a method's own sentence head (IS-BERT's CNN).
+variance: centring first keeps the float32 result within rounding of the run's float64 one.)
+
+What no module list reproduces is refused (one line, exit 2): poolers that read inner layers
+(``avg_first_last``, ``avg_top2``), a flow (``post_whiten`` flow, flow_glow), a whitening the
+checkpoint does not hold (saved before the harness kept it), and a method's own sentence head
+(IS-BERT's CNN).
 
 The model card (``README.md``) names the base model, the method and its citation, the training
 settings and the record's scores (best STS-B dev, final STS and transfer tasks); ``harness_run.json``
