@@ -88,6 +88,7 @@ def test_track_wandb_builds_rays_callback_offline_under_the_runs_folder(
             "group": "cpu_demo",
             "dir": str((tmp_path / "runs" / "wandb").resolve()),
             "mode": "offline",
+            "excludes": ["record"],
         }
     ]
     assert (tmp_path / "runs" / "wandb").is_dir()

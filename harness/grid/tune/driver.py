@@ -24,7 +24,13 @@ from harness.grid.progress import (
     save_traceback,
 )
 from harness.grid.relay import earlier_checkpoint
-from harness.grid.tune.callbacks import StopUnwritable, TuneProgress, tracker_callbacks, trial_name
+from harness.grid.tune.callbacks import (
+    StopUnwritable,
+    TuneProgress,
+    logger_callbacks,
+    tracker_callbacks,
+    trial_name,
+)
 from harness.grid.tune.cluster import (
     check_address,
     check_fits_cluster,
@@ -160,7 +166,7 @@ def _fit(
     report.watch = request.tracking.lines() if request.tracking else []
     for line in report.where_lines():
         log(line)
-    callbacks = [progress, *tracker_callbacks(request.tracking, request.name)]
+    callbacks = [progress, *logger_callbacks(), *tracker_callbacks(request.tracking, request.name)]
     run_config = tune.RunConfig(
         name=name,
         storage_path=progress.storage,
