@@ -31,6 +31,7 @@ COMMANDS: tuple[str, ...] = (
     "plots",
     "report",
     "export",
+    "results",
 )
 
 
