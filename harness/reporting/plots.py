@@ -268,6 +268,7 @@ def _draw_joint(shown: Sequence[SeriesData]) -> Figure:
     """Alignment on x, uniformity on y: one path per series, light (early) to dark (late)."""
     import matplotlib as mpl
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(3.4, 3.4), layout="constrained")
     ax = fig.subplots()
@@ -280,6 +281,7 @@ def _draw_joint(shown: Sequence[SeriesData]) -> Figure:
     ax.set_xlabel("alignment (lower is better)", fontsize=MIN_FONT)
     ax.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
     ax.tick_params(labelsize=MIN_FONT)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # five labels fit 3.4 in without touching
     ax.grid(alpha=0.3)
     ax.margins(x=0.12, y=0.15)  # room inside the axes for the step numbers
     if shown:
