@@ -16,7 +16,7 @@ from doc_numbers import demo_averages
 import harness
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.reporting.mteb import MTEB_TASKS
+from harness.evaluation.tasks import mteb_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 NIGHT = ROOT / "docs" / "night"
@@ -87,11 +87,11 @@ def test_harness_results_writes_a_csv_and_mteb_files(tmp_path: Path, data_root: 
     assert len(models) == 15 and all(m.name.startswith("cse-harness__") for m in models)
     (revision,) = models[0].iterdir()
     files = sorted(p.name for p in revision.iterdir())
-    assert files == sorted(["model_meta.json", *(f"{name}.json" for name, _rev in MTEB_TASKS.values())])
+    assert files == sorted(["model_meta.json", *(f"{name}.json" for name, _rev in mteb_tasks().values())])
     run_id = models[0].name.removeprefix("cse-harness__")
     record = json.loads((NIGHT / "runs" / "records" / f"{run_id}.json").read_text(encoding="utf-8"))
     stsb = json.loads((revision / "STSBenchmark.json").read_text(encoding="utf-8"))
-    assert stsb["task_name"] == "STSBenchmark" and stsb["dataset_revision"] == MTEB_TASKS["STSBenchmark"][1]
+    assert stsb["task_name"] == "STSBenchmark" and stsb["dataset_revision"] == mteb_tasks()["STSBenchmark"][1]
     (test,) = stsb["scores"]["test"]
     assert test["main_score"] == pytest.approx(record["final"]["sts"]["STSBenchmark"] / 100)
     assert test["hf_subset"] == "default" and test["languages"] == ["eng-Latn"]
@@ -106,5 +106,5 @@ def test_harness_results_writes_a_csv_and_mteb_files(tmp_path: Path, data_root: 
     loaded = mteb.ResultCache(out).load_results(include_remote=False, validate_and_filter=True)
     assert len(loaded.model_results) == 15
     for model in loaded.model_results:
-        assert {t.task_name for t in model.task_results} == {name for name, _rev in MTEB_TASKS.values()}
+        assert {t.task_name for t in model.task_results} == {name for name, _rev in mteb_tasks().values()}
         assert all(0 < t.get_score() < 1 and not math.isnan(t.get_score()) for t in model.task_results)

@@ -10,7 +10,8 @@ Each finished run is one model, named ``cse-harness/<run_id>`` (the run record s
 trained; ``adapted_from`` names its base model); its revision is the code version that produced it.
 (``experiment_kwargs`` would make MTEB's loader treat the folder as an experiment variant and skip
 it by default, so the training settings stay in the record.)
-Only the seven STS tasks are written: SentEval's transfer tasks are no MTEB tasks. Scores are
+Only the STS tasks MTEB has are written (the registry's ``mteb`` names and revisions,
+:func:`harness.evaluation.tasks.mteb_tasks`): SentEval's transfer tasks are no MTEB tasks. Scores are
 MTEB's scale, a fraction (Spearman / 100): ``cosine_spearman`` is the main score (the harness scores
 cosine similarity); STS12-16 are SentEval's "all" setting, one Spearman over every pair, as MTEB's
 single ``default`` subset is. The numbers come from SentEval's files (``shared/data/senteval``), not
@@ -28,17 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_text
-
-MTEB_TASKS: dict[str, tuple[str, str]] = {
-    "STS12": ("STS12", "a0d554a64d88156834ff5ae9920b964011b16384"),
-    "STS13": ("STS13", "7e90230a92c190f1bf69ae9002b8cea547a64cca"),
-    "STS14": ("STS14", "6031580fec1f6af667f0bd2da0a551cf4f0b2375"),
-    "STS15": ("STS15", "ae752c7c21bf194d8b67fd573edf7ae58183cbe3"),
-    "STS16": ("STS16", "4d8694f8f0e0100860b497b999b3dbed754a0513"),
-    "STSBenchmark": ("STSBenchmark", "b0fddb56ed78048fa8b90373c8a3cfc37b684831"),
-    "SICKRelatedness": ("SICK-R", "20a6d6f312dd54037fe07a32d58e5e168867909d"),
-}
-"""Harness STS task -> (MTEB task name, the dataset revision MTEB 2.x pins for it)."""
+from harness.evaluation.tasks import STSB_DEV_PROBE, mteb_tasks
 
 FORMAT_VERSION = "2.0.0"
 """``mteb_version`` of the files: the result format they follow (MTEB 2's), not a run of MTEB."""
@@ -60,13 +51,13 @@ def task_results(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """MTEB task name -> its TaskResult JSON for one finished record (its STS tasks only)."""
     sts = (record.get("final") or {}).get("sts") or {}
     out: dict[str, dict[str, Any]] = {}
-    for task, (name, revision) in MTEB_TASKS.items():
+    for task, (name, revision) in mteb_tasks().items():
         score = sts.get(task)
         if not isinstance(score, int | float) or isinstance(score, bool):
             continue
         scores: dict[str, list[dict[str, Any]]] = {"test": [_subset(score)]}
         dev = record.get("best_stsb_dev")
-        if task == "STSBenchmark" and isinstance(dev, int | float):
+        if task == STSB_DEV_PROBE[0] and isinstance(dev, int | float):  # the probe's task
             scores["validation"] = [_subset(dev)]
         out[name] = {
             "dataset_revision": revision,
@@ -141,4 +132,4 @@ def write_mteb(
     return written
 
 
-__all__ = ["FORMAT_VERSION", "MTEB_TASKS", "model_meta", "task_results", "write_mteb"]
+__all__ = ["FORMAT_VERSION", "model_meta", "task_results", "write_mteb"]
