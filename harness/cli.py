@@ -17,7 +17,7 @@ import importlib
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from harness.atomic import cause_of
 from harness.errors import HarnessError
@@ -35,6 +35,7 @@ COMMANDS: tuple[str, ...] = (
     "report",
     "export",
     "data",
+    "results",
 )
 
 
@@ -42,13 +43,27 @@ def _load(name: str) -> Any:
     return importlib.import_module(f"harness.commands.{name}_cmd")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with its errors as the harness's own: one line (``harness CMD: error: ...``), exit 2.
+
+    argparse prints the usage before its error; here the usage stays in ``--help`` and the line names
+    the flag and, for a closed flag, its choices (:func:`harness.commands.arguments.closed_choice`).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from harness import __version__
+
+    parser = OneLineParser(
         prog="harness",
         description="Benchmark and ablation harness for contrastive sentence embeddings.",
         epilog=profiles_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMANDS:
         module = _load(name)
@@ -77,7 +92,13 @@ def profiles_epilog() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     _interruptible()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a parser error (its one line is printed) is exit status 2, returned
+        if exc.code == 2:
+            return 2
+        raise  # --help and --version exit 0
+    args._argv = list(sys.argv[1:] if argv is None else argv)  # the spellings typed, for messages
     try:  # SIGTERM (`kill PID`) stops any command as Ctrl-C does: records marked, temporaries removed
         with _one_line_warnings(), sigterm_as_interrupt():
             return int(args._module.run(args) or 0)

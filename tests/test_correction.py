@@ -12,7 +12,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.reporting.claims import draw_forest, render_latex, render_markdown, to_json
+from harness.reporting.claims import render_latex, render_markdown, to_json
 from harness.reporting.correction import (
     Analysis,
     Member,
@@ -21,10 +21,13 @@ from harness.reporting.correction import (
     correct_tested,
     family_of,
 )
+from harness.reporting.forest import draw_forest
 from harness.reporting.statistics import ClaimResult, adjust_pvalues, pair_by_seed, summarise
 from harness.specs.claim import Claim
 
 ROOT = Path(__file__).resolve().parents[1]
+VERDICT_MARKERS = ("^", "v", "o", "s")
+"""The forest plot's verdict markers (the paper's delta is a diamond)."""
 
 
 def test_corrected_verdicts_by_hand() -> None:
@@ -122,11 +125,13 @@ def test_a_forest_marks_a_claim_that_the_correction_leaves_open() -> None:
     assert [r.summary.verdict for r in results] == ["holds", "holds"]
     assert [r.corrected_verdict for r in results] == ["inconclusive", "inconclusive"]
     fig = draw_forest(results, "demo")
-    faces = [line.get_markerfacecolor() for line in fig.axes[0].lines if line.get_marker() == "o"]
+    faces = [line.get_markerfacecolor() for line in fig.axes[0].lines if line.get_marker() in VERDICT_MARKERS]
     assert faces == ["white", "white"]  # open: not decided after the correction
     decided = draw_forest(correct(results, Analysis("none")), "demo")
-    faces = [line.get_markerfacecolor() for line in decided.axes[0].lines if line.get_marker() == "o"]
-    assert "white" not in faces
+    faces = [
+        line.get_markerfacecolor() for line in decided.axes[0].lines if line.get_marker() in VERDICT_MARKERS
+    ]
+    assert faces and "white" not in faces
 
 
 def test_the_report_corrects_claims_json_again(tmp_path: Path) -> None:

@@ -22,12 +22,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.run",),
     ("harness.grid",),
     ("harness.reporting",),
-    ("harness.commands",),
+    ("harness.commands", "harness.results"),
     ("harness.cli",),
 )
 """From the bottom up: a module may import its own layer and the layers below it, never one above.
 The foundation (errors, coercion of typed values, atomic writes) serves everyone; methods know only
-the foundation; the harness's packages follow the life of a run and a grid up to the command line."""
+the foundation; the harness's packages follow the life of a run and a grid up to the command line and
+the Python API (``harness.results``), which stand side by side at the top."""
 
 RAY_PACKAGE = "harness.grid.tune"
 """The only package that imports ``ray``."""

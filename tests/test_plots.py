@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.reporting.plots import SeriesData, draw_plot, not_drawn, step_ticks, thin
+from harness.reporting.plots import SeriesData, draw_plot, not_drawn, plot_caption, step_ticks, thin
 from harness.specs.find import load_plot_specs
 from harness.specs.model import PlotSpec
 
@@ -59,7 +59,10 @@ def test_joint_figure_stays_readable_at_paper_scale() -> None:
     fig = draw_plot(spec("joint"), data, "paper")
     ax = fig.axes[0]
     labels = [t for t in ax.texts if t.get_text()]
-    assert len(labels) == 2 * len(data)  # first and last step per series only
+    assert [t.get_text() for t in labels] == ["0"]  # one start (shared), the ends at one step: the caption
+    apart = [series("SimCSE", 126, 3, 15625), series("WhitenedCSE", 100, 3, 12000)]
+    ends = [t.get_text() for t in draw_plot(spec("joint"), apart, "paper").axes[0].texts if t.get_text()]
+    assert ends == ["0", "15625", "12000"]  # series that end apart: each end labelled
     arrows = [t for t in ax.texts if not t.get_text()]
     assert len(arrows) <= 3 * len(data)
     markers = sum(int(np.asarray(c.get_offsets()).shape[0]) for c in ax.collections)
@@ -101,19 +104,18 @@ def test_trajectory_marks_the_evaluated_steps() -> None:
     assert ax.get_lines()[0].get_marker() in ("None", "", None)
 
 
-def _caption(fig: object) -> str:
-    return fig._supxlabel.get_text()  # type: ignore[attr-defined]
-
-
 def test_captions_speak_only_of_what_is_drawn() -> None:
     drawn = series("SimCSE", 3, 3, 40)
     missing = SeriesData("Barlow probe", missing="no finished run")
     for kind in ("trajectory", "joint"):
-        fig = draw_plot(spec(kind), [drawn, missing], "demo")
-        caption = _caption(fig)
+        caption = plot_caption(spec(kind), [drawn, missing], "demo")
         assert "Barlow" not in caption and "not shown" not in caption and "+-" not in caption
-        assert "SimCSE n=3" in caption
-    assert "mean \u00b1 1 sd" in _caption(draw_plot(spec("trajectory"), [drawn], "demo"))
+        assert "SimCSE n=3" in caption and caption.startswith(spec(kind).title)
+        fig = draw_plot(spec(kind), [drawn, missing], "demo")  # no title or caption inside by default
+        assert fig._suptitle is None and fig._supxlabel is None  # type: ignore[attr-defined]
+        titled = draw_plot(spec(kind), [drawn, missing], "demo", titles=True)
+        assert titled._suptitle.get_text() == spec(kind).title  # type: ignore[attr-defined]
+    assert "mean \u00b1 1 sd" in plot_caption(spec("trajectory"), [drawn], "demo")
     assert not_drawn([drawn, missing]) == ["Barlow probe: no finished run"]
 
 
@@ -124,7 +126,7 @@ def test_the_joint_legend_draws_each_series_as_plotted() -> None:
     assert legend is not None
     assert legend.get_title().get_text() == ""  # no "light to dark" beside single-colour samples
     assert [t.get_text() for t in legend.get_texts()] == ["SimCSE", "WhitenedCSE"]
-    assert "light (early) to dark (late)" in _caption(fig)
+    assert "light (early) to dark (late)" in plot_caption(spec("joint"), data, "demo")
 
 
 def test_the_joint_plot_keeps_its_step_labels_inside_the_axes() -> None:

@@ -17,7 +17,7 @@ from harness.grid.plan import expand
 from harness.reporting.latex_text import latex_escape
 from harness.reporting.plots import average_trajectory, write_plots
 from harness.reporting.tables.build import build_tables
-from harness.reporting.tables.latex import render_latex
+from harness.reporting.tables.latex import SD_SIZE, latex_layout, render_latex
 from harness.reporting.tables.markdown import render_markdown_preview
 from harness.reporting.tables.model import RenderedTable, format_mean_std
 from harness.reporting.tables.write import write_tables
@@ -141,8 +141,11 @@ def test_rows_table_cells(rendered: list[RenderedTable]) -> None:
         ("ConSERT-large", "\u2020"),
     ]
     assert any("runs under profile paper only" in n for n in rows.notes)
-    assert any(n.startswith("Measured under profile smoke: model random:tiny") for n in rows.notes)
-    assert any("reading" not in n and "simcsepp(" in n for n in rows.notes)
+    # the notes say what a measured line is in words; the settings go to the appendix
+    assert rows.notes[0].startswith("Italic 'measured' lines: this harness's run of the row above on random")
+    assert "4 training steps of batch 8" in rows.notes[0] and "over 2 seeds" in rows.notes[0]
+    assert not any("simcsepp(" in n or ":82480" in n or "max_steps" in n for n in rows.notes)
+    assert any(line.startswith("SimCSE++-BERT-base: simcsepp(") for line in rows.settings)
 
 
 def test_sweep_table_cells(rendered: list[RenderedTable]) -> None:
@@ -188,8 +191,17 @@ def test_format_mean_std() -> None:
 
 def test_write_tables_writes_tex_and_preview(rendered: list[RenderedTable], tmp_path: Path) -> None:
     paths = write_tables(rendered, tmp_path / "out")
-    assert sorted(p.name for p in paths) == ["report_rows.tex", "report_sweep.tex", "tables.md"]
+    assert sorted(p.name for p in paths) == [
+        "report_rows.tex",
+        "report_sweep.tex",
+        "run_settings.md",
+        "run_settings.tex",
+        "tables.md",
+    ]
     assert "## Fixture: sweeps" in (tmp_path / "out" / "tables.md").read_text(encoding="utf-8")
+    appendix = (tmp_path / "out" / "run_settings.tex").read_text(encoding="utf-8")
+    assert r"\subsection*{Run settings: Fixture: rows \& sections}" in appendix
+    assert r"Table~\ref{tab:report_rows}" in appendix
 
 
 def test_every_real_spec_renders_without_records(tmp_path: Path) -> None:
@@ -236,8 +248,10 @@ def test_plots_from_fixture_records(tmp_path: Path) -> None:
         "align_uniform_joint.png",
         "align_uniform_steps.pdf",
         "align_uniform_steps.png",
+        "captions.json",
+        "figures.tex",
     ]
-    assert all(p.stat().st_size > 1000 for p in paths)
+    assert all(p.stat().st_size > 200 for p in paths)
 
 
 def test_tables_and_plots_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -276,15 +290,18 @@ def test_latex_typography(rendered: list[RenderedTable]) -> None:
     # several seeds: mean $\pm$ std with the seed count
     # the sd on the row below the means, the seed count in a note (or after each sd where they differ)
     assert r"\quad\textit{measured} & \textbf{61.00} & \underline{70.50} & \textbf{65.50} \\" in tex
-    assert r" & $\pm$1.41 & $\pm$0.71 & $\pm$0.71 \\" in tex
-    assert "Every mean $\\pm$ sd is over n = 2 finished seeds." in tex
+    small = "{" + SD_SIZE[latex_layout(rendered[0]).size]  # the sd a step smaller than the means
+    assert f" & {small} $\\pm$1.41}} & {small} $\\pm$0.71}} & {small} $\\pm$0.71}} \\\\" in tex
+    assert "mean $\\pm$ sample sd over 2 seeds" in tex
     from harness.reporting.tables.latex import _split_cell
     from harness.reporting.tables.model import Text
 
     assert _split_cell(Text("61.00 \u00b1 1.41", seeds=2), None) == ("61.00", "\u00b11.41 (2)")
     assert _split_cell(Text("61.00 \u00b1 1.41", seeds=2), 2) == ("61.00", "\u00b11.41")
     assert _split_cell(Text("61.00"), None) == ("61.00", "")
-    assert "ranked separately among measured numbers and among paper numbers" in tex
+    assert "ranked separately among the measured numbers and among the paper's" in tex
+    # one pair of parentheses at most in the caption: the title's own
+    assert r"\caption{Fixture: rows \& sections. Paper numbers from SimCSE++ Table 3; measured lines" in tex
 
 
 def test_measured_lines_name_their_encoder(rendered: list[RenderedTable]) -> None:
@@ -471,7 +488,7 @@ def test_report_html_structure(tmp_path: Path) -> None:
     assert sections == ["table-report_rows", "table-report_sweep"]
     assert text.count('<tr class="measured">') == 4 + 3
     assert "measured: random tiny encoder (smoke)" in text
-    assert '<td class="best">61.00 \u00b1 1.41 <span class="n">(n = 2)</span></td>' in text
+    assert '<td class="best">61.00<span class="sd">\u00b1 1.41 \u00b7 n = 2</span></td>' in text
     assert "* SimCSE++-BERT-base" in text
     assert "(run <code>harness grid report_rows --profile smoke</code>)" in text
     # the claims file (escaped) and every run's provenance
@@ -563,5 +580,5 @@ def test_report_shows_harness_claims_as_a_table(tmp_path: Path) -> None:
     (tmp_path / "claims.md").write_text("the markdown", encoding="utf-8")
     text = claims_html(tmp_path)
     assert '<table class="results claims">' in text and "the markdown" not in text
-    assert "A beats &lt;B&gt;" in text and "[-1.20, -0.28]" in text
+    assert "A beats &lt;B&gt;" in text and "[\u22121.20, \u22120.28]" in text
     assert "+2.53" in text and ">reversed<" in text

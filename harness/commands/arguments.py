@@ -17,12 +17,41 @@ from typing import Any
 
 from harness.config.profiles import PROFILES
 from harness.config.settings import AUTO_SETTINGS, OVERRIDABLE, RunSettings
-from harness.errors import ConfigError
+from harness.errors import ConfigError, did_you_mean
 from harness.grid.capacity import DEFAULT_LOST_NODE_WAIT_S
 from harness.grid.options import ClusterOptions, GridOptions, parse_trial_resources
 
 if typing.TYPE_CHECKING:
     from harness.reporting.correction import Analysis
+
+
+def closed_choice(what: str, choices: Sequence[str]) -> Any:
+    """An argparse ``type`` for a flag with a closed set of values: a value outside ``choices`` is
+    ``unknown <what> 'x' (did you mean 'y'?); choose one of a, b, c``, one error line (exit 2).
+
+    Given with ``choices=`` too, so that the usage and ``--help`` list the values."""
+
+    def check(value: str) -> str:
+        if value not in choices:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {value!r}{did_you_mean(value, choices)}; choose one of {', '.join(choices)}"
+            )
+        return value
+
+    check.__name__ = what  # argparse names the type in its own messages
+    return check
+
+
+def add_profile(parser: argparse.ArgumentParser, default: str | None = None, shown: str = "cpu") -> None:
+    """``--profile``, closed to :data:`~harness.config.profiles.PROFILES`."""
+    parser.add_argument(
+        "--profile",
+        default=default,
+        type=closed_choice("profile", tuple(PROFILES)),
+        choices=tuple(PROFILES),
+        metavar="PROFILE",
+        help=profile_help(shown),
+    )
 
 
 def profile_help(default: str = "cpu") -> str:
@@ -84,9 +113,10 @@ def add_setting_flags(parser: Any, names: Iterable[str] = OVERRIDABLE) -> None:
     for name in names:
         hint = hints[name]
         args = typing.get_args(hint)
+        choices: list[str] | None = None
         if typing.get_origin(hint) is typing.Literal:
             choices = [*args, "auto"] if name in AUTO_SETTINGS else list(args)
-            kind, metavar = str, "{" + ",".join(choices) + "}"
+            kind, metavar = closed_choice(name, choices), "{" + ",".join(choices) + "}"
         elif type(None) in args:  # optional: the text "none" is accepted, the settings coerce it
             kind, metavar = str, "N|none"
         else:
@@ -96,6 +126,7 @@ def add_setting_flags(parser: Any, names: Iterable[str] = OVERRIDABLE) -> None:
             dest=f"setting_{name}",
             type=kind,
             default=None,
+            choices=choices,
             metavar=metavar,
             help=docs.get(name),
         )
@@ -134,7 +165,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 def add_common_report_arguments(parser: argparse.ArgumentParser) -> None:
     """--profile, --runs-dir, --data-dir (grid, tables and plots)."""
-    parser.add_argument("--profile", default=None, help=profile_help())
+    add_profile(parser)
     parser.add_argument("--runs-dir", default="runs", help="run store folder (default ./runs)")
     add_data_dir(parser)
 
@@ -194,6 +225,16 @@ def analysis_from_args(args: argparse.Namespace, profile: str) -> Analysis:
         family=args.family,
         sequential=sequential,
         **({"mixture_c": float(c)} if sequential and isinstance(c, int | float) else {}),
+    )
+
+
+def add_titles_argument(parser: argparse.ArgumentParser) -> None:
+    """``--titles``: a title and caption inside each figure (off: a paper sets them in LaTeX)."""
+    parser.add_argument(
+        "--titles",
+        action="store_true",
+        help="draw each figure's title and caption inside it (default: none; the captions go to "
+        "figures.tex / claims_figures.tex and the HTML report)",
     )
 
 

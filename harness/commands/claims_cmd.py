@@ -10,6 +10,7 @@ from harness.commands.arguments import (
     add_common_report_arguments,
     add_effect_argument,
     add_override_arguments,
+    add_titles_argument,
     analysis_from_args,
     overrides_from_args,
 )
@@ -23,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results/claims", help="output folder (default results/claims)")
     add_analysis_arguments(parser)
     add_effect_argument(parser)
+    add_titles_argument(parser)
     add_override_arguments(parser)
 
 
@@ -63,7 +65,7 @@ def write_claims_for(args: argparse.Namespace, out: Path) -> list[Path]:
         data_root=resolve_data_root(args.data_dir),
         analysis=analysis,
     )
-    paths = write_claims(results, profile, out, analysis)
+    paths = write_claims(results, profile, out, analysis, titles=bool(getattr(args, "titles", False)))
     if analysis.sequential:
         print(f"test: {analysis.test} ({args.runs_dir}/sequential.json: seeds added until decided)")
     print(f"{len(results)} claims; {totals(results)}")

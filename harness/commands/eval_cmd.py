@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.arguments import add_data_dir
-from harness.config.choices import POOLERS, POST_WHITEN, PRECISIONS
+from harness.commands.arguments import add_data_dir, closed_choice
+from harness.config.choices import POOLERS, POST_WHITEN, PRECISIONS, TRANSFER_MODES
 
 HELP = "evaluate an encoder on the STS and/or SentEval transfer tasks (see --tasks)"
 
@@ -22,7 +22,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the packaged all-MiniLM-L6-v2)",
     )
     parser.add_argument(
-        "--pooler", default="cls_before_pooler", help=f"{', '.join(POOLERS)} (default: cls_before_pooler)"
+        "--pooler",
+        default=None,
+        type=closed_choice("pooler", POOLERS),
+        choices=POOLERS,
+        help="how token states become a sentence embedding (default: a sentence-transformers folder's "
+        "own pooling and layers, else cls_before_pooler)",
     )
     parser.add_argument(
         "--tasks",
@@ -31,7 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "STS12,SICKRelatedness (an unknown name lists the registered ones)",
     )
     parser.add_argument(
-        "--mode", default="fasttest", help="transfer parameter set: test or fasttest (default: fasttest)"
+        "--mode",
+        default="fasttest",
+        type=closed_choice("mode", TRANSFER_MODES),
+        choices=TRANSFER_MODES,
+        help="transfer parameter set: test or fasttest (default: fasttest)",
     )
     add_data_dir(parser)
     parser.add_argument("--output", required=True, help="JSON file to write (its folder is created)")

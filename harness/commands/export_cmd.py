@@ -1,19 +1,17 @@
-"""``harness export RUN_ID DIR``: a trained run's best checkpoint as a directory that transformers'
-``AutoModel`` and sentence-transformers' ``SentenceTransformer`` load directly.
+"""``harness export RUN_ID DIR``: a trained run's best checkpoint as a folder that transformers'
+``AutoModel`` and sentence-transformers' ``SentenceTransformer`` load directly, embedding as the run
+was scored (its pooler, head and post-whitening) and with a model card; what it refuses and why:
+:mod:`harness.run.export`.
 
 The run must have been trained with ``--save-model`` (its best encoder is then kept under
-``RUNS/checkpoints/<run_id>``). The sentence-transformers modules reproduce the pooler the run was
-evaluated with: ``cls_before_pooler`` -> CLS pooling; ``avg`` -> mean pooling; ``cls`` -> CLS pooling
-followed by the trained head (``Dense`` with Tanh). ``avg_first_last`` and ``avg_top2`` read inner
-layers, which sentence-transformers' pooling cannot: those runs are refused with a message. So are
-runs whose method embeds sentences with its own head over token features (IS-BERT's CNN: the
-checkpoint holds ``harness_sentence_head.pt``), which neither module list would reproduce.
+``RUNS/checkpoints/<run_id>``).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError, did_you_mean
 
@@ -27,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.atomic import atomic_folder, write_json
+    from harness.atomic import atomic_folder, write_json, write_text
     from harness.store.run_store import RunStore
 
     store = RunStore(args.runs_dir)
@@ -44,22 +42,33 @@ def run(args: argparse.Namespace) -> int:
             f"run {args.run_id} kept no checkpoint ({checkpoint} is missing): train it again with "
             "--save-model (harness train ... --save-model, or harness grid ... --save-model)"
         )
-    from harness.encoder.saved import check_encoder_only
+    from harness.encoder.saved import check_encoder_only, load_post_whitening
+    from harness.run.export import check_exportable, model_card, run_summary
 
     check_encoder_only(checkpoint, f"harness export {args.run_id}")
+    whitening = load_post_whitening(checkpoint)
+    pooler = check_exportable(record, whitening)
     out = _check_out(Path(args.out), checkpoint)
     from harness.config.models import check_model_inputs
 
     check_model_inputs(str(checkpoint))  # its tokenizer files, as eval and train check a folder
-    pooler = str((record.get("config") or {}).get("eval_pooler", "cls_before_pooler"))
-    about = {
-        k: record.get(k) for k in ("run_id", "config", "best_step", "best_stsb_dev", "final", "provenance")
-    }
+    card = model_card(record, _citation(record), pooler, whitening[0] if whitening else None)
     with atomic_folder(out) as building:  # a failed export leaves nothing behind
-        export_model(checkpoint, building, pooler)
-        write_json(building / "harness_run.json", about, indent=2)
-    print(f"exported {args.run_id} (pooler {pooler}) to {out}")
+        export_model(checkpoint, building, pooler, whitening)
+        write_text(building / "README.md", card)  # in place of sentence-transformers' blank card
+        write_json(building / "harness_run.json", run_summary(record), indent=2)
+    whitened = f", {whitening[0]} whitening" if whitening else ""
+    print(f"exported {args.run_id} (pooler {pooler}{whitened}) to {out}")
     return 0
+
+
+def _citation(record: dict[str, Any]) -> str:
+    """The run's method's citation (the registry's), or its name when it is no longer registered."""
+    from methods import REGISTRY
+
+    method = str((record.get("config") or {}).get("method", "?"))
+    cls = REGISTRY.get(method)
+    return str(cls.citation) if cls is not None else method
 
 
 def _check_out(out: Path, checkpoint: Path) -> Path:
@@ -74,37 +83,8 @@ def _check_out(out: Path, checkpoint: Path) -> Path:
     return out
 
 
-def export_model(checkpoint: Path, out: Path, pooler: str) -> None:
-    """Write ``checkpoint`` (a ``save_pretrained`` folder) as a sentence-transformers model folder."""
-    modes = {"cls_before_pooler": "cls", "cls": "cls", "avg": "mean"}
-    if pooler not in modes:
-        raise ConfigError(
-            f"pooler {pooler!r} reads inner layers, which sentence-transformers cannot pool; "
-            "load the checkpoint with transformers instead: " + str(checkpoint)
-        )
-    try:
-        from sentence_transformers import SentenceTransformer
+def export_model(checkpoint: Path, out: Path, pooler: str, whitening: tuple[str, Any, Any] | None) -> None:
+    """Write the sentence-transformers modules (:func:`harness.run.export.write_st_model`)."""
+    from harness.run.export import write_st_model
 
-        try:  # sentence-transformers >= 6 moved its modules
-            from sentence_transformers.base.modules import Dense, Transformer
-            from sentence_transformers.sentence_transformer.modules import Pooling
-        except ImportError:
-            from sentence_transformers.models import Dense, Pooling, Transformer  # type: ignore[no-redef]
-    except ImportError as exc:
-        raise ConfigError(
-            f"harness export needs sentence-transformers (pip install -e '.[bench]'): {exc}"
-        ) from None
-    import torch
-
-    word = Transformer(str(checkpoint))
-    dim_fn = getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension
-    dim = int(dim_fn())
-    modules = [word, Pooling(dim, pooling_mode=modes[pooler])]
-    if pooler == "cls":
-        dense = Dense(dim, dim, bias=True, activation_function=torch.nn.Tanh())
-        head = word.auto_model.pooler.dense
-        with torch.no_grad():
-            dense.linear.weight.copy_(head.weight)
-            dense.linear.bias.copy_(head.bias)
-        modules.append(dense)
-    SentenceTransformer(modules=modules, device="cpu").save(str(out))
+    write_st_model(checkpoint, out, pooler, whitening)

@@ -8,6 +8,7 @@ import sys
 from harness.commands.arguments import (
     add_common_report_arguments,
     add_override_arguments,
+    add_titles_argument,
     overrides_from_args,
 )
 
@@ -18,6 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", nargs="*", metavar="SPEC", help="plot specs (default: all in plots/)")
     add_common_report_arguments(parser)
     parser.add_argument("--out", default="results/plots", help="output folder (default results/plots)")
+    add_titles_argument(parser)
     add_override_arguments(parser)
 
 
@@ -42,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         overrides=overrides_from_args(args),
         data_root=resolve_data_root(args.data_dir),
         note=lambda line: print(line, file=sys.stderr),
+        titles=args.titles,
     )
     for path in written:
         print(path)

@@ -9,6 +9,7 @@ from harness.commands.arguments import (
     add_common_report_arguments,
     add_effect_argument,
     add_override_arguments,
+    add_titles_argument,
     overrides_from_args,
 )
 
@@ -21,6 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results/tables", help="output folder (default results/tables)")
     add_analysis_arguments(parser)
     add_effect_argument(parser)
+    add_titles_argument(parser)
     add_override_arguments(parser)
 
 

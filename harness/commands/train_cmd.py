@@ -10,10 +10,10 @@ from harness.atomic import WriteError, check_output_dir
 from harness.commands.arguments import (
     add_compile_argument,
     add_data_dir,
+    add_profile,
     add_setting_flags,
     compile_choice,
     parse_key_values,
-    profile_help,
     settings_from_args,
 )
 from harness.config.inputs import check_device, check_finite_overrides, check_seed, check_threads
@@ -32,8 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="method parameter, repeatable (e.g. --set temperature=0.05)",
     )
-    parser.add_argument("--profile", default="cpu", help=profile_help())
-    parser.add_argument("--output-dir", default="runs", help="run store folder (default ./runs)")
+    add_profile(parser, default="cpu")
+    parser.add_argument(
+        "--runs-dir",
+        "--output-dir",
+        dest="runs_dir",
+        default="runs",
+        help="run store folder, as every other command names it (default ./runs; --output-dir is "
+        "the older name)",
+    )
     add_data_dir(parser)
     parser.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     parser.add_argument(
@@ -41,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--save-checkpoint",
         dest="save_checkpoint",
         action="store_true",
-        help="keep the best checkpoint under OUTPUT/checkpoints/ (for `harness export`)",
+        help="keep the best checkpoint under RUNS/checkpoints/ (for `harness export`)",
     )
     add_compile_argument(parser)
     add_setting_flags(parser.add_argument_group("run settings", "override the profile's"))
@@ -94,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
     check_device(args.device)
     data_root = resolve_data_root(args.data_dir)
     config = resolve_config(args.method, params, args.profile, overrides, data_root=data_root)
-    store = RunStore(args.output_dir)
-    check_output_dir(store.root, "--output-dir")
+    store = RunStore(args.runs_dir)
+    check_output_dir(store.root, _runs_flag(args))
     run_id = config.run_id()
     check_before_training(config, store, args.save_checkpoint)
     previous = store.load(run_id)
@@ -130,3 +137,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"record: {store.path(run_id)}")
     return 0
+
+
+def _runs_flag(args: argparse.Namespace) -> str:
+    """The spelling of the runs folder's flag the user typed, for error messages."""
+    return "--output-dir" if "--output-dir" in getattr(args, "_argv", ()) else "--runs-dir"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -15,6 +16,27 @@ SENTENCE_HEAD_FILE = "harness_sentence_head.pt"
 (:meth:`methods.base.Method.sentence_head`): the head's weights and the method's name. The encoder
 folder alone does not give the run's sentence embedding, so ``harness export`` and ``harness eval``
 refuse a folder that holds this file (:func:`harness.encoder.saved.check_encoder_only`)."""
+
+
+POST_WHITENING_FILE = "harness_post_whitening.npz"
+"""Saved beside a run's encoder (``--save-model``) when the run post-whitened its evaluation
+embeddings (``post_whiten`` zca or pca): ``kind``, the mean ``mu [1, d]`` and the matrix ``W [d, k]``
+it fitted (float64), so that ``harness export`` carries the same transform as a layer."""
+
+
+def save_post_whitening(folder: Path, kind: str, mu: np.ndarray, w: np.ndarray) -> None:
+    """Write a run's fitted post-whitening to ``folder / POST_WHITENING_FILE`` atomically."""
+    with atomic_write(Path(folder) / POST_WHITENING_FILE, "wb") as handle:
+        np.savez(handle, kind=np.array(kind), mu=np.asarray(mu, np.float64), w=np.asarray(w, np.float64))
+
+
+def load_post_whitening(folder: Path) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """``(kind, mu, W)`` saved by :func:`save_post_whitening`, or None when the folder has none."""
+    path = Path(folder) / POST_WHITENING_FILE
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as data:
+        return str(data["kind"]), np.asarray(data["mu"]), np.asarray(data["w"])
 
 
 def save_sentence_head(folder: Path, method: str, head: nn.Module) -> None:

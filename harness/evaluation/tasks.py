@@ -13,9 +13,12 @@ Everything else that names tasks is derived from :data:`STS_REGISTRY` and
 * the sentences of the final STS pass in the cost model (:func:`sts_sentences`);
 * which records a table may show: a record states the tasks its averages cover
   (``final.sts_tasks``, ``final.transfer_tasks``; see :mod:`harness.store.record`), and only records
-  covering the registered tasks count.
+  covering the registered tasks count;
+* what ``harness results --format mteb`` writes a task as (:func:`mteb_tasks`).
 
 Adding a task is its entry here plus its test (``CONTRIBUTING.md``, "Adding an evaluation task").
+The module is longer than most (about 470 lines) because it is the registry itself: the entries are
+data, and the derived views and the pre-flight read stay beside the one list a new task extends.
 """
 
 from __future__ import annotations
@@ -87,6 +90,8 @@ class StsTask:
             the real files.
         gold_range: the scale of the gold scores (``(0, 5)`` for STS12-16 and STS-B, ``(1, 5)``
             for SICK-R): :meth:`read` refuses a score outside it, naming its file and line.
+        mteb: ``(MTEB task name, the dataset revision MTEB pins)`` where MTEB has the task (what
+            ``harness results --format mteb`` writes it as); None: not written there.
     """
 
     name: str
@@ -96,6 +101,7 @@ class StsTask:
     reader: PairReader
     sentences: int
     gold_range: tuple[float, float] = (0.0, 5.0)
+    mteb: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.scoring not in ("all_subsets", "test_split"):
@@ -165,10 +171,11 @@ class TransferTask:
         return self.reader(self.paths(senteval), self.name)
 
 
-def _sts_year(name: str, folder: str, subsets: tuple[str, ...], sentences: int) -> StsTask:
+def _sts_year(name: str, folder: str, subsets: tuple[str, ...], sentences: int, mteb: str) -> StsTask:
+    """A SemEval STS year: its subsets' files, scored SentEval's "all" way; ``mteb`` MTEB's revision."""
     where = f"STS/{folder}"
     parts = tuple(StsPart(s, (f"{where}/STS.input.{s}.txt", f"{where}/STS.gs.{s}.txt")) for s in subsets)
-    return StsTask(name, name, "all_subsets", parts, read_subset_files, sentences)
+    return StsTask(name, name, "all_subsets", parts, read_subset_files, sentences, mteb=(name, mteb))
 
 
 def _split_parts(folder: str, files: Mapping[str, str]) -> tuple[StsPart, ...]:
@@ -188,25 +195,35 @@ STS_REGISTRY: dict[str, StsTask] = {
             "STS12-en-test",
             ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
             4946,
+            "a0d554a64d88156834ff5ae9920b964011b16384",
         ),
-        _sts_year("STS13", "STS13-en-test", ("FNWN", "headlines", "OnWN"), 2534),
+        _sts_year(
+            "STS13",
+            "STS13-en-test",
+            ("FNWN", "headlines", "OnWN"),
+            2534,
+            "7e90230a92c190f1bf69ae9002b8cea547a64cca",
+        ),
         _sts_year(
             "STS14",
             "STS14-en-test",
             ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
             5999,
+            "6031580fec1f6af667f0bd2da0a551cf4f0b2375",
         ),
         _sts_year(
             "STS15",
             "STS15-en-test",
             ("answers-forums", "answers-students", "belief", "headlines", "images"),
             5085,
+            "ae752c7c21bf194d8b67fd573edf7ae58183cbe3",
         ),
         _sts_year(
             "STS16",
             "STS16-en-test",
             ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
             1840,
+            "4d8694f8f0e0100860b497b999b3dbed754a0513",
         ),
         StsTask(
             name="STSBenchmark",
@@ -217,6 +234,7 @@ STS_REGISTRY: dict[str, StsTask] = {
             ),
             reader=TsvPairs(gold_field=4, sent_fields=(5, 6)),
             sentences=672,
+            mteb=("STSBenchmark", "b0fddb56ed78048fa8b90373c8a3cfc37b684831"),
         ),
         StsTask(
             name="SICKRelatedness",
@@ -229,6 +247,7 @@ STS_REGISTRY: dict[str, StsTask] = {
             reader=TsvPairs(gold_field=3, sent_fields=(1, 2), skip_header=True),
             sentences=5007,
             gold_range=(1.0, 5.0),
+            mteb=("SICK-R", "20a6d6f312dd54037fe07a32d58e5e168867909d"),
         ),
     )
 }
@@ -277,6 +296,11 @@ def sts_task_names() -> tuple[str, ...]:
 def transfer_task_names() -> tuple[str, ...]:
     """The registered transfer tasks, in table order."""
     return tuple(TRANSFER_REGISTRY)
+
+
+def mteb_tasks() -> dict[str, tuple[str, str]]:
+    """Harness STS task -> (MTEB task name, MTEB's dataset revision), for the tasks MTEB has."""
+    return {name: task.mteb for name, task in STS_REGISTRY.items() if task.mteb is not None}
 
 
 def year_task_names() -> tuple[str, ...]:

@@ -11,17 +11,25 @@ per run) under ``<runs>/tune/<grid name>-<time>/``; ``harness grid --track`` add
   uploads them) unless ``WANDB_API_KEY`` is set.
 
 A tracker whose package is missing is refused before anything runs, naming the extra to install.
+
+What every tracker receives: each evaluation point (step, loss, STS-B dev, alignment, uniformity,
+...) and, in a run's last report, its final scores under :func:`final_keys` (``final/sts/avg``,
+``final/transfer/avg`` and one key per task, ``final/sts/STS12``, ...), so runs compare on what the
+tables show. The run record travels to the driver in the same reports (:mod:`harness.grid.relay`)
+but is no metric: :data:`PRIVATE_KEYS` are left out of every logger and tracker.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError
+from harness.evaluation.tasks import sts_task_names, transfer_task_names
 
 TRACKERS: dict[str, tuple[tuple[str, ...], str]] = {
     "mlflow": (("mlflow", "sqlalchemy", "alembic"), "track"),
@@ -88,4 +96,41 @@ class Tracking:
         return out
 
 
-__all__ = ["TRACKERS", "Tracking", "check_trackers"]
+PRIVATE_KEYS: tuple[str, ...] = ("record",)
+"""Report keys for the driver only (the run record as JSON text): no logger or tracker gets them."""
+
+
+def final_keys() -> tuple[str, ...]:
+    """``final/<group>/<task>`` for every registered task and each group's ``avg``: the keys of a
+    run's final scores in its trackers (present, as None, in every report: Tune's CSV keeps the
+    first report's columns)."""
+    groups = (("sts", sts_task_names()), ("transfer", transfer_task_names()))
+    return tuple(f"final/{group}/{task}" for group, tasks in groups for task in (*tasks, "avg"))
+
+
+def final_metrics(record: Mapping[str, Any]) -> dict[str, float | None]:
+    """A record's final scores under :func:`final_keys` (None where the run did not score a task)."""
+    final = record.get("final") or {}
+    out: dict[str, float | None] = {}
+    for key in final_keys():
+        _final, group, task = key.split("/", 2)
+        value = (final.get(group) or {}).get(task) if isinstance(final, Mapping) else None
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        out[key] = float(value) if number and value is not None else None
+    return out
+
+
+def public(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A report without its :data:`PRIVATE_KEYS`: what a logger or tracker is given."""
+    return {k: v for k, v in result.items() if k not in PRIVATE_KEYS}
+
+
+__all__ = [
+    "PRIVATE_KEYS",
+    "TRACKERS",
+    "Tracking",
+    "check_trackers",
+    "final_keys",
+    "final_metrics",
+    "public",
+]

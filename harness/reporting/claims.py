@@ -4,10 +4,8 @@ For every claim of every spec, under one profile: the paper's delta, the measure
 over seeds (mean and 95 % interval), the number of paired seeds, the verdict, its p-value, the p-value
 adjusted within the claim's family and the verdict after that correction (the family and the method
 named: :mod:`harness.reporting.correction`), and the smallest difference this many seeds could detect
-at the observed spread (see :mod:`harness.reporting.statistics`).
-
-Over 450 lines on purpose: the four outputs (Markdown, LaTeX, JSON, forest plot) render the same
-rows, so they stay beside the one function that builds them.
+at the observed spread (see :mod:`harness.reporting.statistics`). The forest plots:
+:mod:`harness.reporting.forest`.
 """
 
 from __future__ import annotations
@@ -15,21 +13,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.atomic import save_figure, write_text
+from harness.atomic import write_text
 from harness.grid.plan import expand
+from harness.reporting.claim_text import MINUS, heading, number
 from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis, correct
+from harness.reporting.forest import write_forests
 from harness.reporting.latex_text import latex_text
 from harness.reporting.statistics import ClaimResult, evaluate, seed_values
 from harness.reporting.tables.build import index_records
+from harness.reporting.tables.latex import text_em
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
     from harness.specs.model import TableSpec
     from harness.store.run_store import RunStore
 
@@ -85,7 +83,7 @@ def build_claims(
                 if comparison in seen:
                     result = dataclasses.replace(result, same_as=seen[comparison])
                 else:
-                    seen[comparison] = f"{spec.name}: {claim.text}"
+                    seen[comparison] = f"{spec.name}: {claim.label}"
             out.append(result)
     return correct(out, analysis)
 
@@ -103,12 +101,6 @@ def _broadcast_untrained(values: list[dict[int, float]], fixed: list[bool]) -> l
     return out
 
 
-def _num(value: float | None, digits: int = 2, sign: bool = True) -> str:
-    if value is None:
-        return "--"
-    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
-
-
 def _interval(result: ClaimResult) -> str:
     s = result.summary
     if s.low is None or s.high is None:
@@ -118,7 +110,9 @@ def _interval(result: ClaimResult) -> str:
 
 def _bound(value: float) -> str:
     """An interval's end (a confidence sequence is unbounded at the first few seeds)."""
-    return f"{value:+.2f}" if abs(value) != float("inf") else ("+inf" if value > 0 else "-inf")
+    if math.isinf(value):
+        return "+inf" if value > 0 else f"{MINUS}inf"
+    return number(value)
 
 
 def p_text(value: float | None) -> str:
@@ -136,16 +130,16 @@ def _rows(results: Sequence[ClaimResult]) -> list[list[str]]:
             [
                 r.claim.spec,
                 r.claim.text,
-                f"{r.claim.better} > {r.claim.worse}",
-                _num(r.claim.paper_delta),
-                _num(s.mean),
+                r.claim.label,
+                number(r.claim.paper_delta),
+                number(s.mean),
                 _interval(r),
                 str(s.n),
                 VERDICT_TEXT[s.verdict] + (" (repeat)" if r.same_as else ""),
                 p_text(s.p),
                 p_text(r.adjusted),
                 VERDICT_TEXT[r.corrected_verdict],
-                _num(s.mdd, sign=False),
+                number(s.mdd, sign=False),
             ]
         )
     return rows
@@ -156,7 +150,7 @@ def header(analysis: Analysis = DEFAULT_ANALYSIS) -> list[str]:
     return [
         "table",
         "claim",
-        "cells",
+        "compared",
         "paper delta",
         "measured",
         analysis.interval,
@@ -191,30 +185,33 @@ def corrected_totals(results: Sequence[ClaimResult], analysis: Analysis = DEFAUL
     return f"After {analysis.described}: " + totals(results, corrected=True).split(": ", 1)[1]
 
 
+def _interval_note(analysis: Analysis) -> str:
+    """What the interval and p are, in the outputs' notes."""
+    if analysis.sequential:
+        return (
+            f"{analysis.interval} = {analysis.test}, valid however many seeds were added and whenever "
+            "they stopped; p = its anytime-valid p-value"
+        )
+    return f"{analysis.interval} = Student-t interval; p = the two-sided paired t-test's p-value"
+
+
 def render_markdown(
     results: Sequence[ClaimResult], profile: str, analysis: Analysis = DEFAULT_ANALYSIS
 ) -> str:
     """The claims as one Markdown table with a note on how to read it."""
     columns = header(analysis)
-    if analysis.sequential:
-        interval = (
-            f"{analysis.interval} = {analysis.test}, valid however many seeds were added and whenever "
-            "they stopped; p = its anytime-valid p-value"
-        )
-    else:
-        interval = f"{analysis.interval} = Student-t interval; p = the two-sided paired t-test's p-value"
     mdd_test = "the sequence" if analysis.sequential else "a two-sided paired t-test (alpha 0.05)"
     lines = [
         f"# Claims under profile {profile}",
         "",
-        "Measured = mean of per-seed paired differences (better - worse, same seed on both sides); "
-        f"{interval}; "
-        "holds / reversed = the interval excludes 0 on the claimed / the other side; "
-        f"p adj. and the second verdict: corrected for testing the claims together, {analysis.described} "
-        "(a comparison that several rows repeat counts once; holds / reversed where p adj. < 0.05); "
-        f"MDD = the smallest true difference {mdd_test} detects with 80% power "
-        "at this many seeds and the observed spread. A cell that does not train runs once; its value "
-        "stands against every seed of the other cell.",
+        "Compared = the two cells (better > worse, as the paper has them) and the score; measured = mean of "
+        "per-seed paired differences (better \u2212 worse, same seed on both sides); "
+        f"{_interval_note(analysis)}; holds / reversed = the interval excludes 0 on the claimed / the "
+        "other side; p adj. and the second verdict: corrected for testing the claims together, "
+        f"{analysis.described} (a comparison that several rows repeat counts once; holds / reversed "
+        f"where p adj. < 0.05); MDD = the smallest true difference {mdd_test} detects with 80% power at "
+        "this many seeds and the observed spread. A cell that does not train runs once; its value stands "
+        "against every seed of the other cell.",
         "",
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),
@@ -225,77 +222,128 @@ def render_markdown(
     lines += ["", totals(results), "", corrected_totals(results, analysis)]
     if repeats:
         lines += ["", "Repeats (the same runs compared on the same score as an earlier row; not counted):"]
-        lines += [f"- {r.claim.spec}: {r.claim.text} = {r.same_as}" for r in repeats]
+        lines += [f"- {r.claim.spec}: {r.claim.label} = {r.same_as}" for r in repeats]
     return "\n".join(lines) + "\n"
 
 
 def _tex(text: str) -> str:
-    """The table reporter's LaTeX typesetting (escapes, lambda/tau as math), and ``>`` as math."""
+    """The table reporter's LaTeX typesetting (escapes, lambda/tau as math), ``>`` as math."""
     return latex_text(text).replace(">", r"$>$")
 
 
-CLAIM_COLUMN = r"p{0.28\linewidth}"
+def _tex_number(text: str) -> str:
+    """A printed difference in LaTeX: the sign as math (``$-$0.18``, ``$+$0.54``), an en dash for none."""
+    if text.startswith(MINUS):
+        return "$-$" + text[1:]
+    if text.startswith("+"):
+        return "$+$" + text[1:]
+    return text.replace(MINUS, "$-$")
+
+
+CLAIM_COLUMN = r"p{0.34\linewidth}"
 """The claim column of claims.tex: it wraps, so that the table spans the page at footnotesize type."""
 FLOAT_LINES = 44
-"""Printed lines per claims float: a longer list continues in the next float (one page holds ~50)."""
+"""Printed lines per claims float: a longer list continues in the next float (a page holds ~54 at
+footnotesize under a three-line caption)."""
+COLUMN_EM = 17.8
+"""The claim column's width in em of its 8 pt type (0.34 of a 469 pt text width, less the indent),
+for :func:`_printed_lines`."""
+
+
+def _printed_lines(text: str) -> int:
+    """How many lines ``text`` takes in the claim column (estimated from glyph widths)."""
+    return max(1, math.ceil(text_em(text) / COLUMN_EM))
+
+
+def _groups(results: Sequence[ClaimResult]) -> list[list[ClaimResult]]:
+    """Consecutive claims of one spec with one statement (an order, a sweep: several pairs)."""
+    out: list[list[ClaimResult]] = []
+    for r in results:
+        if out and (out[-1][0].claim.spec, out[-1][0].claim.text) == (r.claim.spec, r.claim.text):
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def _numbers(result: ClaimResult) -> list[str]:
+    _spec, _text, _label, paper, measured, ci, n, verdict, _p, adjusted, corrected, mdd = _rows([result])[0]
+    ci = ci if ci == "--" else "[" + ", ".join(_tex_number(x) for x in ci[1:-1].split(", ")) + "]"
+    return [
+        _tex_number(paper),
+        _tex_number(measured),
+        ci.replace("$+$inf", "$+\\infty$").replace(
+            "$-$inf", "$-\\infty$"
+        ),  # an unbounded end of a confidence sequence
+        n,
+        _tex(verdict),
+        _tex(adjusted),
+        _tex(corrected),
+        _tex_number(mdd),
+    ]
 
 
 def _latex_chunks(results: Sequence[ClaimResult]) -> list[list[str]]:
-    """The claims as tabular rows, grouped under their table's name, cut into floats a page holds."""
+    """The claims as tabular rows under their paper table's heading; a statement that covers several
+    pairs is a line of its own with its pairs below it (indented, wrapped lines too); cut into floats
+    a page holds."""
     chunks: list[list[str]] = [[]]
     lines = 0
     spec = None
-    for row in _rows(results):
-        table, claim, _cells, paper, measured, ci, n, verdict, _p, adjusted, corrected, mdd = row
-        cost = 1 + len(claim) // 36 + (table != spec)
+    for group in _groups(results):
+        first = group[0].claim
+        pairs = [(r, _tex(r.claim.label)) for r in group]
+        cost = _printed_lines(first.text) + sum(_printed_lines(r.claim.label) for r in group)
+        cost += 2 * (first.spec != spec)  # the heading and the space above it
         if lines + cost > FLOAT_LINES and chunks[-1]:
             chunks.append([])
             lines, spec = 0, None
-        if table != spec:
+        if first.spec != spec:
             if chunks[-1]:
                 chunks[-1].append("\\addlinespace")
-            chunks[-1].append(f"\\multicolumn{{9}}{{@{{}}l}}{{\\textit{{{_tex(table)}}}}} \\\\")
-            spec = table
-        cells = [
-            r"\raggedright " + _tex(claim),
-            paper,
-            measured,
-            ci,
-            n,
-            _tex(verdict),
-            _tex(adjusted),
-            _tex(corrected),
-            mdd,
-        ]
-        chunks[-1].append(" & ".join(c.replace("--", "-{}-") if c == "--" else c for c in cells) + " \\\\")
+            chunks[-1].append(
+                f"\\multicolumn{{{COLUMNS}}}{{@{{}}l}}{{\\textit{{{_tex(heading(first))}}}}} \\\\"
+            )
+            spec = first.spec
+        if len(group) == 1:
+            result, pair = pairs[0]
+            cell = rf"\raggedright {_tex(first.text)}\par\leftskip=1em\relax\textit{{{pair}}}"
+            chunks[-1].append(" & ".join([cell, *_numbers(result)]) + " \\\\")
+        else:
+            chunks[-1].append(f"\\multicolumn{{{COLUMNS}}}{{@{{}}l}}{{{_tex(first.text)}}} \\\\")
+            for result, pair in pairs:
+                cell = rf"\raggedright\leftskip=1em\relax\textit{{{pair}}}"
+                chunks[-1].append(" & ".join([cell, *_numbers(result)]) + " \\\\")
         lines += cost
     return chunks
 
 
+COLUMNS = 9
+"""Columns of claims.tex: claim, paper, measured, interval, n, verdict, adj. p, corrected, MDD."""
+
+
 def render_latex(results: Sequence[ClaimResult], profile: str, analysis: Analysis = DEFAULT_ANALYSIS) -> str:
-    """Booktabs ``table*`` floats of the claims, grouped by table, at footnotesize type with the claim
-    text wrapping; a list longer than a page continues in further floats. Shrunk to the line width
-    only where a document's line is narrower than the table. The caption names the test and the
-    correction (family and method)."""
+    """Booktabs ``table*`` floats of the claims, grouped under their paper table, at footnotesize type
+    with the claim text wrapping and every row naming its pair and score; a list longer than a page
+    continues in further floats under the same table number. Shrunk to the line width only where a
+    document's line is narrower than the table. The caption names the test and the correction
+    (family and method)."""
     interval = "95\\% CS" if analysis.sequential else "95\\% CI"
-    cols = [
-        "Claim",
-        "Paper $\\Delta$",
-        "Measured $\\Delta$",
-        interval,
-        "$n$",
-        "Verdict",
-        "adj.\\ $p$",
-        "Corrected",
-        "MDD",
-    ]
+    cols = ["Claim: compared cells, score", "Paper $\\Delta$", "Measured $\\Delta$", interval, "$n$"]
+    cols += ["Verdict", "adj.\\ $p$", "Corrected", "MDD"]
     chunks = _latex_chunks(results)
     lines = [
         "% Generated by `harness claims` from run records; do not edit by hand.",
         "% needs \\usepackage{booktabs,graphicx}",
     ]
     for i, chunk in enumerate(chunks):
-        more = " (continued)" if i else ""
+        caption = (
+            f"Claims of the papers tested on paired seeds, profile {_tex(profile)}. Each row names the two "
+            "cells it compares (better $>$ worse, as the paper has them) and the score. Measured $\\Delta$: "
+            f"mean per-seed difference (better $-$ worse); {interval}: {_tex(analysis.test)}; "
+            f"adj.\\ $p$ and Corrected: {_tex(analysis.described)}; MDD: smallest difference "
+            "detectable with 80\\% power at this $n$ and spread."
+        )
         lines += [
             "\\begin{table*}[t]",
             "\\centering",
@@ -309,14 +357,12 @@ def render_latex(results: Sequence[ClaimResult], profile: str, analysis: Analysi
             "\\bottomrule",
             "\\end{tabular}}%",
             "\\leavevmode\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\box0}\\else\\box0\\fi",
-            f"\\caption{{Claims of the papers tested on paired seeds (profile {_tex(profile)}){more}. "
-            "Measured $\\Delta$: mean per-seed difference (better $-$ worse); "
-            f"{interval}: {_tex(analysis.test)}; "
-            f"adj.\\ $p$ and Corrected: {_tex(analysis.described)}; "
-            "MDD: smallest difference detectable with 80\\% power at this $n$ and spread.}",
-            f"\\label{{tab:claims{'' if not i else f'-{i + 1}'}}}",
-            "\\end{table*}",
         ]
+        if i:  # one table continued: its number again, not the next one
+            lines += ["\\addtocounter{table}{-1}", "\\caption{Claims of the papers, continued.}"]
+        else:
+            lines += [f"\\caption{{{caption}}}", "\\label{tab:claims}"]
+        lines.append("\\end{table*}")
     return "\n".join(lines) + "\n"
 
 
@@ -331,7 +377,11 @@ def to_json(
         "claims": [
             {
                 "spec": r.claim.spec,
+                "heading": heading(r.claim),
                 "text": r.claim.text,
+                "label": r.claim.label,
+                "pair": r.claim.pair,
+                "metric": r.claim.metric,
                 "better": r.claim.better,
                 "worse": r.claim.worse,
                 "column": r.claim.column,
@@ -364,144 +414,34 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def claim_label(result: ClaimResult, results: Sequence[ClaimResult], with_spec: bool = True) -> str:
-    """``spec: text`` (``text`` alone without ``with_spec``); where one statement stands for several
-    pairs (an order, a sweep over another), the pair is named too, so that every line of the plot
-    says what it compares."""
-    claim = result.claim
-    label = f"{claim.spec}: {claim.text}" if with_spec else claim.text
-    twins = sum(1 for r in results if r.claim.spec == claim.spec and r.claim.text == claim.text)
-    return f"{label} ({claim.better} > {claim.worse})" if twins > 1 else label
-
-
-def forest_plot(
-    results: Sequence[ClaimResult], profile: str, stem: Path, analysis: Analysis = DEFAULT_ANALYSIS
-) -> list[Path]:
-    """Draw :func:`draw_forest` and save it as ``<stem>.png`` and ``<stem>.pdf``; return the paths."""
-    import matplotlib.pyplot as plt
-
-    fig = draw_forest(results, profile, analysis)
-    try:  # each file atomically: a failure leaves it as it was
-        return [
-            save_figure(fig, stem.with_suffix(suffix), dpi=dpi)
-            for suffix, dpi in ((".png", 300), (".pdf", None))
-        ]
-    finally:
-        plt.close(fig)
-
-
-LABEL_CHARS = 64
-"""A forest plot's claim labels wrap at this many characters, so the intervals keep most of the width."""
-
-
-def draw_forest(
-    results: Sequence[ClaimResult], profile: str, analysis: Analysis = DEFAULT_ANALYSIS
-) -> Figure:
-    """One line per claim: measured interval and mean, the paper's delta marked.
-
-    The interval's colour is the raw verdict; the mean's marker is filled where the claim holds or is
-    reversed after the correction and open where it is not (the legend's title names the correction,
-    its family and method). Claims of one table are labelled by their text alone (the table is named
-    in the title); claims of several tables carry the table's name. The figure is as wide as its
-    labels need plus a fixed width for the intervals, laid out by matplotlib's constrained layout; an
-    unbounded end of a confidence sequence runs to the edge.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    shown = list(results)
-    specs = sorted({r.claim.spec for r in shown})
-    labels = [
-        textwrap.fill(claim_label(r, shown, with_spec=len(specs) > 1), LABEL_CHARS) for r in reversed(shown)
-    ]
-    lines = sum(label.count("\n") + 1 for label in labels)
-    height = max(2.0, 0.16 * lines + 0.12 * len(shown) + 1.3)
-    width = 4.2 + 0.058 * max((len(line) for label in labels for line in label.splitlines()), default=0)
-    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
-    colours = {"holds": "#1b7837", "reversed": "#b2182b", "inconclusive": "#555555"}
-    finite = [
-        abs(v)
-        for r in shown
-        for v in (r.summary.low, r.summary.high, r.summary.mean, r.claim.paper_delta)
-        if v is not None and math.isfinite(v)
-    ]
-    edge = 1.05 * max(finite, default=1.0)
-    for i, r in enumerate(shown):
-        y = len(shown) - 1 - i
-        s = r.summary
-        colour = colours.get(s.verdict, "#999999")
-        if s.low is not None and s.high is not None:
-            ax.plot([max(s.low, -edge), min(s.high, edge)], [y, y], color=colour, linewidth=2)
-        if s.mean is not None:
-            decided = r.corrected_verdict in ("holds", "reversed")
-            face = colour if decided else "white"
-            ax.plot([s.mean], [y], "o", color=colour, markerfacecolor=face, markersize=4)
-        ax.plot(
-            [r.claim.paper_delta], [y], "D", markerfacecolor="none", markeredgecolor="#2166ac", markersize=5
-        )
-    ax.axvline(0.0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(shown)))
-    ax.set_yticklabels(labels, fontsize=8)
-    ax.set_ylim(-0.7, len(shown) - 0.3)
-    ax.margins(x=0.08)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_xlabel("better \u2212 worse, paired by seed (score points)", fontsize=8)
-    ax.tick_params(axis="x", labelsize=8)
-    title = f"Claims of {specs[0]}" if len(specs) == 1 else "Claims"
-    ax.set_title(f"{title}, profile {profile}", fontsize=9)
-    used = {r.summary.verdict for r in shown}
-    handles = [
-        Line2D(
-            [],
-            [],
-            color=colour,
-            linewidth=2,
-            marker="o",
-            markersize=4,
-            label=f"{verdict}: mean, {analysis.interval}",
-        )
-        for verdict, colour in colours.items()
-        if verdict in used
-    ]
-    handles.append(
-        Line2D([], [], color="#2166ac", marker="D", markerfacecolor="none", linestyle="", label="paper delta")
-    )
-    legend = fig.legend(
-        handles=handles,
-        fontsize=8,
-        loc="outside lower center",
-        ncol=len(handles),
-        frameon=False,
-        title=f"colour: raw verdict; filled mean: holds or reversed after correction ({analysis.label})",
-    )
-    legend.get_title().set_fontsize(8)
-    return fig
-
-
 def write_claims(
-    results: Sequence[ClaimResult], profile: str, out_dir: Path, analysis: Analysis = DEFAULT_ANALYSIS
+    results: Sequence[ClaimResult],
+    profile: str,
+    out_dir: Path,
+    analysis: Analysis = DEFAULT_ANALYSIS,
+    *,
+    titles: bool = False,
 ) -> list[Path]:
-    """Write claims.md, claims.tex, claims.json and the forest plot (PNG, PDF) into ``out_dir``
-    (each file atomically: a failure leaves that file and the ones after it as they were)."""
+    """Write claims.md, claims.tex, claims.json and one forest plot per table
+    (``claims_forest_<spec>.{png,pdf}``, their captions in ``claims_figures.tex``) into ``out_dir``,
+    each file atomically (a failure leaves that file and the ones after it as they were). Forest
+    plots of tables no longer among the results are removed, so the folder shows these claims only."""
     texts = {
         "claims.md": render_markdown(results, profile, analysis),
         "claims.tex": render_latex(results, profile, analysis),
         "claims.json": json.dumps(to_json(results, profile, analysis), indent=2) + "\n",
     }
     paths = [write_text(out_dir / name, text) for name, text in texts.items()]
-    paths += forest_plot(results, profile, out_dir / "claims_forest", analysis)
-    return paths
+    return paths + write_forests(results, profile, out_dir, analysis, titles=titles)
 
 
 __all__ = [
+    "MINUS",
     "build_claims",
-    "claim_label",
     "corrected_totals",
-    "draw_forest",
     "header",
+    "heading",
+    "number",
     "p_text",
     "render_latex",
     "render_markdown",

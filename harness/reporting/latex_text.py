@@ -17,13 +17,14 @@ _LATEX_ESCAPES = {
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
     "\u00b1": r"$\pm$",
+    "\u2212": r"$-$",  # a minus sign; pdflatex would set textcomp's bitmap (Type 3) glyph
     "\u2020": r"$\dagger$",
     "\u2021": r"$\ddagger$",
 }
 
 
 def latex_escape(text: str) -> str:
-    """Escape LaTeX's special characters (and write ±, dagger, double dagger as math)."""
+    """Escape LaTeX's special characters (and write ±, minus, dagger, double dagger as math)."""
     return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
 
 

@@ -11,11 +11,15 @@ Two kinds of figure, both read from the trajectories that runs log at every eval
 * ``joint``: alignment on x, uniformity on y, one trajectory per series. It stays readable at
   paper scale (126 probes per run): markers are thinned to at most 12 per series, their shading
   goes from light (early) to full (late) instead of per-point labels (the legend draws them so),
-  a few arrows show the direction of training, and only the first and last steps are labelled,
-  inside the axes.
+  a few arrows show the direction of training; the shared first step is labelled once (the series
+  start from one encoder) and the last step of each series only where they end apart, inside the
+  axes.
 
 Figures are sized for a paper (the trajectory pair for a full text width of 7 in, the joint plot
-for one column of 3.4 in) with no text below 8 pt, saved as vector PDF and as 300 dpi PNG. Series
+for one column of 3.4 in) with no text below 8 pt and the legends outside the data, saved as vector
+PDF with TrueType fonts and as 300 dpi PNG (:mod:`harness.reporting.figures`). A figure holds no
+title or caption unless asked (``titles``): :func:`plot_caption` is its caption, which
+``figures.tex`` (a figure float per plot) and ``captions.json`` (for the HTML report) carry. Series
 without a finished run, or not valid under the profile, are left out (the caption speaks only of
 what is drawn; :func:`not_drawn` names the rest), so a figure can be drawn at any time.
 Nothing here writes files except :func:`write_plots`.
@@ -23,14 +27,17 @@ Nothing here writes files except :func:`write_plots`.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.atomic import save_figure
+from harness.atomic import write_text
 from harness.grid.plan import expand
+from harness.reporting.figures import save_png_pdf
+from harness.reporting.latex_text import latex_text
 from harness.reporting.tables.build import index_records
 from harness.specs.model import PlotSpec
 
@@ -122,21 +129,28 @@ def collect_series(
     return out
 
 
-def _footnote(spec: PlotSpec, series: Sequence[SeriesData], profile: str) -> str:
-    """What the figure shows, and only that: the profile, the seeds behind each drawn series, and how
-    to read the marks (series without runs are not drawn and not mentioned: see :func:`not_drawn`)."""
-    parts = [f"profile {profile}"]
+def plot_caption(spec: PlotSpec, series: Sequence[SeriesData], profile: str) -> str:
+    """The figure's caption: its title, then what it shows, and only that: the profile, the seeds
+    behind each drawn series, and how to read the marks (series without runs are not drawn and not
+    mentioned: see :func:`not_drawn`)."""
     shown = [s for s in series if s.steps]
+    parts = [f"{spec.title} (profile {profile})."]
     seeds = sorted({s.seeds for s in shown})
     if seeds and seeds[-1] > 1:
         counts = ", ".join(f"{s.label} n={s.seeds}" for s in shown)
-        band = "; band: mean \u00b1 1 sd across seeds" if spec.kind == "trajectory" else ""
-        parts.append(f"line: mean over seeds per step{band} ({counts})")
+        band = "; the band spans mean \u00b1 1 sd across seeds" if spec.kind == "trajectory" else ""
+        parts.append(f"Each line is the mean over seeds per step{band} ({counts}).")
     if shown and spec.kind == "trajectory":
-        parts.append("markers: the evaluated steps" if _marked(shown) else "ticks below: the evaluated steps")
+        marks = "a marker at" if _marked(shown) else "ticks below mark"
+        parts.append(f"{marks[0].upper()}{marks[1:]} every evaluated step.")
     elif shown:
-        parts.append("markers: evaluated steps, light (early) to dark (late); numbers: first and last step")
-    return " | ".join(parts)
+        lasts = sorted({s.steps[-1] for s in shown})
+        end = f"step {lasts[0]}" if len(lasts) == 1 else "its last step (labelled)"
+        parts.append(
+            "Markers are evaluated steps, light (early) to dark (late), from the first step (labelled) "
+            f"to {end}; arrows show the direction of training."
+        )
+    return " ".join(parts)
 
 
 def not_drawn(series: Sequence[SeriesData]) -> list[str]:
@@ -185,14 +199,17 @@ def thin(n: int, keep: int = MAX_MARKERS) -> list[int]:
     return sorted({round(i * (n - 1) / (keep - 1)) for i in range(keep)})
 
 
-def draw_plot(spec: PlotSpec, series: Sequence[SeriesData], profile: str) -> Figure:
-    """Draw one figure (no pyplot state; the caller saves it)."""
+def draw_plot(spec: PlotSpec, series: Sequence[SeriesData], profile: str, *, titles: bool = False) -> Figure:
+    """Draw one figure (no pyplot state; the caller saves it); with ``titles``, the spec's title
+    above it and :func:`plot_caption` below it (a paper sets the caption in LaTeX instead)."""
     shown = [s for s in series if s.steps]
     fig = _draw_trajectory(shown) if spec.kind == "trajectory" else _draw_joint(shown)
     if not shown:
         fig.text(0.5, 0.5, "no finished runs yet", ha="center", va="center", fontsize=12, color="gray")
-    fig.suptitle(spec.title, fontsize=9)
-    fig.supxlabel(_footnote(spec, series, profile), fontsize=MIN_FONT, color="gray", wrap=True)
+    if titles:
+        fig.suptitle(spec.title, fontsize=9)
+        caption = plot_caption(spec, series, profile).split(". ", 1)[-1]
+        fig.supxlabel(caption, fontsize=MIN_FONT, color="gray", wrap=True)
     return fig
 
 
@@ -201,7 +218,7 @@ def _draw_trajectory(shown: Sequence[SeriesData]) -> Figure:
     (or, for many, a minor tick) at every evaluated step."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7.0, 2.9), layout="constrained")
+    fig = Figure(figsize=(7.0, 3.0), layout="constrained")
     ax_a, ax_u = fig.subplots(1, 2)
     last = max((s.steps[-1] for s in shown), default=0)
     marker = "o" if shown and _marked(shown) else None
@@ -234,8 +251,16 @@ def _draw_trajectory(shown: Sequence[SeriesData]) -> Figure:
             ax.set_xticks(major)
             ax.set_xticks(minor, minor=True)
             ax.set_xlim(0, last)
-    if shown:
-        ax_u.legend(fontsize=MIN_FONT, frameon=False)
+    if shown:  # below both axes, outside the data the lines and bands may cover
+        handles, labels = ax_u.get_legend_handles_labels()
+        fig.legend(
+            handles,
+            labels,
+            fontsize=MIN_FONT,
+            frameon=False,
+            loc="outside lower center",
+            ncol=min(len(shown), 3),
+        )
     return fig
 
 
@@ -243,18 +268,22 @@ def _draw_joint(shown: Sequence[SeriesData]) -> Figure:
     """Alignment on x, uniformity on y: one path per series, light (early) to dark (late)."""
     import matplotlib as mpl
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(3.4, 3.4), layout="constrained")
     ax = fig.subplots()
     aligns = [a for s in shown for a in s.align]
     middle = (min(aligns) + max(aligns)) / 2 if aligns else 0.0
+    ends_apart = len({s.steps[-1] for s in shown}) > 1
+    labelled: list[tuple[float, float]] = []
     for i, s in enumerate(shown):
-        _draw_joint_series(ax, s, mpl.colors.to_rgba(f"C{i}"), middle)
+        _draw_joint_series(ax, s, mpl.colors.to_rgba(f"C{i}"), middle, labelled, ends_apart)
     ax.set_xlabel("alignment (lower is better)", fontsize=MIN_FONT)
     ax.set_ylabel("uniformity (lower is better)", fontsize=MIN_FONT)
     ax.tick_params(labelsize=MIN_FONT)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # five labels fit 3.4 in without touching
     ax.grid(alpha=0.3)
-    ax.margins(x=0.12, y=0.15)  # room inside the axes for the first and last steps' numbers
+    ax.margins(x=0.12, y=0.15)  # room inside the axes for the step numbers
     if shown:
         _joint_legend(ax, shown)
     return fig
@@ -289,9 +318,16 @@ def _joint_legend(ax: Any, shown: Sequence[SeriesData]) -> None:
 
 
 def _draw_joint_series(
-    ax: Any, s: SeriesData, rgba: tuple[float, float, float, float], middle: float
+    ax: Any,
+    s: SeriesData,
+    rgba: tuple[float, float, float, float],
+    middle: float,
+    labelled: list[tuple[float, float]],
+    ends_apart: bool,
 ) -> None:
-    """One series of the joint plot: its path, shaded markers, a few arrows, first and last step
+    """One series of the joint plot: its path, shaded markers, a few arrows, and its step numbers:
+    the first step unless another series already labelled the same point (they start from one
+    encoder: one label, in black), the last step only where the series end at different steps
     (each number on the side of its point towards the middle of the plot, ``middle`` on x)."""
     ax.plot(s.align, s.uniform, color=rgba, linewidth=1.0, alpha=0.7, label=s.label)
     keep = thin(len(s.steps))
@@ -311,18 +347,27 @@ def _draw_joint_series(
             xytext=(s.align[k - 1], s.uniform[k - 1]),
             arrowprops={"arrowstyle": "->", "color": rgba, "lw": 0.9},
         )
-    for k, dy in ((0, 4), (len(s.steps) - 1, -10)):
-        if k == 0 or len(s.steps) > 1:
-            right = s.align[k] <= middle
-            ax.annotate(
-                f"{s.steps[k]}",
-                (s.align[k], s.uniform[k]),
-                xytext=(4 if right else -4, dy),
-                textcoords="offset points",
-                ha="left" if right else "right",
-                fontsize=MIN_FONT,
-                color=rgba,
-            )
+    start = (s.align[0], s.uniform[0])
+    shared = any(abs(start[0] - x) < 1e-9 and abs(start[1] - y) < 1e-9 for x, y in labelled)
+    marks = [] if shared else [(0, 4, "black" if not labelled else rgba)]
+    labelled.append(start)
+    if ends_apart and len(s.steps) > 1:
+        marks.append((len(s.steps) - 1, -10, rgba))
+    for k, dy, colour in marks:
+        right = s.align[k] <= middle
+        ax.annotate(
+            f"{s.steps[k]}",
+            (s.align[k], s.uniform[k]),
+            xytext=(4 if right else -4, dy),
+            textcoords="offset points",
+            ha="left" if right else "right",
+            fontsize=MIN_FONT,
+            color=colour,
+        )
+
+
+FIGURES_TEX = "figures.tex"
+CAPTIONS = "captions.json"
 
 
 def write_plots(
@@ -334,18 +379,48 @@ def write_plots(
     overrides: Mapping[str, Any] | None = None,
     data_root: Path | None = None,
     note: Callable[[str], None] | None = None,
+    titles: bool = False,
 ) -> list[Path]:
-    """Draw every plot spec and save ``<name>.png`` and ``<name>.pdf``; return the paths.
+    """Draw every plot spec and save ``<name>.png`` and ``<name>.pdf``, and their captions as
+    ``figures.tex`` (one figure float per plot) and ``captions.json`` (``{name: caption}``, what the
+    HTML report sets under each image); return the paths.
 
     ``note`` (when given) hears ``<name>: not drawn: <series>: <reason>`` for every series left out.
     """
+    import matplotlib.pyplot as plt
+
     written: list[Path] = []
+    captions: dict[str, str] = {}
     for spec in specs:
         series = collect_series(spec, store, profile, overrides=overrides, data_root=data_root)
         if note is not None:
             for line in not_drawn(series):
                 note(f"{spec.name}: not drawn: {line}")
-        fig = draw_plot(spec, series, profile)
-        for suffix in ("png", "pdf"):  # each atomically: a failure leaves the file as it was
-            written.append(save_figure(fig, out_dir / f"{spec.name}.{suffix}", dpi=300))
+        fig = draw_plot(spec, series, profile, titles=titles)
+        try:
+            written += save_png_pdf(fig, out_dir / spec.name)
+        finally:
+            plt.close(fig)
+        captions[spec.name] = plot_caption(spec, series, profile)
+    written.append(write_text(out_dir / FIGURES_TEX, figures_tex(specs, captions)))
+    written.append(write_text(out_dir / CAPTIONS, json.dumps(captions, indent=2) + "\n"))
     return written
+
+
+def figures_tex(specs: Sequence[PlotSpec], captions: Mapping[str, str]) -> str:
+    """One figure float per plot: the trajectory pair at the full text width, the joint plot in a
+    column, each with its caption."""
+    out = ["% Generated by `harness plots`; the figures beside it, with their captions.", "% needs graphicx"]
+    for spec in specs:
+        wide = spec.kind == "trajectory"
+        env = "figure*" if wide else "figure"
+        width = "\\textwidth" if wide else "\\columnwidth"
+        out += [
+            f"\\begin{{{env}}}[t]",
+            "\\centering",
+            f"\\includegraphics[width={width}]{{{spec.name}.pdf}}",
+            f"\\caption{{{latex_text(captions[spec.name])}}}",
+            f"\\label{{fig:{spec.name}}}",
+            f"\\end{{{env}}}",
+        ]
+    return "\n".join(out) + "\n"

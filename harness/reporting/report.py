@@ -1,8 +1,13 @@
 """One self-contained HTML report: every table, the claims, the plots and each run's provenance.
 
-The page fits any window from 1,280 px: a table wider than the window scrolls inside its own box,
-its label column and its average column staying in view (sticky); provenance lists every key once
-per distinct value, with the runs that share it.
+The page fits any window from 1,280 px: a measured cell prints its sd on a smaller line under its
+mean, so the tables fit the width; a table still wider than the window scrolls inside its own box,
+its label column staying in view (sticky) and no cell hidden under it
+(``tests/test_report_cells.py`` checks every cell in headless Chromium at 1,280 and 1,920 px).
+Figures show at their natural size (a 7 in figure is 672 CSS px wide), shrinking only to fit the
+window, with the captions their reporters wrote (``captions.json``). Provenance lists every run
+with its method, seed and scores, then every key once per distinct value with the runs that share
+it, in words (no Python literals) and without the paths of the machine that ran it.
 
 The page has no external reference: CSS is inline, PNG plots are embedded as base64 ``data:`` URIs
 and SVG plots inline. Its inputs are the rendered tables (themselves built from run records only),
@@ -23,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_text
+from harness.reporting.claim_text import number
 from harness.reporting.correction import Analysis, correct_json_rows
+from harness.reporting.figures import css_width
+from harness.reporting.forest import STEM as FOREST_STEM
+from harness.reporting.report_provenance import plural, provenance_html
 from harness.reporting.tables.model import OURS_MARK, Line, RenderedTable, Text
 
 NO_CLAIMS = "No claims computed."
-PROVENANCE_KEYS: tuple[str, ...] = ("code_version", "host", "config")
-"""Record keys shown for every run besides every key of ``record["provenance"]``."""
 
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto;
@@ -42,8 +49,8 @@ table.results th, table.results td { padding: .25em .55em; text-align: right; wh
        background: #fff; vertical-align: top; }
 table.results th:first-child, table.results td:first-child { text-align: left; position: sticky; left: 0;
        z-index: 1; }
-table.results.avg th:last-child, table.results.avg td:last-child { position: sticky; right: 0; z-index: 1;
-       border-left: 1px solid #ddd; }
+table.results tr.heading td { font-style: italic; color: #333; padding-top: .8em; text-align: left;
+       border-bottom: 1px solid #ccc; }
 table.results thead th { border-top: 2px solid #222; border-bottom: 1px solid #222; }
 table.results tbody tr:last-child td { border-bottom: 2px solid #222; }
 table.results tr.rule td { border-top: 1px solid #888; padding: 0; }
@@ -51,16 +58,16 @@ table.results tr.measured td { color: #0b4f8a; } table.results tr.measured td:fi
        font-style: italic; }
 table.results tr.header td { font-style: italic; border-bottom: 1px solid #aaa; }
 td.best { font-weight: 700; } td.second::first-line { text-decoration: underline; }
-.n { display: block; font-size: .75em; color: #666; font-weight: 400; }
-table.claims td:nth-child(2), table.claims th:nth-child(2) { white-space: normal; min-width: 16em;
-       text-align: left; }
+.sd { display: block; font-size: .78em; color: #555; font-weight: 400; text-decoration: none; }
+.pair { display: block; font-style: italic; color: #444; padding-left: 1em; }
+table.claims td:first-child, table.claims th:first-child { white-space: normal; min-width: 22em;
+       max-width: 34em; text-align: left; }
 table.claims th { white-space: normal; }
 td.verdict.holds { color: #1b7837; } td.verdict.reversed { color: #b2182b; }
 ul.notes { font-size: .85em; color: #444; max-width: 60em; }
 figure { display: inline-block; vertical-align: top; margin: .5em 1em 1em 0; max-width: 100%; }
-figure img, figure svg { display: block; max-width: min(100%, 46em); height: auto; border: 1px solid #eee; }
-figure.wide img { max-width: min(100%, 60em); }
-figcaption { font-size: .85em; color: #555; }
+figure img, figure svg { display: block; max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { font-size: .85em; color: #555; max-width: 46em; }
 pre { background: #f6f6f6; padding: .8em; overflow-x: auto; font-size: .85em; white-space: pre-wrap; }
 table.prov { border-collapse: collapse; font-size: .85em; margin-bottom: 1em; }
 table.prov th, table.prov td { border: 1px solid #ddd; padding: .2em .5em; vertical-align: top;
@@ -70,11 +77,6 @@ table.prov pre { margin: 0; max-height: 24em; overflow: auto; }
 details { margin: .4em 0; } summary { cursor: pointer; }
 .status-finished { color: #137333; } .status-failed { color: #b3261e; }
 """
-
-
-def plural(count: int, word: str) -> str:
-    """``1 table``, ``2 tables``, ``0 run records``."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
 def _esc(text: Any) -> str:
@@ -88,9 +90,13 @@ def _note(text: str) -> str:
 
 # -- tables ---------------------------------------------------------------------------------------
 def _cell(cell: Text) -> str:
+    """A cell: the mean, and under it (smaller) the sd and the seed count; bold / underlined."""
     cls = f' class="{cell.style}"' if cell.style else ""
-    seeds = f' <span class="n">(n = {cell.seeds})</span>' if cell.seeds > 1 else ""
-    return f"<td{cls}>{_esc(cell.text)}{seeds}</td>"
+    mean, _, sd = cell.text.partition(" \u00b1 ")
+    seeds = f"n = {cell.seeds}" if cell.seeds > 1 else ""
+    below = " \u00b7 ".join(x for x in (f"\u00b1 {sd}" if sd else "", seeds) if x)
+    extra = f'<span class="sd">{_esc(below)}</span>' if below else ""
+    return f"<td{cls}>{_esc(mean)}{extra}</td>"
 
 
 def _label(line: Line) -> str:
@@ -98,12 +104,6 @@ def _label(line: Line) -> str:
     if line.ours:
         label = f"{OURS_MARK} {label}"
     return label + _esc(line.marks)
-
-
-def _table_class(table: RenderedTable) -> str:
-    """``results``, plus ``avg`` when the last column is the average: it then stays in view (sticky)
-    however far the table scrolls, as the label column does on the left."""
-    return "results avg" if table.header and table.header[-1].lower().startswith("avg") else "results"
 
 
 def table_html(table: RenderedTable) -> str:
@@ -114,7 +114,7 @@ def table_html(table: RenderedTable) -> str:
         f"<h3>{_esc(table.title)}</h3>",
         f'<p class="meta">{_esc(table.cites)}; profile <code>{_esc(table.profile)}</code>; '
         f"spec <code>{_esc(table.spec_path)}</code></p>",
-        f'<div class="scroll"><table class="{_table_class(table)}"><thead><tr>',
+        '<div class="scroll"><table class="results"><thead><tr>',
         *(f"<th>{_esc(h)}</th>" for h in table.header),
         "</tr></thead><tbody>",
     ]
@@ -151,8 +151,18 @@ def _written_analysis(data: Mapping[str, Any]) -> Analysis | None:
         return None
 
 
+CAPTIONS = "captions.json"
+"""``{file stem: caption}`` that ``harness claims`` and ``harness plots`` write beside their figures."""
+
+
+def _num(value: Any, sign: bool = True) -> str:
+    """A number of claims.json as the claims tables print it (a real minus)."""
+    return number(float(value), sign=sign) if isinstance(value, int | float) else "&ndash;"
+
+
 def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
-    """``claims.json`` as written by ``harness claims``, as an HTML table (None for another shape).
+    """``claims.json`` as written by ``harness claims``, as an HTML table (None for another shape):
+    grouped under each paper table's heading, every row naming its pair and score.
 
     Both verdicts are shown, the correction named: as written, or corrected again under
     ``correction`` (its method and family; the test stays the one the file was written with)."""
@@ -168,33 +178,20 @@ def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
         sequential = analysis is not None and analysis.sequential
         analysis = Analysis(correction.correction, correction.family, sequential)
         rows = correct_json_rows(rows, analysis)
-    label = analysis.label if analysis is not None else "none"
-
-    def num(value: Any, sign: bool = True) -> str:
-        return (
-            "&ndash;" if not isinstance(value, int | float) else (f"{value:+.2f}" if sign else f"{value:.2f}")
-        )
-
-    head = "".join(
-        f"<th>{h}</th>"
-        for h in (
-            "table",
-            "claim",
-            "paper &Delta;",
-            "measured &Delta;",
-            analysis.interval if analysis is not None else "95% CI",
-            "seeds",
-            "verdict",
-            "p",
-            f"p adj. ({_esc(label)})",
-            f"verdict ({_esc(label)})",
-            "MDD (80%)",
-        )
-    )
+    label = _esc(analysis.label if analysis is not None else "none")
+    interval = analysis.interval if analysis is not None else "95% CI"
+    columns = ["claim: compared cells, score", "paper &Delta;", "measured &Delta;", interval, "seeds"]
+    columns += ["verdict", "p", f"p adj. ({label})", f"verdict ({label})", "MDD (80%)"]
+    head = "".join(f"<th>{h}</th>" for h in columns)
     body = []
+    group = None
     for r in rows:
+        title = str(r.get("heading") or r.get("spec", ""))
+        if title != group:
+            body.append(f'<tr class="heading"><td colspan="{len(columns)}">{_esc(title)}</td></tr>')
+            group = title
         low, high = (r.get("ci95") or [None, None])[:2]
-        ci = f"[{num(low)}, {num(high)}]" if isinstance(low, int | float) else "&ndash;"
+        ci = _interval(low, high, r.get("n"))
         verdict = _esc(str(r.get("verdict", "")))
         repeat = (
             f' <span title="same runs as {_esc(str(r["same_as"]))}">(repeat)</span>'
@@ -202,19 +199,22 @@ def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
             else ""
         )
         corrected = _esc(str(r.get("verdict_corrected", r.get("verdict", ""))))
+        named = r.get("label")
+        pair = f'<span class="pair">{_esc(str(named))}</span>' if named else ""
         body.append(
-            f"<tr><td>{_esc(str(r.get('spec', '')))}</td><td>{_esc(str(r.get('text', '')))}</td>"
-            f"<td>{num(r.get('paper_delta'))}</td><td>{num(r.get('mean'))}</td><td>{ci}</td>"
+            f"<tr><td>{_esc(str(r.get('text', '')))}{pair}</td>"
+            f"<td>{_num(r.get('paper_delta'))}</td><td>{_num(r.get('mean'))}</td><td>{ci}</td>"
             f'<td>{_esc(str(r.get("n", "")))}</td><td class="verdict {verdict}">{verdict}{repeat}</td>'
             f"<td>{_p(r.get('p'))}</td><td>{_p(r.get('p_adjusted'))}</td>"
             f'<td class="verdict {corrected}">{corrected}</td>'
-            f"<td>{num(r.get('mdd80'), sign=False)}</td></tr>"
+            f"<td>{_num(r.get('mdd80'), sign=False)}</td></tr>"
         )
     test = _esc(analysis.test) if analysis is not None else "Student-t 95% interval"
     described = _esc(analysis.described) if analysis is not None else "no correction"
     note = (
-        "<p>Measured &Delta;: mean of per-seed paired differences (better &minus; worse, same seed on both "
-        f"sides); interval: {test}; p adj. and the second verdict: {described}; MDD: smallest true "
+        "<p>Each row names the two cells it compares (better &gt; worse, as the paper has them) and the "
+        "score. Measured &Delta;: mean of per-seed paired differences (better &minus; worse, same seed on "
+        f"both sides); interval: {test}; p adj. and the second verdict: {described}; MDD: smallest true "
         "difference the test detects with 80% power at this many seeds and spread.</p>"
     )
     return (
@@ -223,29 +223,43 @@ def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
     )
 
 
+def _interval(low: Any, high: Any, n: Any) -> str:
+    """``[low, high]``; an end written as null beside paired seeds is unbounded (a confidence
+    sequence at its first seeds)."""
+    if not isinstance(low, int | float) and not isinstance(high, int | float):
+        return "&ndash;" if not (isinstance(n, int) and n > 1) else "[&minus;&infin;, +&infin;]"
+    left = _num(low) if isinstance(low, int | float) else "&minus;&infin;"
+    right = _num(high) if isinstance(high, int | float) else "+&infin;"
+    return f"[{left}, {right}]"
+
+
 def _p(value: Any) -> str:
     if not isinstance(value, int | float):
         return "&ndash;"
     return "&lt;0.001" if value < 0.001 else f"{value:.3f}"
 
 
-FOREST_PLOT = "claims_forest.png"
-"""The forest plot ``harness claims`` draws beside claims.json."""
+def captions(folder: Path) -> dict[str, str]:
+    """The captions a reporter wrote beside its figures (empty when there are none)."""
+    try:
+        data = json.loads((folder / CAPTIONS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def claims_html(claims_dir: Path, correction: Analysis | None = None) -> str:
-    """The claims and their forest plot (``claims_forest.png`` when there is one).
+    """The claims and one forest plot per table (``claims_forest_<spec>.png``, with its caption).
 
     The claims: ``claims.json`` of ``harness claims`` as a table (corrected again under
     ``correction`` when given); else ``claims.md`` (shown as text), else another ``claims.json``
     (pretty-printed), else "no claims computed".
     """
     body = _claims_body(claims_dir, correction)
-    forest = claims_dir / FOREST_PLOT
-    if forest.is_file():
-        body += "\n" + _figure(
-            forest, "claims forest plot: measured interval and mean per claim, paper delta", "wide"
-        )
+    written = captions(claims_dir)
+    for forest in sorted(claims_dir.glob(f"{FOREST_STEM}*.png")):
+        caption = written.get(forest.stem, f"forest plot of {forest.stem.removeprefix(FOREST_STEM)}")
+        body += "\n" + _figure(forest, caption)
     return body
 
 
@@ -271,10 +285,12 @@ def _claims_body(claims_dir: Path, correction: Analysis | None = None) -> str:
 
 
 def _figure(path: Path, caption: str, cls: str = "") -> str:
-    """One image embedded (PNG as base64, SVG inline) with its caption."""
+    """One image embedded (PNG as base64 at its natural width, SVG inline) with its caption."""
     if path.suffix.lower() == ".png":
         data = base64.b64encode(path.read_bytes()).decode("ascii")
-        body = f'<img alt="{_esc(caption)}" src="data:image/png;base64,{data}">'
+        width = css_width(path)
+        size = f' width="{width}"' if width else ""
+        body = f'<img alt="{_esc(caption)}"{size} src="data:image/png;base64,{data}">'
     else:
         body = _svg_inline(path.read_text(encoding="utf-8"))
     attr = f' class="{cls}"' if cls else ""
@@ -297,66 +313,9 @@ def plots_html(plots_dir: Path) -> str:
     """Every plot, embedded (PNG as base64, SVG inline); a line saying so when there is none."""
     files = plot_files(plots_dir)
     if not files:
-        return f'<p class="no-plots">No plots under {_esc(plots_dir)}.</p>'
-    return "\n".join(_figure(path, str(path.relative_to(plots_dir))) for path in files)
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, Mapping | list):
-        return f"<pre>{_esc(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre>"
-    return _esc(value)
-
-
-def _provenance_items(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A record's provenance block, its code_version and host (each once: the block's own are the
-    record's) and every setting of its config as ``config.<name>``."""
-    items: dict[str, Any] = {}
-    provenance = record.get("provenance")
-    if isinstance(provenance, Mapping):
-        items.update(provenance)
-    for key in PROVENANCE_KEYS:
-        if key == "config" and isinstance(record.get(key), Mapping):  # one row per setting
-            items.update((f"config.{k}", v) for k, v in record[key].items())
-        elif key in record and record[key] != items.get(key, record[key]):
-            items[f"record {key}"] = record[key]  # differs from the block's: both shown
-        elif key in record:
-            items[key] = record[key]
-    return items
-
-
-def _runs_text(ids: Sequence[str], total: int) -> str:
-    if len(ids) == total:
-        return f"all {plural(total, 'run')}" if total > 1 else f"<code>{_esc(ids[0])}</code>"
-    return ", ".join(f'<a href="#run-{_esc(i)}"><code>{_esc(i)}</code></a>' for i in ids)
-
-
-def provenance_html(records: Sequence[Mapping[str, Any]]) -> str:
-    """Every run with its status, then every provenance key once per distinct value, with the runs
-    that share it (``record["provenance"]`` and code_version, host, config)."""
-    if not records:
-        return "<p>No run records.</p>"
-    ordered = sorted(records, key=lambda r: str(r.get("run_id")))
-    runs = "".join(
-        f'<tr id="run-{_esc(r.get("run_id"))}"><td><code>{_esc(r.get("run_id"))}</code></td>'
-        f'<td class="status-{_esc(r.get("status"))}">{_esc(r.get("status"))}</td></tr>'
-        for r in ordered
-    )
-    values: dict[str, dict[str, tuple[Any, list[str]]]] = {}
-    for record in ordered:
-        for key, value in _provenance_items(record).items():
-            text = json.dumps(value, sort_keys=True, default=str)
-            values.setdefault(key, {}).setdefault(text, (value, []))[1].append(str(record.get("run_id")))
-    rows = []
-    for key in sorted(values, key=lambda k: (k.startswith("config."), k)):  # the settings last
-        for value, ids in values[key].values():
-            shared = _runs_text(ids, len(ordered))
-            rows.append(f"<tr><td>{_esc(key)}</td><td>{_value(value)}</td><td>{shared}</td></tr>")
-    return (
-        '<table class="prov runs"><thead><tr><th>run</th><th>status</th></tr></thead>'
-        f"<tbody>{runs}</tbody></table>"
-        '<table class="prov"><thead><tr><th>key</th><th>value</th><th>runs</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
+        return '<p class="no-plots">No plots.</p>'
+    written = captions(plots_dir)
+    return "\n".join(_figure(path, written.get(path.stem, path.stem)) for path in files)
 
 
 # -- the page -------------------------------------------------------------------------------------

@@ -5,6 +5,11 @@ MPQA, SST2, TREC, MRPC); ``tasks`` takes a group or task names. The record holds
 (percent, unrounded) under ``"sts"`` and/or ``"transfer"``, exactly as
 :func:`harness.evaluation.runner.evaluate` returns them; ``"meta"`` (model, pooler, mode, timings)
 and ``"details"`` (per-subset correlations) sit beside them.
+
+A folder that sentence-transformers saved (``modules.json``, e.g. what ``harness export`` writes) is
+scored as that folder embeds: its Pooling module chooses the pooler and its Dense / Normalize modules
+follow (:mod:`harness.encoder.st_folder`), unless ``--pooler`` is given, which then pools the
+transformer's output alone.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from harness.atomic import check_output_file
@@ -24,6 +30,7 @@ from harness.config.paths import resolve_corpus, resolve_data_root, senteval_dir
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder, check_pooler
 from harness.encoder.saved import check_encoder_only
+from harness.encoder.st_folder import StPipeline, is_st_folder, read_st_folder
 from harness.errors import ConfigError, DataError
 from harness.evaluation.runner import (
     EvaluationReport,
@@ -43,7 +50,8 @@ class EvalOptions:
 
     output: str
     model: str | None = None
-    pooler: str = "cls_before_pooler"
+    pooler: str | None = None
+    """None: a sentence-transformers folder's own pooling and layers, else ``cls_before_pooler``."""
     tasks: str = "all"
     mode: str = "fasttest"
     data_dir: str | None = None
@@ -65,6 +73,8 @@ class EvalInputs:
     data_root: Path
     whiten_corpus: Path | None
     device: str
+    pipeline: StPipeline | None = None
+    """The sentence-transformers folder's layers after pooling, when its own pooling is used."""
 
 
 @dataclass
@@ -84,7 +94,10 @@ def check_inputs(options: EvalOptions) -> EvalInputs:
     if options.model:  # a saved run whose sentence embedding is its method's head, not a pooler
         check_encoder_only(options.model, "harness eval")
         check_model_inputs(options.model)  # a folder's tokenizer files, read before the weights load
-    pooler = check_pooler(options.pooler)
+    pipeline = None
+    if options.pooler is None and is_st_folder(options.model):
+        pipeline = read_st_folder(str(options.model))
+    pooler = check_pooler(pipeline.pooler if pipeline else (options.pooler or "cls_before_pooler"))
     selection = select_tasks(options.tasks)
     mode = check_mode(options.mode)
     output = check_output_file(Path(options.output), "--output")
@@ -101,7 +114,7 @@ def check_inputs(options: EvalOptions) -> EvalInputs:
             raise ConfigError(f"--whiten-sentences must be at least 2, got {options.whiten_sentences}")
         whiten_corpus = resolve_corpus(options.whiten_corpus, data_root)
     device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    return EvalInputs(pooler, mode, output, data_root, whiten_corpus, device)
+    return EvalInputs(pooler, mode, output, data_root, whiten_corpus, device, pipeline)
 
 
 def evaluate_encoder(options: EvalOptions) -> Evaluation:
@@ -151,6 +164,12 @@ def _embedder(options: EvalOptions, inputs: EvalInputs) -> tuple[SentenceEncoder
     """The loaded encoder, its embedding function (post-whitened when asked) and token lengths."""
     encoder = load_encoder(options.model, device=inputs.device)
     embed, token_lengths = encoder_functions(encoder, inputs.pooler, options.precision)
+    if inputs.pipeline is not None and inputs.pipeline.layers:
+        pooled, pipeline = embed, inputs.pipeline
+
+        def embed(sentences: list[str]) -> np.ndarray:
+            return pipeline.apply(pooled(sentences))
+
     if inputs.whiten_corpus is not None:
         fit_on = read_corpus(inputs.whiten_corpus)[: options.whiten_sentences]
         embed = fit_whitening(embed, fit_on, options.post_whiten)
@@ -162,6 +181,7 @@ def _meta(options: EvalOptions, inputs: EvalInputs, model: str, seconds: dict[st
     return {
         "model": model,
         "pooler": inputs.pooler,
+        "st_layers": len(inputs.pipeline.layers) if inputs.pipeline is not None else None,
         "tasks": options.tasks,
         "mode": inputs.mode,
         "exact_batches": bool(options.exact_batches),

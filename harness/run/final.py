@@ -10,20 +10,29 @@ from torch import nn
 from harness.atomic import atomic_folder
 from harness.config.run_config import RunConfig
 from harness.encoder.model import SentenceEncoder
-from harness.encoder.saved import save_sentence_head
+from harness.encoder.saved import save_post_whitening, save_sentence_head
 from harness.errors import TrainingError
-from harness.run.hooks import FINAL_SECONDS, EmbedFn, FinalEvaluator, non_finite_scores
+from harness.run.hooks import FINAL_SECONDS, EmbedFn, FinalEvaluator, Whitening, non_finite_scores
 
 
-def save_encoder(target: Path, encoder: SentenceEncoder, method: str, head: nn.Module | None) -> None:
+def save_encoder(
+    target: Path,
+    encoder: SentenceEncoder,
+    method: str,
+    head: nn.Module | None,
+    whitening: Whitening | None = None,
+) -> None:
     """``save_pretrained`` of the encoder and its tokenizer into ``target`` (atomically: an earlier
-    folder survives a failure), and the method's sentence head beside them when it has one."""
+    folder survives a failure), the method's sentence head beside them when it has one, and the
+    post-whitening the run fitted (``(kind, mu, W)``) when it used one."""
     hf_model: Any = encoder.model
     with atomic_folder(target, replace=True) as building:
         hf_model.save_pretrained(str(building))
         encoder.tokenizer.save_pretrained(str(building))
         if head is not None:  # the run's sentence embedding is not the encoder's: say so beside it
             save_sentence_head(building, method, head)
+        if whitening is not None:  # the run's embedding is whitened: export carries the transform
+            save_post_whitening(building, *whitening)
 
 
 def final_scores(

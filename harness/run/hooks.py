@@ -66,6 +66,21 @@ def make_final_evaluator(token_lengths: LengthsFn | None = None) -> FinalEvaluat
     return final
 
 
+Whitening = tuple[str, np.ndarray, np.ndarray]
+"""BERT-whitening as fitted: ``(kind, mu [1, d], W [d, k])``; the transform is ``(x - mu) @ W``."""
+
+
+def fit_post_processing(
+    embed: EmbedFn, sentences: Sequence[str], kind: str, *, seed: int = 0
+) -> tuple[EmbedFn, Whitening | None]:
+    """:func:`fit_whitening`, and for BERT-whitening (``zca``, ``pca``) the fitted transform too (a
+    run saves it beside its encoder for ``harness export``; a flow has no such form: None)."""
+    if kind.startswith("flow"):
+        return fit_whitening(embed, sentences, kind, seed=seed), None
+    mu, w = fit_post_whitening(embed_all(embed, sentences), kind)  # type: ignore[arg-type]
+    return whiten_with(embed, mu, w), (kind, mu, w)
+
+
 def fit_whitening(embed: EmbedFn, sentences: Sequence[str], kind: str, *, seed: int = 0) -> EmbedFn:
     """The post-processed embed: its transform fitted on ``embed(sentences)``.
 
@@ -73,9 +88,7 @@ def fit_whitening(embed: EmbedFn, sentences: Sequence[str], kind: str, *, seed: 
     BERT-flow (``flow``, ``flow_glow``: a normalising flow fitted by maximum likelihood, seeded by
     ``seed``; the embed then returns its latents).
     """
-    feats = np.concatenate(
-        [embed(list(sentences[i : i + EMBED_BATCH])) for i in range(0, len(sentences), EMBED_BATCH)]
-    )
+    feats = embed_all(embed, sentences)
     if kind.startswith("flow"):
         fitted = fit_flow(feats, reading_of(kind), seed=seed)
 
@@ -85,6 +98,18 @@ def fit_whitening(embed: EmbedFn, sentences: Sequence[str], kind: str, *, seed: 
         return flowed
 
     mu, w = fit_post_whitening(feats, kind)  # type: ignore[arg-type]
+    return whiten_with(embed, mu, w)
+
+
+def embed_all(embed: EmbedFn, sentences: Sequence[str]) -> np.ndarray:
+    """``embed`` over ``sentences`` in batches of :data:`EMBED_BATCH`, concatenated."""
+    return np.concatenate(
+        [embed(list(sentences[i : i + EMBED_BATCH])) for i in range(0, len(sentences), EMBED_BATCH)]
+    )
+
+
+def whiten_with(embed: EmbedFn, mu: np.ndarray, w: np.ndarray) -> EmbedFn:
+    """``embed`` followed by BERT-whitening's ``(x - mu) @ W``."""
 
     def whitened(batch: list[str]) -> np.ndarray:
         return apply_post_whitening(embed(batch), mu, w)

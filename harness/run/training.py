@@ -62,9 +62,10 @@ from harness.run.final import check_final_scores, final_scores, save_encoder
 from harness.run.hooks import (
     EmbedFn,
     FinalEvaluator,
+    Whitening,
     check_post_whitening_available,
     cpu_bf16_slowdown,
-    fit_whitening,
+    fit_post_processing,
     make_final_evaluator,
     make_probe,
 )
@@ -505,14 +506,17 @@ class TrainingRun:
     def final_evaluation(self) -> None:
         """The best state, its head in the pooler, the optional saved model, then the final tasks."""
         self._load_best()
-        if self.model_store is not None:
-            self._save_model(self.model_store)
         t0 = time.perf_counter()
-        embed = self._post_whitened(self.embed_final)
+        embed, whitening = self._post_whitened(self.embed_final)
+        fitted = time.perf_counter() - t0
+        if self.model_store is not None:  # after the fit: the saved folder carries the whitening
+            self._save_model(self.model_store, whitening)
+        t1 = time.perf_counter()
         if self.final_evaluate is not None:
             self._final_tasks(self.final_evaluate, embed)
-        self.record["final_time_s"] = round(time.perf_counter() - t0, 3)
-        self.eval_time += time.perf_counter() - t0
+        spent = fitted + time.perf_counter() - t1
+        self.record["final_time_s"] = round(spent, 3)
+        self.eval_time += spent
         self.record["train_time_s"] = round(self.train_time, 3)
         self.record["eval_time_s"] = round(self.eval_time, 3)
 
@@ -523,21 +527,23 @@ class TrainingRun:
         self.encoder.eval()
         self.head_into_pooler(required=self.config.eval_pooler == "cls")
 
-    def _save_model(self, store: RunStore) -> None:
+    def _save_model(self, store: RunStore, whitening: Whitening | None) -> None:
         target = store.checkpoint_dir(self.run_id)
-        save_encoder(target, self.encoder, self.config.method, self.method.sentence_head())
+        save_encoder(target, self.encoder, self.config.method, self.method.sentence_head(), whitening)
         self.record["checkpoint"] = str(target)
         self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
 
-    def _post_whitened(self, embed: EmbedFn) -> EmbedFn:
+    def _post_whitened(self, embed: EmbedFn) -> tuple[EmbedFn, Whitening | None]:
+        """The final tasks' embed, post-processed as the config asks, and BERT-whitening's fitted
+        ``(kind, mu, W)`` (None without one, and for a flow, which has no such form)."""
         config = self.config
         if config.post_whiten == "none":
-            return embed
+            return embed, None
         fit_on = self.sentences[: config.post_whiten_sentences]
         self.say(
             f"[{self.run_id}] fitting {config.post_whiten} post-processing on {len(fit_on)} corpus sentences"
         )
-        return fit_whitening(embed, fit_on, config.post_whiten, seed=config.seed)
+        return fit_post_processing(embed, fit_on, config.post_whiten, seed=config.seed)
 
     def _final_tasks(self, evaluate: FinalEvaluator, embed: EmbedFn) -> None:
         config = self.config

@@ -18,6 +18,11 @@ class Claim:
         paper: the paper whose claim it is: the paper its ``better`` cell cites (a row's own
             ``cites``, else the spec's), e.g. ``WhitenedCSE`` for cpu_demo's WhitenedCSE row; the
             ``--family paper`` of error control across claims.
+        pair: the two cells as a reader names them (``m = 0.9 > m = 0.5``; ``STS-Avg. (shuffled) >
+            w/o shuffled at Group size = 32``), see :func:`harness.specs.model.pair_name`.
+        metric: the compared score in words (``STS avg``, ``transfer avg``, ``STS-B dev``, ``MR``).
+        cites: the paper table the claim comes from (``WhitenedCSE Table 4``).
+        title: the spec's title.
     """
 
     spec: str
@@ -27,6 +32,17 @@ class Claim:
     paper_delta: float
     text: str
     paper: str = ""
+    pair: str = ""
+    metric: str = ""
+    cites: str = ""
+    title: str = ""
+
+    @property
+    def label(self) -> str:
+        """``<pair> on <metric>``: what names this claim's row wherever it is shown (unique within
+        its spec, tested), the pair of cell keys where the spec gave no readable name."""
+        pair = self.pair or f"{self.better} > {self.worse}"
+        return f"{pair} on {self.metric}" if self.metric else pair
 
 
 def paper_of(cites: str) -> str:

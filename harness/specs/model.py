@@ -215,6 +215,43 @@ def sweep_cell_key(sweep: Sweep, value: Any) -> str:
     return f"{sweep.label} [{sweep.vary}={format_value(value)}]"
 
 
+def metric_name(scores: str, column: str, label: str) -> str:
+    """The score a claim compares, in words: ``STS avg``, ``transfer avg``, ``STS-B dev``, or the
+    column's label (``STS-B``, ``MR``)."""
+    if scores == "stsb_dev":
+        return "STS-B dev"
+    if column == "avg":
+        return f"{'STS' if scores == 'sts' else scores} avg"
+    return label
+
+
+def _cell_parts(spec: TableSpec, key: str) -> tuple[str, str, str] | None:
+    """``(sweep label, header, value)`` of a sweep cell key, None for a row label."""
+    for sweep in spec.sweeps:
+        for value in sweep.values:
+            if sweep_cell_key(sweep, value) == key:
+                return sweep.label, sweep.header, format_value(value)
+    return None
+
+
+def pair_name(spec: TableSpec, better: str, worse: str) -> str:
+    """Two cells as a reader names them: row labels as they are; sweep cells by their header and
+    value (``m = 0.9 > m = 0.5`` within one sweep; ``shuffled > w/o shuffled at Group size = 32``
+    for two sweeps at one value; else ``label (header = value)`` on each side)."""
+    b, w = _cell_parts(spec, better), _cell_parts(spec, worse)
+    if b is None or w is None:
+        named = [
+            key if part is None else f"{part[0]} ({part[1]} = {part[2]})"
+            for key, part in ((better, b), (worse, w))
+        ]
+        return " > ".join(named)
+    if b[:2] == w[:2]:
+        return f"{b[1]} = {b[2]} > {w[1]} = {w[2]}"
+    if b[1:] == w[1:]:
+        return f"{b[0]} > {w[0]} at {b[1]} = {b[2]}"
+    return f"{b[0]} ({b[1]} = {b[2]}) > {w[0]} ({w[1]} = {w[2]})"
+
+
 def format_value(value: Any) -> str:
     """A parameter value as the papers print it (``1`` not ``1.0``, ``0.02`` not ``2e-02``)."""
     if isinstance(value, bool):

@@ -25,6 +25,8 @@ from harness.specs.model import (
     Sweep,
     TableSpec,
     build_record,
+    metric_name,
+    pair_name,
     paper_value,
     sweep_cell_key,
 )
@@ -340,9 +342,24 @@ def _parse_claims(ctx: _Ctx, spec: TableSpec, raw: list[Any]) -> list[Claim]:
                     )
                     raise ctx.error(where, f"{key!r} {why}{did_you_mean(key, run_keys)}")
             delta = paper_value(spec, better, column) - paper_value(spec, worse, column)
-            cites = next((r.cites for r in spec.rows if r.label == better and r.cites), spec.cites)
-            statement = text or f"{better} > {worse}"
-            out.append(Claim(spec.name, better, worse, column, round(delta, 6), statement, paper_of(cites)))
+            row_cites = next((r.cites for r in spec.rows if r.label == better and r.cites), spec.cites)
+            pair = pair_name(spec, better, worse)
+            label = spec.column_labels[spec.columns.index(column)]
+            out.append(
+                Claim(
+                    spec.name,
+                    better,
+                    worse,
+                    column,
+                    round(delta, 6),
+                    text or pair,
+                    paper=paper_of(row_cites),
+                    pair=pair,
+                    metric=metric_name(spec.scores, column, label),
+                    cites=spec.cites,
+                    title=spec.title,
+                )
+            )
     return out
 
 

@@ -25,7 +25,7 @@ from harness.grid.relay import (
     forget_checkpoint,
     remember_checkpoint,
 )
-from harness.grid.tracking import Tracking
+from harness.grid.tracking import PRIVATE_KEYS, Tracking, public
 from harness.store.bookkeeping import short_error
 
 
@@ -226,6 +226,26 @@ def _trial_error_text(trial: Any) -> str | None:
     return None
 
 
+def logger_callbacks() -> list[Any]:
+    """Tune's own CSV, JSON and TensorBoard loggers, given every report without the record (Tune
+    adds its defaults only where none of these classes is among the callbacks)."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+
+    class PublicCSV(CSVLoggerCallback):
+        def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+            super().log_trial_result(iteration, trial, public(result))
+
+    class PublicJson(JsonLoggerCallback):
+        def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+            super().log_trial_result(iteration, trial, public(result))
+
+    class PublicTBX(TBXLoggerCallback):
+        def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+            super().log_trial_result(iteration, trial, public(result))
+
+    return [PublicCSV(), PublicJson(), PublicTBX()]
+
+
 def tracker_callbacks(tracking: Tracking | None, grid_name: str) -> list[Any]:
     """Ray's own MLflow / Weights & Biases logger callbacks for ``--track`` (packages checked before)."""
     if tracking is None:
@@ -246,7 +266,11 @@ def tracker_callbacks(tracking: Tracking | None, grid_name: str) -> list[Any]:
         os.environ.setdefault("WANDB_MODE", mode)  # Ray's callback asks for a key unless offline
         callbacks.append(
             WandbLoggerCallback(
-                project="cse-harness", group=grid_name, dir=str(tracking.wandb_dir()), mode=mode
+                project="cse-harness",
+                group=grid_name,
+                dir=str(tracking.wandb_dir()),
+                mode=mode,
+                excludes=list(PRIVATE_KEYS),
             )
         )
     return callbacks
@@ -266,7 +290,8 @@ def _mlflow_callback_class() -> type:
 
     class MLflowCallback(MLflowLoggerCallback):
         """Ray's MLflow callback, with each run's config fields as its parameters (Tune's trial
-        config holds the RunConfig object itself, which MLflow would log as one long string)."""
+        config holds the RunConfig object itself, which MLflow would log as one long string), and
+        the reports without the record."""
 
         def log_trial_start(self, trial: Any) -> None:
             if trial not in self._trial_runs:
@@ -274,5 +299,8 @@ def _mlflow_callback_class() -> type:
                 run = self.mlflow_util.start_run(tags=tags, run_name=str(_entry(trial).get("run_id")))
                 self._trial_runs[trial] = run.info.run_id
                 self.mlflow_util.log_params(run_id=self._trial_runs[trial], params_to_log=_run_params(trial))
+
+        def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
+            super().log_trial_result(iteration, trial, public(result))
 
     return MLflowCallback

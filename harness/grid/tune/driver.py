@@ -29,7 +29,14 @@ from harness.grid.progress import (
     save_traceback,
 )
 from harness.grid.relay import earlier_checkpoint
-from harness.grid.tune.callbacks import GridStopper, TuneProgress, alive_nodes, tracker_callbacks, trial_name
+from harness.grid.tune.callbacks import (
+    GridStopper,
+    TuneProgress,
+    alive_nodes,
+    logger_callbacks,
+    tracker_callbacks,
+    trial_name,
+)
 from harness.grid.tune.cluster import (
     check_address,
     check_fits_cluster,
@@ -196,7 +203,7 @@ def _fit(
     report.watch = request.tracking.lines() if request.tracking else []
     for line in report.where_lines():
         log(line)
-    callbacks = [progress, *tracker_callbacks(request.tracking, request.name)]
+    callbacks = [progress, *logger_callbacks(), *tracker_callbacks(request.tracking, request.name)]
     run_config = tune.RunConfig(
         name=name,
         storage_path=progress.storage,

@@ -18,6 +18,7 @@ from ray import tune
 from harness.atomic import write_json
 from harness.grid.cleanup import TRIAL_PREFIX, remove_stale_trial_dirs
 from harness.grid.relay import decode_record, encode_record, storage_filesystem
+from harness.grid.tracking import final_keys, final_metrics
 from harness.run.process_memory import release_freed
 from harness.run.training import train_run
 from harness.store.bookkeeping import ensure_failed_record
@@ -73,10 +74,20 @@ LIVE_KEYS: tuple[str, ...] = (
 """What a trial reports to Tune at each evaluation point (besides run id, status and work seconds)."""
 
 
-REPORT_KEYS: tuple[str, ...] = ("run_id", "status", *LIVE_KEYS, "work_s", "record", "resume_step", "model")
+REPORT_KEYS: tuple[str, ...] = (
+    "run_id",
+    "status",
+    *LIVE_KEYS,
+    "work_s",
+    "record",
+    "resume_step",
+    "model",
+    *final_keys(),
+)
 """Every report of a trial has these keys (Tune's CSV keeps the first report's columns); ``record``
-is the run record's JSON text when it changed since the last report, ``resume_step`` marks a report
-that carries a resume checkpoint, ``model`` one that carries the saved encoder."""
+is the run record's JSON text when it changed since the last report (for the driver: no logger gets
+it), ``resume_step`` marks a report that carries a resume checkpoint, ``model`` one that carries the
+saved encoder, and ``final/<group>/<task>`` the final scores, in the last report of a finished run."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +214,7 @@ def trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
         finally:
             release_freed()
         store.save(record)  # a fake train_fn may return a record it did not save
-        final = {"best_stsb_dev": record.get("best_stsb_dev")}
+        final = {"best_stsb_dev": record.get("best_stsb_dev"), **final_metrics(record)}
         checkpoint = _final_checkpoint(store, spec.save_model)
         try:
             store.report({**final, "model": spec.save_model or None}, checkpoint=checkpoint)

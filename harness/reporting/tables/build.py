@@ -14,10 +14,10 @@ from harness.reporting.tables.model import (
     OURS_MARK,
     PROFILE_MARK,
     QUOTED_MARK,
-    RUNS_NOTE,
     Line,
     RenderedTable,
     Text,
+    encoder_description,
     measured_cells,
     measured_label,
     paper_cells,
@@ -102,13 +102,36 @@ def _describe_run(config: RunConfig, run: RunSpec) -> str:
     return text
 
 
-def _profile_note(config: RunSettings, seeds: int) -> str:
-    steps = "one epoch" if config.max_steps is None else f"{config.max_steps} steps"
+def _number(value: float) -> str:
+    """A setting as a reader writes it: ``3e-5``, not ``3e-05``."""
+    return format_value(value).replace("e-0", "e-").replace("e+0", "e+")
+
+
+def _measured_note(spec: TableSpec, config: RunSettings, seeds: Sequence[int]) -> str:
+    """What a measured line is, in a reader's words: the encoder, the training, the seeds."""
+    steps = "one epoch" if config.max_steps is None else f"{config.max_steps} training steps"
+    corpus = config.corpus_id.split(":", 1)[0]
+    transfer = (
+        f"; transfer by SentEval's {config.transfer_mode} logistic regression"
+        if spec.scores == "transfer"
+        else ""
+    )
+    several = sorted({n for n in seeds if n > 1})
+    if not seeds:
+        spread = "no finished seeds yet"
+    elif len(several) == 1:
+        spread = f"mean \u00b1 sample sd over {several[0]} seeds" + (
+            " (no sd: one run)" if 1 in seeds else ""
+        )
+    elif several:
+        spread = "mean \u00b1 sample sd over the seeds each cell finished (the count follows its sd)"
+    else:
+        spread = "one seed each"
     return (
-        f"Measured under profile {config.profile}: model {config.model}, corpus {config.corpus_id}, "
-        f"batch {config.batch_size}, max length {config.max_length}, {steps}, lr {format_value(config.lr)}, "
-        f"STS-B dev every {config.eval_every} steps, transfer {config.transfer_mode}; "
-        f"finished seeds per cell: {f'up to {seeds}' if seeds else 'none yet'}."
+        f"Italic 'measured' lines: this harness's run of the row above on "
+        f"{encoder_description(config.model)}, {steps} of batch {config.batch_size} on {corpus} "
+        f"cut at {config.max_length} tokens, lr {_number(config.lr)}, the best STS-B dev checkpoint of every "
+        f"{config.eval_every} steps{transfer}; {spread}."
     )
 
 
@@ -126,7 +149,6 @@ def build_table(
     else:
         header, lines = _sweep_layout(spec, by_key, records, profile)
     notes = _table_notes(spec, by_key, records, profile, reference, lines)
-    described = _described_runs(spec, by_key)
     return RenderedTable(
         name=spec.name,
         cites=spec.cites,
@@ -135,8 +157,10 @@ def build_table(
         spec_path=f"tables/{spec.path.name}",
         header=header,
         lines=lines,
-        notes=notes + ([f"{RUNS_NOTE}{'; '.join(described)}."] if described else []),
+        notes=notes,
         comments=_run_comments(spec, by_key),
+        settings=_described_runs(spec, by_key),
+        reference=_settings_line(reference) if reference is not None else "",
     )
 
 
@@ -206,26 +230,45 @@ def _table_notes(
         {len(records.get(c.group_id or "", [])) for c in by_key.values() if c.state == "run"} - {0}
     )
     if reference is not None:
-        notes.append(_profile_note(reference, max(seeds) if seeds else 0))
+        notes.append(_measured_note(spec, reference, seeds))
     scope = "per column and section" if spec.rows else "per section"
     notes.append(
-        f"Labelled lines: the numbers {spec.cites} reports; 'measured' lines: this harness, with the "
-        "encoder and profile they ran on. Bold = best, underlined = second, ranked separately among "
-        f"measured numbers and among paper numbers, {scope}."
+        "Bold = best, underlined = second, ranked separately among the measured numbers and among "
+        f"the paper's, {scope}."
     )
-    if len(seeds) and max(seeds) > 1:
-        notes.append(
-            "Cells with several finished seeds show mean \u00b1 sample standard deviation over n seeds."
-        )
     if spec.scores == "sts" and any(c in year_task_names() or c == "avg" for c in spec.columns):
         notes.append(
             f"Measured STS12-16: SentEval's '{spec.sts_aggregate}' aggregate "
             f"({AGGREGATE_TEXT[spec.sts_aggregate]})."
         )
+    untrained = [
+        key
+        for key, _run in spec.run_cells()
+        if (c := by_key.get(key)) and c.configs and c.configs[0].max_steps == 0
+    ]
+    if untrained:
+        notes.append(
+            f"Not trained: {', '.join(untrained)}: the measured line scores the encoder as it is (its "
+            "pooling, and the post-processing the row names)."
+        )
     notes.extend(_mark_notes(spec, by_key, profile, lines))
     notes.extend(spec.notes)
     notes.extend(f"{row.label}: {row.note}." for row in spec.rows if row.note)
+    if any(ln.kind == "measured" for ln in lines):
+        notes.append("Each row's method settings: the appendix, under this table's title.")
     return notes
+
+
+def _settings_line(config: RunSettings) -> str:
+    """The profile's settings in full (the appendix states them once per table)."""
+    steps = "one epoch" if config.max_steps is None else f"{config.max_steps} steps"
+    return (
+        f"Profile {config.profile}: {encoder_description(config.model)}; {steps}, batch "
+        f"{config.batch_size}, max length {config.max_length}, lr {format_value(config.lr)}, warm-up "
+        f"{config.warmup_steps} steps, STS-B dev every {config.eval_every} steps, precision "
+        f"{config.precision}; corpus {config.corpus_id.replace(':', ' (content hash ')}); transfer "
+        f"{config.transfer_mode}."
+    )
 
 
 def _mark_notes(
@@ -261,7 +304,7 @@ def _run_comments(spec: TableSpec, by_key: Mapping[str, Cell]) -> list[str]:
 
 
 def _described_runs(spec: TableSpec, by_key: Mapping[str, Cell]) -> list[str]:
-    """What each run row and sweep ran (the table's last note, "Runs: ...")."""
+    """What each run row and sweep ran (``row: method(params) with overrides``; the appendix)."""
     described: list[str] = []
     for row in spec.rows:
         row_cell = by_key.get(row.label)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.reporting.latex_text import latex_escape, latex_text
-from harness.reporting.tables.model import RUNS_NOTE, Line, RenderedTable, Text
+from harness.reporting.tables.model import Line, RenderedTable, Text
 
 LATEX_OURS_MARK = "{*}"
 """The own-method mark in LaTeX, braced: after ``\\\\`` a bare ``*`` would be read as ``\\\\*``."""
@@ -26,10 +27,10 @@ FLOAT_PT = 500.0
 
 TALL_ESTIMATE_PT = 680.0
 """The estimated height (:func:`_height_pt` at footnotesize, full width) above which a table may
-overflow a page in its most compact setting (footnotesize, no "Runs:" note). Calibrated on the
-committed night tables: WhitenedCSE Table 1 at an estimate of 716 overflowed by 17 pt, the tallest
-that fit was estimated at 545; 680 leaves a margin below the first. Such a table prints as two floats
-(:func:`_latex_parts`)."""
+overflow a page in its most compact setting (footnotesize). Calibrated on the committed night
+tables: WhitenedCSE Table 1 at an estimate of 716 overflowed by 17 pt, the tallest that fit was
+estimated at 545; 680 leaves a margin below the first. Such a table prints as two floats under one
+number (:func:`_latex_parts`)."""
 
 
 MIN_SCALE = 0.875
@@ -73,12 +74,15 @@ class LatexLayout:
     seeds: int | None
     """The seed count of every measured number with a spread, when they all share it (a note says it
     once); None when they differ (each cell then says its own)."""
-    runs_note: bool = True
-    """False for a table too tall for a page with its "Runs: ..." note: the note is left to the
-    ``% run settings`` comments above the float (the Markdown preview keeps it)."""
+    compact: bool = False
+    """The most compact setting (footnotesize, rows unstretched), for a table that fits no other;
+    it may still print as two floats (:func:`_latex_parts`)."""
 
 
 _SIZES = (("small", 9.0), ("footnotesize", 8.0))
+SD_SIZE = {"small": r"\footnotesize", "footnotesize": r"\fontsize{7}{8}\selectfont"}
+"""The sd row under a row of means, a step smaller than the table: 8 pt under 9 pt means, 7 pt under
+8 pt ones (the smallest text a table prints)."""
 
 
 def _split_cell(cell: Text, seeds: int | None) -> tuple[str, str]:
@@ -133,7 +137,7 @@ def latex_layout(table: RenderedTable) -> LatexLayout:
             sep = 6.0 if size == "small" else 3.5
             if sum(e * pt + 2 * sep for e in ems) <= limit and _height_pt(table, pt, limit) <= FLOAT_PT:
                 return LatexLayout(wide, size, sep, label, seeds)
-    return LatexLayout(True, "footnotesize", 3.5, label, seeds, runs_note=False)
+    return LatexLayout(True, "footnotesize", 3.5, label, seeds, compact=True)
 
 
 def _latex_cell(cell: Text, text: str) -> str:
@@ -158,17 +162,11 @@ def _latex_label(line: Line, layout: LatexLayout) -> str:
 
 
 def _latex_notes(table: RenderedTable, layout: LatexLayout) -> list[str]:
-    """The table's notes, and what the compact LaTeX cells leave out (encoder, seed counts)."""
-    notes = []
-    if layout.measured_label is not None:
-        notes.append(f"'measured' lines: {layout.measured_label.removeprefix('measured: ')}.")
-    if layout.seeds is not None:
-        notes.append(f"Every mean \u00b1 sd is over n = {layout.seeds} finished seeds.")
-    elif any(c.seeds > 1 for ln in table.lines for c in ln.cells):
-        notes.append("(k) after a mean \u00b1 sd: the number of finished seeds behind it.")
-    if not layout.runs_note:
-        notes.append("Run settings: in the comments of this table's .tex file (too long to print here).")
-    return [*notes, *(n for n in table.notes if layout.runs_note or not n.startswith(RUNS_NOTE))]
+    """The table's notes, and what the compact LaTeX cells leave out (differing seed counts)."""
+    notes = list(table.notes)
+    if layout.seeds is None and any(c.seeds > 1 for ln in table.lines for c in ln.cells):
+        notes.insert(1, "(k) after an sd: the number of seeds behind that mean.")
+    return notes
 
 
 def _latex_rows(table: RenderedTable, layout: LatexLayout) -> list[str]:
@@ -190,23 +188,33 @@ def _latex_rows(table: RenderedTable, layout: LatexLayout) -> list[str]:
             sds = [sd for _, sd in parts]
             means = [_latex_cell(c, mean) for c, (mean, _) in zip(line.cells, parts, strict=True)]
             out.append(row([_latex_label(line, layout), *means]))
-            if any(sds):
-                out.append(row(["", *(latex_text(sd) for sd in sds)]))
+            if any(sds):  # a step smaller: the row keeps its height, so an underline above stays clear
+                small = SD_SIZE[layout.size]
+                out.append(row(["", *(f"{{{small} {latex_text(sd)}}}" if sd else "" for sd in sds)]))
     return out
 
 
 def _latex_parts(table: RenderedTable, layout: LatexLayout) -> list[list[Line]]:
     """The table's lines as one float, or as two cut at a section rule when even the most compact
-    setting is too tall for a page (:data:`TALL_ESTIMATE_PT`): the first part takes about half the
-    height, counting the notes, which the second part carries."""
+    setting is too tall for a page (:data:`TALL_ESTIMATE_PT`): the first part, which carries the
+    notes (the legend belongs where the table starts), takes about half the height with them."""
     lines = list(table.lines)
     rules = [i for i, ln in enumerate(lines) if ln.kind == "rule"]
-    if layout.runs_note or not rules or _height_pt(table, 8.0, TEXT_PT) <= TALL_ESTIMATE_PT:
+    if not layout.compact or not rules or _height_pt(table, 8.0, TEXT_PT) <= TALL_ESTIMATE_PT:
         return [lines]
     note_lines = sum(-(-text_em(n) * 8.0 // TEXT_PT) for n in table.notes)
-    middle = (len(lines) + note_lines) / 2
+    middle = (len(lines) - note_lines) / 2
     cut = min(rules, key=lambda i: abs(i - middle))
     return [lines[:cut], lines[cut + 1 :]]
+
+
+def caption(table: RenderedTable) -> str:
+    """The caption: the table's title, then where its two kinds of numbers come from."""
+    title = latex_text(table.title).rstrip(".")
+    return (
+        f"{title}. Paper numbers from {latex_text(table.cites)}; measured lines from this harness, "
+        f"profile {latex_text(table.profile)}."
+    )
 
 
 def render_latex(table: RenderedTable) -> str:
@@ -214,8 +222,9 @@ def render_latex(table: RenderedTable) -> str:
 
     Needs ``\\usepackage{booktabs}`` and ``\\usepackage{graphicx}``. :func:`latex_layout` picks the
     float and the type size from the table's estimated width; the notes are set in the table's own
-    size; a table still wider than the line (another document class) is shrunk to fit. A table too
-    tall for a page prints as two floats, the second captioned "..., continued." (:func:`_latex_parts`).
+    size under the first part; a table still wider than the line (another document class) is shrunk
+    to fit. A table too tall for a page prints as two floats under one table number, the second
+    captioned "..., continued." (:func:`_latex_parts`).
     """
     layout = latex_layout(table)
     env = "table*" if layout.wide else "table"
@@ -226,15 +235,13 @@ def render_latex(table: RenderedTable) -> str:
         *(f"% {c}" for c in table.comments),
     ]
     parts = _latex_parts(table, layout)
-    caption = f"{latex_text(table.title)} ({latex_text(table.cites)}; profile {latex_text(table.profile)})"
     for k, lines in enumerate(parts):
-        last = k == len(parts) - 1
         out += [
             rf"\begin{{{env}}}[t]",
             r"\centering",
             rf"\{layout.size}",
             rf"\setlength{{\tabcolsep}}{{{layout.tabcolsep_pt:g}pt}}",
-            rf"\renewcommand{{\arraystretch}}{{{1.15 if layout.runs_note else 1.0}}}",
+            rf"\renewcommand{{\arraystretch}}{{{1.0 if layout.compact else 1.15}}}",
             "% shrunk to \\linewidth only when its natural width exceeds it",
             r"\setbox0=\hbox{%",
             r"\begin{tabular}{l" + "c" * (len(table.header) - 1) + "}",
@@ -246,16 +253,44 @@ def render_latex(table: RenderedTable) -> str:
             r"\end{tabular}}%",
             r"\leavevmode\ifdim\wd0>\linewidth\resizebox{\linewidth}{!}{\box0}\else\box0\fi",
         ]
-        if last:
+        if k == 0:  # the legend where the table starts
             out += [
                 r"\par\smallskip",
                 r"\begin{minipage}{\linewidth}\raggedright",
                 *(latex_text(n) + r"\par" for n in _latex_notes(table, layout)),
                 r"\end{minipage}",
+                rf"\caption{{{caption(table)}}}",
+                rf"\label{{tab:{table.name}}}",
             ]
+        else:  # the same table continued: its number again, not the next one
+            out += [
+                r"\addtocounter{table}{-1}",
+                rf"\caption{{{latex_text(table.title).rstrip('.')}, continued.}}",
+            ]
+        out.append(rf"\end{{{env}}}")
+    return "\n".join(out) + "\n"
+
+
+def render_settings_latex(tables: Sequence[RenderedTable]) -> str:
+    """The appendix file: every table's profile settings and each measured row's method, its
+    parameters (switches included) and overrides, under the table's title."""
+    out = [
+        "% Generated by `harness tables` from run records; \\input it in an appendix.",
+        "% The settings behind every measured line of the tables beside it.",
+    ]
+    for table in tables:
+        if not table.settings:
+            continue
         out += [
-            rf"\caption{{{caption}.}}" if k == 0 else rf"\caption{{{caption}, continued.}}",
-            rf"\label{{tab:{table.name}}}" if k == 0 else rf"\label{{tab:{table.name}:{k + 1}}}",
-            rf"\end{{{env}}}",
+            rf"\subsection*{{Run settings: {latex_text(table.title).rstrip('.')}}}",
+            rf"{latex_text(table.cites)}, Table~\ref{{tab:{table.name}}}. {latex_text(table.reference)}",
+            r"\begin{itemize}\small\renewcommand{\labelitemi}{$\bullet$}",  # textcomp's bullet is Type 3
+            *(_settings_item(line) for line in table.settings),
+            r"\end{itemize}",
         ]
     return "\n".join(out) + "\n"
+
+
+def _settings_item(line: str) -> str:
+    label, _, described = line.partition(": ")
+    return rf"\item {latex_text(label)}: \texttt{{{latex_escape(described)}}}"

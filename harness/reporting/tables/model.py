@@ -12,8 +12,9 @@ Layout, for every table:
   and a note gives the reason;
 * per column and per section, the best measured value is bold and the second underlined, and the
   paper's numbers are ranked the same way among themselves (as the papers print them);
-* notes under the table state the profile (encoder, corpus, budget), the seeds and, for every run
-  row, the method parameters and readings that produced it;
+* notes under the table say what a measured line is in a reader's words (encoder, training steps,
+  seeds) and what the marks mean; every run row's method parameters and readings go to an appendix
+  file (``run_settings.tex`` / ``.md``), not under the table;
 * in LaTeX, a table prints for a two-column paper without shrinking its type: one column when its
   estimated width allows, else the full width (``table*``), at small or footnotesize type; a
   measured mean ± sd prints its sd on a row below the mean, and the notes are in the table's size.
@@ -47,10 +48,6 @@ PROFILE_MARK = "\u2021"  # double dagger
 
 
 OURS_MARK = "*"
-
-
-RUNS_NOTE = "Runs: "
-"""How the last note, the method parameters of every run row, starts."""
 
 
 @dataclass
@@ -88,6 +85,10 @@ class RenderedTable:
     lines: list[Line]
     notes: list[str]
     comments: list[str]
+    settings: list[str] = field(default_factory=list)
+    """``row: method(params) with overrides`` of every run row and sweep (the appendix file)."""
+    reference: str = ""
+    """The profile's settings in one line (the appendix states them once per table)."""
 
 
 # -- measured values ----------------------------------------------------------------------------------
@@ -166,6 +167,19 @@ ENCODER_NAMES: dict[str, str] = {
     "random:tiny": "random tiny encoder",
 }
 """Display names of the profiles' encoders (others show the last part of their name or path)."""
+
+
+ENCODER_NOTES: dict[str, str] = {
+    "minilm": "already sentence-trained, unlike the papers' BERT",
+    "random:tiny": "random weights, for tests only",
+}
+"""What a reader should know about a profile's encoder (the table notes say it)."""
+
+
+def encoder_description(model: str) -> str:
+    """``all-MiniLM-L6-v2 (already trained on sentence pairs, ...)`` for a table note."""
+    note = ENCODER_NOTES.get(model)
+    return f"{encoder_name(model)} ({note})" if note else encoder_name(model)
 
 
 def encoder_name(model: str) -> str:
