@@ -70,7 +70,7 @@ def test_every_output_names_the_pair_and_the_score(night: list, tmp_path: Path) 
     assert tex.count(r"\textit{") >= len(night)
     assert r"\textit{m = 0.9 $>$ m = 0.5 on STS-B dev}" in tex
     assert (
-        r"\multicolumn{7}{@{}l}{\textit{WhitenedCSE Table 4 (Zhuo et al., ACL 2023): Number of groups" in tex
+        r"\multicolumn{9}{@{}l}{\textit{WhitenedCSE Table 4 (Zhuo et al., ACL 2023): Number of groups" in tex
     )
     assert "whitenedcse_table4" not in tex.replace(r"\_", "_")  # no file names as headings
     assert "$-$0.18" in tex and "-0.18" not in tex.replace("$-$", "")  # a minus, not a hyphen
@@ -79,7 +79,7 @@ def test_every_output_names_the_pair_and_the_score(night: list, tmp_path: Path) 
     (tmp_path / "claims.json").write_text(json.dumps(data), encoding="utf-8")
     page = claims_html(tmp_path)
     assert page.count('<span class="pair">') == len(night)
-    assert '<tr class="heading"><td colspan="7">SimCSE++ Table 5 (Xu et al., EMNLP 2023)' in page
+    assert '<tr class="heading"><td colspan="10">SimCSE++ Table 5 (Xu et al., EMNLP 2023)' in page
     assert f"[{MINUS}0.36, {MINUS}0.01]" in page and "[-0.36" not in page
 
 

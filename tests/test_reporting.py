@@ -282,6 +282,7 @@ def test_latex_typography(rendered: list[RenderedTable]) -> None:
     assert "--profile" not in tex.split("\\begin{table")[1]
     assert "'paper'" not in tex and "`measured'" in tex
     assert latex_text("'paper' lines") == "`paper' lines"
+    assert latex_text("SimCSE++'s 'released' values") == "SimCSE++'s `released' values"  # a possessive stays
     assert latex_text("lambda") == r"$\lambda$" and latex_text("lambda_dcl=0.1") == r"lambda\_dcl=0.1"
     assert latex_text("tau_DCL = 5") == r"$\tau_{\mathrm{DCL}}$ = 5"
     assert latex_text("Spearman x100, all") == r"Spearman $\times 100$, all"

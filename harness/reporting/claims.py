@@ -240,13 +240,14 @@ def _tex_number(text: str) -> str:
     return text.replace(MINUS, "$-$")
 
 
-CLAIM_COLUMN = r"p{0.34\linewidth}"
+CLAIM_COLUMN = r"p{0.27\linewidth}"
 """The claim column of claims.tex: it wraps, so that the table spans the page at footnotesize type."""
-FLOAT_LINES = 44
-"""Printed lines per claims float: a longer list continues in the next float (a page holds ~54 at
-footnotesize under a three-line caption)."""
-COLUMN_EM = 17.8
-"""The claim column's width in em of its 8 pt type (0.34 of a 469 pt text width, less the indent),
+FLOAT_LINES = 52
+"""Estimated lines per claims float: a longer list continues in the next float. The estimate
+(:func:`_printed_lines`) is generous: 52 of its lines fill a two-column article's page under a
+three-line caption (the night's claims print unshrunk at 7 pt, nothing too large for the page)."""
+COLUMN_EM = 14.2
+"""The claim column's width in em of its 8 pt type (0.27 of a 469 pt text width, less the indent),
 for :func:`_printed_lines`."""
 
 

@@ -3,9 +3,9 @@
 Each figure lists its table's claims top to bottom: a statement (bold) and under it every pair of
 cells it covers, each with its measured mean and 95 % interval. The verdict is drawn twice, by colour
 and by marker shape (holds: triangle up, reversed: triangle down, inconclusive: circle; one seed:
-a square without interval), so it survives greyscale printing; the marker is filled where the verdict
-stands after the correction across claims and open where it does not (the legend names the
-correction). An unbounded end of a confidence sequence runs to the axes' edge. The paper's delta is
+a square without interval), so it survives greyscale printing; the marker is open where a claim
+holds or is reversed on its own interval but not after the correction across claims (the legend names
+the correction). An unbounded end of a confidence sequence runs to the axes' edge. The paper's delta is
 an open diamond; the x range is set by the measured intervals (and zero), not by the paper's deltas,
 which can be ten times larger: a paper delta outside the range is an arrow at the edge with its value
 in the margin.
@@ -101,8 +101,8 @@ def forest_caption(
         f"Claims of {heading(results[0].claim)}, tested on paired seeds (profile {profile}): for each pair "
         f"of cells (better > worse), the mean per-seed difference{score} and its {analysis.interval} "
         f"({analysis.test}); marker and colour give the verdict (triangle up: holds, triangle down: "
-        "reversed, circle: inconclusive), a filled marker one that stands after correction across "
-        f"claims ({analysis.described}), an open one one that does not; the open diamond is the paper's "
+        "reversed, circle: inconclusive), an open marker a verdict that does not stand after correction "
+        f"across claims ({analysis.described}); the open diamond is the paper's "
         "delta (an arrow with its value where it lies beyond the measured range)."
     )
 
@@ -170,7 +170,7 @@ def draw_forest(
         loc="outside lower center",
         ncol=len(handles),
         frameon=False,
-        title=f"filled marker: the verdict stands after correction ({analysis.label}); open: it does not",
+        title=f"open marker: holds or reversed alone, inconclusive after correction ({analysis.label})",
     )
     legend.get_title().set_fontsize(8)
     return fig
@@ -185,8 +185,7 @@ def _draw_claim(ax: Any, y: float, r: ClaimResult, low: float, high: float, used
         if s.low is not None and s.high is not None:  # an unbounded end runs to the edge
             ends = [max(s.low, low), min(s.high, high)]
             ax.plot(ends, [y, y], color=colour, linewidth=2, solid_capstyle="butt")
-        stands = r.corrected_verdict in ("holds", "reversed")
-        face = colour if stands else "white"
+        face = "white" if _lost(r) else colour
         ax.plot([s.mean], [y], marker=marker, color=colour, markerfacecolor=face, markersize=6, linestyle="")
         if s.verdict not in used:
             used.append(s.verdict)
@@ -217,6 +216,12 @@ def _draw_claim(ax: Any, y: float, r: ClaimResult, low: float, high: float, used
         color=PAPER_COLOUR,
         annotation_clip=False,
     )
+
+
+def _lost(result: ClaimResult) -> bool:
+    """Holds or reversed on its own interval, inconclusive after the correction across claims."""
+    decided = ("holds", "reversed")
+    return result.summary.verdict in decided and result.corrected_verdict not in decided
 
 
 def plot_text(text: str) -> str:

@@ -33,7 +33,7 @@ _CODE = re.compile(r"`([^`]+)`")
 
 _TYPOGRAPHY = re.compile(
     r"(?P<tau>\btau_DCL\b)|(?P<lam>\blambda\b)|(?P<times>\bx ?100\b)"
-    r"|(?P<dashes>--+(?=[A-Za-z]))|(?P<quote>(?<![\w`])'(?=\w))"
+    r"|(?P<dashes>--+(?=[A-Za-z]))|(?P<quote>(?<![^\s(\[=])'(?=\w))"
 )
 
 

@@ -112,9 +112,7 @@ def _column_ems(table: RenderedTable, layout_seeds: int | None, short_label: boo
 
 def _height_pt(table: RenderedTable, pt: float, width: float) -> float:
     """Estimated height of the table and its notes at ``pt`` type, notes wrapped to ``width``."""
-    rows = 2 + sum(
-        1 + (ln.kind == "measured" and any("\u00b1" in c.text for c in ln.cells)) for ln in table.lines
-    )
+    rows = 2 + sum(_line_rows(ln) for ln in table.lines)
     note_lines = sum(-(-text_em(n) * pt // width) for n in table.notes) + 3  # + the notes LaTeX adds
     return 1.2 * pt * (1.15 * rows + note_lines) + 40.0  # + rules, skips and the caption
 
@@ -195,17 +193,36 @@ def _latex_rows(table: RenderedTable, layout: LatexLayout) -> list[str]:
 
 
 def _latex_parts(table: RenderedTable, layout: LatexLayout) -> list[list[Line]]:
-    """The table's lines as one float, or as two cut at a section rule when even the most compact
-    setting is too tall for a page (:data:`TALL_ESTIMATE_PT`): the first part, which carries the
-    notes (the legend belongs where the table starts), takes about half the height with them."""
+    """The table's lines as one float, or as two when even the most compact setting is too tall for
+    a page (:data:`TALL_ESTIMATE_PT`). The first part carries the notes (the legend belongs where the
+    table starts), so the cut balances its rows and notes against the second part's rows; it falls
+    before a row (never between a paper row and its measured line), at a section rule where one is
+    about as good (the rule itself is dropped)."""
     lines = list(table.lines)
-    rules = [i for i, ln in enumerate(lines) if ln.kind == "rule"]
-    if not layout.compact or not rules or _height_pt(table, 8.0, TEXT_PT) <= TALL_ESTIMATE_PT:
+    if not layout.compact or _height_pt(table, 8.0, TEXT_PT) <= TALL_ESTIMATE_PT:
         return [lines]
-    note_lines = sum(-(-text_em(n) * 8.0 // TEXT_PT) for n in table.notes)
-    middle = (len(lines) - note_lines) / 2
-    cut = min(rules, key=lambda i: abs(i - middle))
-    return [lines[:cut], lines[cut + 1 :]]
+    note_lines = sum(-(-text_em(n) * 8.0 // TEXT_PT) for n in table.notes) + 3
+    rows = [_line_rows(ln) for ln in lines]  # a mean over its sd takes two
+    cuts = [i for i in range(1, len(lines)) if lines[i].kind != "measured"]
+    if not cuts:
+        return [lines]
+
+    def badness(cut: int) -> float:
+        rule = lines[cut].kind == "rule"
+        second = sum(rows[cut + 1 :] if rule else rows[cut:])
+        return abs(sum(rows[:cut]) + note_lines - second) - (RULE_BONUS if rule else 0.0)
+
+    cut = min(cuts, key=badness)
+    return [lines[:cut], lines[cut + 1 :] if lines[cut].kind == "rule" else lines[cut:]]
+
+
+RULE_BONUS = 3.0
+"""Rows of imbalance a cut at a section rule may cost over a cut between two rows."""
+
+
+def _line_rows(line: Line) -> float:
+    """Printed rows of one table line: two for measured means with their sd beneath, one else."""
+    return 1 + (line.kind == "measured" and any("\u00b1" in c.text for c in line.cells))
 
 
 def caption(table: RenderedTable) -> str:
