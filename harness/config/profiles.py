@@ -21,7 +21,7 @@ _MINILM_NLI: dict[str, Any] = {
 
 PROFILES: dict[str, dict[str, Any]] = {
     "cpu": {**_MINILM_NLI, "max_steps": 100, "eval_every": 25},
-    "demo": {**_MINILM_NLI, "max_steps": 40, "eval_every": 20},
+    "demo": {**_MINILM_NLI, "max_steps": 40, "eval_every": 20, "eval_precision": "auto"},
     "night": {**_MINILM_NLI, "max_steps": 100, "eval_every": 25, "eval_precision": "auto"},
     "paper": {
         "model": "bert-base-uncased",
