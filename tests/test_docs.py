@@ -64,7 +64,11 @@ def test_the_readme_make_run_table_is_what_the_committed_records_give(
 ) -> None:
     manifest = json.loads((DEMO / "manifest.json").read_text(encoding="utf-8"))
     # pinned, so that the run ids do not depend on whether this CPU has native bf16 ("auto")
-    assert manifest == {"specs": ["cpu_demo"], "profile": "demo", "overrides": {"precision": "bf16"}}
+    assert manifest == {
+        "specs": ["cpu_demo"],
+        "profile": "demo",
+        "overrides": {"precision": "bf16", "eval_precision": "bf16"},
+    }
     records = [json.loads(p.read_text(encoding="utf-8")) for p in (DEMO / "runs" / "records").glob("*.json")]
     assert len(records) == 9 and all(r["status"] == "finished" for r in records)  # 3 methods x 3 seeds
     tables, claims = _render(DEMO / "runs", manifest, data_root, tmp_path)
