@@ -111,6 +111,7 @@ def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
         "final_time_s",
         "final_seconds",
         "peak_rss_mb",
+        "final_threads",
         "step0_probe_cached",
         "error_details",
     }

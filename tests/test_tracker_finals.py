@@ -33,7 +33,7 @@ TRANSFER = {"MR": 75.25, "avg": 75.25}
 
 
 def finals_train(
-    config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int
+    config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int, **_: Any
 ) -> dict[str, Any]:
     """A finished run with known final scores (a seed offset tells the two runs apart)."""
     record = dict(new_record(config))

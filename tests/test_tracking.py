@@ -3,6 +3,7 @@ trackers write. (The real MLflow and TensorBoard round trip is in tests/test_tun
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,21 @@ def test_track_wandb_builds_rays_callback_offline_under_the_runs_folder(
         }
     ]
     assert (tmp_path / "runs" / "wandb").is_dir()
+
+
+def test_a_grid_leaves_mlflows_environment_as_it_found_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """MLflow's set_tracking_uri (Ray's callback calls it) writes MLFLOW_TRACKING_URI into the process;
+    a second grid of the same process would take that for the user's choice and log into the first's
+    store."""
+    from harness.grid.tracking import environment_kept
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "mine")
+    first, second = Tracking(("mlflow",), tmp_path / "a"), Tracking(("mlflow",), tmp_path / "b")
+    with environment_kept():
+        os.environ["MLFLOW_TRACKING_URI"] = first.mlflow_uri()  # as mlflow.set_tracking_uri does
+        os.environ["MLFLOW_EXPERIMENT_NAME"] = "harness-a"
+    assert "MLFLOW_TRACKING_URI" not in os.environ and os.environ["MLFLOW_EXPERIMENT_NAME"] == "mine"
+    assert second.mlflow_uri() != first.mlflow_uri() and str(tmp_path / "b") in second.mlflow_uri()

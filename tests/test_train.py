@@ -366,7 +366,7 @@ def test_records_carry_provenance_schema_and_method_notes(
     config = smoke(data_root, "whitenedcse", max_steps=2, eval_every=2)
     assert config.threads == 1
     record = train_run(config, data_root, RunStore(tmp_path / "runs"), num_threads=2, log=None)
-    assert record["schema_version"] == SCHEMA_VERSION == 3
+    assert record["schema_version"] == SCHEMA_VERSION == 4
     prov = record["provenance"]
     assert prov is not None
     assert prov["threads"] == 1  # the config's thread count wins over the caller's

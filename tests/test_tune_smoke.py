@@ -37,7 +37,7 @@ def ray_up() -> Iterator[float]:
 
 
 def fake_train(
-    config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int
+    config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int, **_: Any
 ) -> dict[str, Any]:
     """Behaves as <data root>/behaviour.json says for this run: ok, raise, or exit (the worker dies).
 
@@ -226,7 +226,7 @@ def _smoke_data(tmp_path: Path) -> Path:
 
 
 def timed_train(
-    config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int
+    config: Any, data_root: Path, store: RunStore, *, device: str, num_threads: int, **_: Any
 ) -> dict[str, Any]:
     """Finishes after 3 s and notes when it ran (``span-<run id>.json`` in the data root)."""
     import time
@@ -367,6 +367,7 @@ def model_train(
     device: str,
     num_threads: int,
     save_checkpoint: bool = False,
+    **_: Any,
 ) -> dict[str, Any]:
     """Finishes at once; with ``save_checkpoint`` it leaves a (fake) encoder where train_run would."""
     record = dict(new_record(config))

@@ -21,9 +21,10 @@ but is no metric: :data:`PRIVATE_KEYS` are left out of every logger and tracker.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,11 +126,32 @@ def public(result: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in result.items() if k not in PRIVATE_KEYS}
 
 
+MLFLOW_ENV = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME")
+"""What MLflow's ``set_tracking_uri`` (called by Ray's callback) leaves in the process's environment,
+where the next grid of the same process would read it as the user's choice (:meth:`Tracking.mlflow_uri`)."""
+
+
+@contextlib.contextmanager
+def environment_kept(names: Sequence[str] = MLFLOW_ENV) -> Iterator[None]:
+    """The environment variables ``names`` as they were before the block, whatever it set."""
+    before = {name: os.environ.get(name) for name in names}
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 __all__ = [
+    "MLFLOW_ENV",
     "PRIVATE_KEYS",
     "TRACKERS",
     "Tracking",
     "check_trackers",
+    "environment_kept",
     "final_keys",
     "final_metrics",
     "public",

@@ -90,6 +90,11 @@ PointHook = Callable[[Mapping[str, Any]], None]
 ``best_stsb_dev`` (the best so far)."""
 
 
+ThreadsHook = Callable[[], int]
+"""``final_threads()``: how many threads the final evaluation may use now (a grid's trial asks its
+node's :class:`~harness.grid.slots.SlotBoard`: more than the run's own once cores fall idle)."""
+
+
 CheckpointHook = Callable[[Path, int], None]
 """``on_checkpoint(path, step)``: the resume checkpoint of ``step`` was just written to ``path`` (a grid's
 trial hands it to Ray Tune's storage)."""
@@ -117,6 +122,7 @@ def train_run(
     on_point: PointHook | None = None,
     on_checkpoint: CheckpointHook | None = None,
     compile: bool | None = None,
+    final_threads: ThreadsHook | None = None,
 ) -> RunRecord:
     """Train and evaluate one run; return its record (also saved to ``store`` when given).
 
@@ -142,6 +148,8 @@ def train_run(
         compile: compile the training forward (:class:`~harness.run.step.TrainStep`); None = where
             it helps, on a CUDA GPU (on a CPU it measured slower than the eager step,
             docs/speed.md). Not part of the run id (like the device); the record's provenance says.
+        final_threads: asked as the final evaluation starts on a CPU: the threads it may use, when
+            more than the run's own (the record's ``final_threads`` then says how many it used).
 
     Returns:
         The run record (see :mod:`harness.store`), with ``status: finished``.
@@ -164,6 +172,7 @@ def train_run(
     )
     run.on_point = on_point
     run.on_checkpoint = on_checkpoint
+    run.final_threads = final_threads
     return run.execute(num_threads)
 
 
@@ -230,6 +239,7 @@ class TrainingRun:
         self.pending = PendingSteps(getattr(config.params, "temperature", None))
         self.on_point: PointHook | None = None  # told of every evaluation point (train_run's hook)
         self.on_checkpoint: CheckpointHook | None = None  # told of every resume checkpoint written
+        self.final_threads: ThreadsHook | None = None  # asked as the final evaluation starts
 
     # -- the shell ------------------------------------------------------------------------------
     def save(self) -> None:
@@ -513,12 +523,25 @@ class TrainingRun:
             self._save_model(self.model_store, whitening)
         t1 = time.perf_counter()
         if self.final_evaluate is not None:
-            self._final_tasks(self.final_evaluate, embed)
+            with torch_threads(self._more_threads()):
+                self._final_tasks(self.final_evaluate, embed)
         spent = fitted + time.perf_counter() - t1
         self.record["final_time_s"] = round(spent, 3)
         self.eval_time += spent
         self.record["train_time_s"] = round(self.train_time, 3)
         self.record["eval_time_s"] = round(self.eval_time, 3)
+
+    def _more_threads(self) -> int | None:
+        """The final tasks' threads where the grid hands this run more than its own (else None)."""
+        if self.final_threads is None or self.encoder.device.type != "cpu":
+            return None
+        own = torch.get_num_threads()
+        more = self.final_threads()
+        if more <= own:
+            return None
+        self.record["final_threads"] = more
+        self.say(f"[{self.run_id}] final evaluation on {more} threads (cores left idle by finished runs)")
+        return more
 
     def _load_best(self) -> None:
         if self.best["encoder"] is not None:

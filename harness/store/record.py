@@ -15,6 +15,8 @@ Schema history:
   ``error_details`` (what a failed run's one-line ``error`` leaves out). Records that say 2 were
   written before the number moved and may hold these fields too; a record without the task lists
   covers the seven standard tasks of each group (:func:`record_tasks`).
+* 4: adds the optional ``final_threads`` (the threads of a final evaluation that a grid handed more
+  threads than the run's own, :mod:`harness.grid.slots`).
 
 Every version is read; only the fields a reader needs are checked (:func:`check_record`).
 """
@@ -40,7 +42,7 @@ from harness.store.provenance import code_dirty, code_version, now_iso
 if TYPE_CHECKING:
     from harness.config.run_config import RunConfig
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 Status = Literal["running", "finished", "failed", "interrupted"]
 STATUSES: tuple[str, ...] = ("running", "finished", "failed", "interrupted")
 """``interrupted``: stopped by Ctrl-C or SIGTERM (grid or train); the next grid runs it again."""
@@ -94,6 +96,7 @@ class RunRecord(TypedDict):
     final_time_s: NotRequired[float]
     final_seconds: NotRequired[dict[str, float]]  # the final pass per task group: {"sts": s, "transfer": s}
     peak_rss_mb: NotRequired[float]
+    final_threads: NotRequired[int]
     started_at: str
     finished_at: str | None
     host: str
@@ -209,6 +212,7 @@ _FIELD_TYPES: dict[str, tuple[str, ...]] = {
     "final_time_s": (_NUMBER, "null"),
     "final_seconds": ("object",),
     "peak_rss_mb": (_NUMBER, "null"),
+    "final_threads": ("int",),
     "started_at": ("str",),
     "finished_at": ("str", "null"),
     "host": ("str",),

@@ -25,6 +25,7 @@ from harness.grid.relay import (
     forget_checkpoint,
     remember_checkpoint,
 )
+from harness.grid.slots import SlotBoard
 from harness.grid.tracking import PRIVATE_KEYS, Tracking, public
 from harness.store.bookkeeping import short_error
 
@@ -55,6 +56,8 @@ class TuneProgress(GridProgress, tune.Callback):
     capacity: CapacityWatch | None = None  # the nodes, and the runs no alive node can take
     capacity_stop: str | None = None  # why the grid stops: runs waited in vain for a node
     next_look: float = 0.0  # when the nodes are looked at next (a call to the head: not every step)
+    board: SlotBoard | None = None  # told how many runs wait to start (threads for the last runs)
+    started: frozenset[str] = frozenset()  # the runs whose trial has started (a retry counts once)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -62,7 +65,11 @@ class TuneProgress(GridProgress, tune.Callback):
         return state
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        self.trial_started(_entry(trial).get("run_id"))
+        run_id = _entry(trial).get("run_id")
+        self.trial_started(run_id)
+        self.started = self.started | {str(run_id)}
+        if self.board is not None:
+            self.board.set_pending(self.total - len(self.started))
 
     def on_trial_result(
         self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any

@@ -29,6 +29,8 @@ from harness.grid.progress import (
     save_traceback,
 )
 from harness.grid.relay import earlier_checkpoint
+from harness.grid.slots import SlotBoard
+from harness.grid.tracking import environment_kept
 from harness.grid.tune.callbacks import (
     GridStopper,
     TuneProgress,
@@ -171,6 +173,8 @@ def _fit(
     custom = dict(cluster.trial_resources)
     check_fits_cluster(cluster.cpus_per_trial, gpus, custom)
     report.slots = trial_slots(cluster.cpus_per_trial, gpus, custom)
+    name = f"{request.name}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+    board = SlotBoard.for_grid(f"{name}-{os.getpid()}") if gpus == 0 else None
     spec = TrialSpec(
         train_fn=request.train_fn or default_train_fn,
         data_root=Path(data_root).resolve(),
@@ -180,6 +184,7 @@ def _fit(
         save_model=request.save_model,
         driver_node=ray.get_runtime_context().get_node_id(),
         compile=request.compile,
+        slot_board=str(board.path) if board is not None else None,
     )
     _register_by_value(spec.train_fn)
     trainable = tune.with_resources(
@@ -193,10 +198,12 @@ def _fit(
     progress.unwritable = {}
     progress.capacity = CapacityWatch(cluster.lost_node_wait)
     progress.capacity.observe(alive_nodes(), {})  # the nodes at the start: a later loss is named
+    progress.board = board
+    if board is not None:
+        board.set_pending(len(configs))
     if not cluster.remote_storage():
         cluster.storage_folder(store.root).mkdir(parents=True, exist_ok=True)
     _warn_local_storage(cluster, store, log)
-    name = f"{request.name}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     report.tune_dir = (
         None if cluster.remote_storage() else cluster.storage_folder(store.root).resolve() / name
     )
@@ -215,8 +222,12 @@ def _fit(
     )
     tuner = _tuner(trainable, configs, report.slots, run_config, _earlier_checkpoints(store, configs))
     fit0 = time.perf_counter()
-    with quiet_tune_logs():
-        results = tuner.fit()
+    try:
+        with quiet_tune_logs(), environment_kept():  # a second grid of this process logs where it says
+            results = tuner.fit()
+    finally:
+        if board is not None:
+            board.remove()
     report.fit_s = time.perf_counter() - fit0
     if progress.capacity_stop is not None:
         raise _Stalled(progress.capacity_stop)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ from ray import tune
 from harness.atomic import write_json
 from harness.grid.cleanup import TRIAL_PREFIX, remove_stale_trial_dirs
 from harness.grid.relay import decode_record, encode_record, storage_filesystem
+from harness.grid.slots import SlotBoard
 from harness.grid.tracking import final_keys, final_metrics
 from harness.run.process_memory import release_freed
 from harness.run.training import train_run
@@ -29,7 +31,8 @@ if TYPE_CHECKING:
 
 
 TrainFn = Callable[..., Mapping[str, Any]]
-"""``train_fn(config, data_root, store, *, device, num_threads) -> record`` (default: train_run)."""
+"""``train_fn(config, data_root, store, *, device, num_threads, **extra) -> record`` (default:
+train_run); ``extra`` may hold ``save_checkpoint``, ``compile`` and ``final_threads``."""
 
 
 def default_train_fn(
@@ -41,6 +44,7 @@ def default_train_fn(
     num_threads: int,
     save_checkpoint: bool = False,
     compile: bool | None = None,
+    final_threads: Callable[[], int] | None = None,
 ) -> Mapping[str, Any]:
     """The real trial body: :func:`harness.run.training.train_run`, silent, writing into ``store`` (the
     trial's relay), reporting each evaluation point and resume checkpoint to Tune."""
@@ -55,6 +59,7 @@ def default_train_fn(
         log=None,
         save_checkpoint=save_checkpoint,
         compile=compile,
+        final_threads=final_threads,
         on_point=relay.point if relay is not None else None,
         on_checkpoint=relay.checkpointed if relay is not None else None,
     )
@@ -104,6 +109,8 @@ class TrialSpec:
         save_model: keep the run's best encoder (it travels through Tune's storage to the driver).
         driver_node: the Ray node id of the driver (None: the trial runs beside the driver).
         compile: compile the training forward (None: where it helps, on a GPU).
+        slot_board: the grid's :class:`~harness.grid.slots.SlotBoard` folder on each node (a CPU
+            grid's; None: no threads handed to the last runs).
     """
 
     train_fn: TrainFn
@@ -114,6 +121,7 @@ class TrialSpec:
     save_model: bool = False
     driver_node: str | None = None
     compile: bool | None = None
+    slot_board: str | None = None
 
     def cache_root(self) -> Path:
         """Where this node's trials share their step-0 probe cache: the driver's runs folder on the
@@ -197,15 +205,19 @@ def trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
     remove_stale_trial_dirs()
     root = Path(tempfile.mkdtemp(prefix=f"{TRIAL_PREFIX}{os.getpid()}-"))
     store = TrialStore(root, spec.cache_root(), config.run_id())
+    board = SlotBoard(Path(spec.slot_board)) if spec.slot_board else None
     try:
         _restore_checkpoint(store, entry.get("resume_from"))
         try:
             extra: dict[str, Any] = {"save_checkpoint": True} if spec.save_model else {}
             if spec.compile is not None:
                 extra["compile"] = spec.compile
-            record = spec.train_fn(
-                config, spec.data_root, store, device=spec.device, num_threads=spec.num_threads, **extra
-            )
+            with board.joined() if board is not None else contextlib.nullcontext():
+                if board is not None:
+                    extra["final_threads"] = functools.partial(board.threads, spec.num_threads)
+                record = spec.train_fn(
+                    config, spec.data_root, store, device=spec.device, num_threads=spec.num_threads, **extra
+                )
         except Exception as exc:
             ensure_failed_record(store, config, f"{type(exc).__name__}: {exc}")
             with contextlib.suppress(Exception):  # the failed record to the driver, then the error
