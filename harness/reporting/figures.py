@@ -30,14 +30,15 @@ CSS_DPI = 96
 
 
 def save_png_pdf(fig: Any, stem: Path) -> list[Path]:
-    """Save ``fig`` as ``<stem>.png`` (:data:`PNG_DPI`) and ``<stem>.pdf`` (vector, TrueType fonts),
-    each atomically: a failure leaves that file as it was."""
+    """Save ``fig`` as ``<stem>.png`` (:data:`PNG_DPI`) and ``<stem>.pdf`` (vector, TrueType fonts,
+    no creation date: the same figure gives the same bytes), each atomically: a failure leaves that
+    file as it was."""
     import matplotlib
 
     with matplotlib.rc_context(dict(FIGURE_RC)):  # type: ignore[arg-type]
         return [
             save_figure(fig, stem.with_name(f"{stem.name}.png"), dpi=PNG_DPI),
-            save_figure(fig, stem.with_name(f"{stem.name}.pdf")),
+            save_figure(fig, stem.with_name(f"{stem.name}.pdf"), metadata={"CreationDate": None}),
         ]
 
 

@@ -309,5 +309,8 @@ def render_settings_latex(tables: Sequence[RenderedTable]) -> str:
 
 
 def _settings_item(line: str) -> str:
+    """One row's settings in typewriter type, breakable after ``(`` and ``=`` (a parameter list has
+    few spaces and is wider than a column)."""
     label, _, described = line.partition(": ")
-    return rf"\item {latex_text(label)}: \texttt{{{latex_escape(described)}}}"
+    code = latex_escape(described).replace("(", r"(\allowbreak{}").replace("=", r"=\allowbreak{}")
+    return rf"\item {latex_text(label)}: \texttt{{{code}}}"
