@@ -27,6 +27,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from harness.atomic import write_text
+
 PENDING = "pending"
 """The board's file that the driver writes: the number of the grid's runs not started yet."""
 
@@ -46,10 +48,7 @@ class SlotBoard:
     # -- the driver's side ------------------------------------------------------------------------
     def set_pending(self, count: int) -> None:
         """Say how many runs have not started (written whole: a reader sees the old or the new)."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        part = self.path / f".{PENDING}.{os.getpid()}"
-        part.write_text(str(max(0, count)), encoding="ascii")
-        os.replace(part, self.path / PENDING)
+        write_text(self.path / PENDING, str(max(0, count)))
 
     def remove(self) -> None:
         """The grid ended: its board goes."""
