@@ -1,0 +1,27 @@
+"""The datasets the harness fetches and checks (harness.config.datasets): a SentEval folder against the
+validated copy's checksums, and what a run records of its data."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from harness.config.datasets import (
+    data_checksums,
+)
+
+
+def test_a_run_records_the_checksums_of_its_data(data_root: Path) -> None:
+    senteval = data_root / "senteval"
+    files = [
+        senteval / "STS" / "STSBenchmark" / "sts-dev.csv",
+        senteval / "STS" / "STS12-en-test" / "STS.gs.MSRpar.txt",
+    ]
+    sums = data_checksums(data_root / "corpus" / "nli-sentences.txt", senteval, files)
+    assert (
+        sums["corpus_sha256"]
+        == hashlib.sha256((data_root / "corpus" / "nli-sentences.txt").read_bytes()).hexdigest()
+    )
+    assert sums["senteval_files"] == 2 and sums["senteval_validated"] is True
+    other = data_checksums(data_root / "corpus" / "nli-sentences.txt", senteval, files[:1])
+    assert other["senteval_sha256"] != sums["senteval_sha256"]

@@ -1,0 +1,33 @@
+"""A table spec's claims (harness.specs.claim): the label that names a claim's row wherever it is
+shown (``<pair> on <metric>``) is unique within its table and reads as the table names its cells; the
+paper a ``cites`` string names."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from harness.reporting.claim_text import heading
+from harness.specs.find import load_table_specs
+
+
+def test_every_claim_label_is_unique_within_its_table() -> None:
+    claims = [c for spec in load_table_specs() for c in spec.claims]
+    assert len(claims) >= 55
+    twice = [key for key, n in Counter((c.spec, c.label) for c in claims).items() if n > 1]
+    assert twice == []
+    assert all(c.pair and c.metric and c.label.endswith(f" on {c.metric}") for c in claims)
+
+
+def test_pairs_read_as_the_table_names_them() -> None:
+    by = {(c.spec, c.better, c.worse): c for spec in load_table_specs() for c in spec.claims}
+    assert (
+        by[("simcsepp_table5", "STS-B dev [m=0.9]", "STS-B dev [m=0.5]")].label
+        == "m = 0.9 > m = 0.5 on STS-B dev"
+    )
+    table4 = by[("whitenedcse_table4", "STS-Avg. (shuffled) [num_groups=32]", "w/o shuffled [num_groups=32]")]
+    assert table4.label == "STS-Avg. (shuffled) > w/o shuffled at Group size = 32 on STS avg"
+    transfer = by[("whitenedcse_table2", "WhitenedCSE-BERT-base", "SimCSE-BERT-base")]
+    assert transfer.label == "WhitenedCSE-BERT-base > SimCSE-BERT-base on transfer avg"
+    assert heading(table4) == (
+        "WhitenedCSE Table 4 (Zhuo et al., ACL 2023): Number of groups and shuffling (STS average)"
+    )
