@@ -4,6 +4,7 @@ the first step it happened at."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 import harness.run.training as train_mod
 from harness.errors import TrainingError
 from harness.run.training import train_run
-from harness.run.trajectory import LOSS_LIMIT
+from harness.run.trajectory import LOSS_LIMIT, PendingSteps, overflow_message, trajectory_point
 from harness.store.run_store import RunStore
 from methods import REGISTRY
 from methods.base import EncodeFn, LossOutput
@@ -60,3 +61,47 @@ def test_a_temperature_that_overflows_the_logits_fails_the_run_at_its_first_step
     saved = store.load(config.run_id())
     assert saved is not None and saved["status"] == "failed" and saved["trajectory"][-1]["step"] == 0
     assert LOSS_LIMIT == 65504.0
+
+
+def test_pending_steps_average_their_losses_and_metrics_and_start_again() -> None:
+    pending = PendingSteps()
+    assert pending.summary() == (None, {})  # no step ran
+    pending.add(1, torch.tensor(1.0), {"acc": torch.tensor(0.25), "n": 2.0})
+    pending.add(2, torch.tensor(3.0, requires_grad=True) * 1, {"acc": 0.75, "n": torch.tensor(4.0)})
+    assert not any(loss.requires_grad for loss in pending.losses)  # kept detached
+    pending.check()
+    loss, metrics = pending.summary()
+    assert loss == pytest.approx(2.0) and metrics == {"acc": pytest.approx(0.5), "n": pytest.approx(3.0)}
+    assert pending.steps == [] and pending.losses == [] and pending.metrics == {}
+
+
+def test_the_check_names_the_first_bad_step_and_the_temperature() -> None:
+    pending = PendingSteps(temperature=1e-30)
+    for step, value in ((4, 1.0), (5, math.inf), (6, math.nan)):
+        pending.add(step, torch.tensor(value), {})
+    with pytest.raises(TrainingError, match=r"^non-finite loss \(inf\) at step 5$"):
+        pending.check()
+    big = PendingSteps(temperature=0.05)
+    big.add(7, torch.tensor(2 * LOSS_LIMIT), {})
+    with pytest.raises(TrainingError) as caught:
+        big.check()
+    assert str(caught.value) == overflow_message(2 * LOSS_LIMIT, 7, 0.05)
+    assert "at step 7 is beyond 65504" in str(caught.value) and "temperature 0.05" in str(caught.value)
+    assert "temperature" not in overflow_message(1e6, 1, None)  # a method without one
+
+
+def test_a_trajectory_point_keeps_the_scores_and_renames_a_metric_that_would_overwrite_one() -> None:
+    scores = {"stsb_dev": 0.5, "align": 0.2, "uniform": -1.5, "sts12": 0.4}
+    point = trajectory_point(3, scores, 1.25, {"loss": 9.0, "queue_fill": 0.5}, 1e-4, 1.23456)
+    assert point == {
+        "step": 3,
+        "loss": 1.25,
+        "stsb_dev": 0.5,
+        "align": 0.2,
+        "uniform": -1.5,
+        "lr": 1e-4,
+        "elapsed_s": 1.235,
+        "sts12": 0.4,
+        "method_loss": 9.0,  # a method's metric named like a reserved key
+        "queue_fill": 0.5,
+    }

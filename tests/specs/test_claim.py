@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from harness.reporting.claim_text import heading
+from harness.specs.claim import Claim, paper_of
 from harness.specs.find import load_table_specs
 
 
@@ -31,3 +32,12 @@ def test_pairs_read_as_the_table_names_them() -> None:
     assert heading(table4) == (
         "WhitenedCSE Table 4 (Zhuo et al., ACL 2023): Number of groups and shuffling (STS average)"
     )
+
+
+def test_the_label_falls_back_to_the_cell_keys_and_the_paper_is_read_off_cites() -> None:
+    plain = Claim("t", "a [m=1]", "a [m=0]", "avg", 1.0, "a beats a")
+    assert plain.label == "a [m=1] > a [m=0]"
+    named = Claim("t", "a", "b", "avg", 1.0, "a beats b", pair="m = 1 > m = 0", metric="STS avg")
+    assert named.label == "m = 1 > m = 0 on STS avg"
+    assert paper_of("SimCSE++ Table 3") == "SimCSE++" and paper_of(" WhitenedCSE Table 4 ") == "WhitenedCSE"
+    assert paper_of("a note") == "a note"
