@@ -59,6 +59,89 @@ def test_contributing_names_the_files_a_new_method_and_table_touch() -> None:
             assert (REPO_ROOT / name).exists(), name
 
 
+# -- tests mirror the source tree --------------------------------------------------------------------
+NO_TEST_MODULE = {
+    "harness/__init__.py": "the version and the lazy harness.results (tests/test_results.py reads it so)",
+    "harness/commands/__init__.py": "an empty package",
+    "harness/config/__init__.py": "a package docstring",
+    "harness/encoder/__init__.py": "a package docstring",
+    "harness/evaluation/__init__.py": "a package docstring",
+    "harness/grid/__init__.py": "a package docstring",
+    "harness/grid/tune/__init__.py": "Ray's quiet environment, set on import (tests/grid/tune/ import it)",
+    "harness/reporting/__init__.py": "re-exports of the table reporter (tests/reporting/tables/)",
+    "harness/reporting/tables/__init__.py": "a package docstring",
+    "harness/run/__init__.py": "a package docstring",
+    "harness/specs/__init__.py": "a package docstring",
+    "harness/store/__init__.py": "a package docstring",
+    "methods/__init__.py": "the method registry: tests/methods/test_registry.py",
+    "harness/config/choices.py": "the choices' Literal types (tests/config/test_settings.py)",
+    "harness/evaluation/embed.py": "the EmbedFn and LengthsFn types every evaluator takes",
+    "harness/evaluation/reference.py": "SentEval's STS numbers (tests/evaluation/test_sts.py checks them)",
+}
+"""The source modules without a test module of their own, and why: package markers, and modules that
+only hold types or constants, covered through other modules' tests."""
+
+
+def mirrored_test(source: str) -> str:
+    """The test module of a source module: ``harness/<pkg...>/<mod>.py`` -> ``tests/<pkg...>/test_<mod>.py``,
+    ``methods/<mod>.py`` -> ``tests/methods/test_<mod>.py``."""
+    parts = Path(source).parts
+    if parts[0] == "harness":
+        parts = parts[1:]
+    return Path("tests", *parts[:-1], f"test_{Path(parts[-1]).stem}.py").as_posix()
+
+
+def untested(sources: list[str], root: Path = REPO_ROOT) -> list[str]:
+    """The source modules (paths from ``root``) neither listed in :data:`NO_TEST_MODULE` nor tested
+    at :func:`mirrored_test`'s path, each named with the path its tests belong at."""
+    return [
+        f"{source} (its tests go in {mirrored_test(source)})"
+        for source in sources
+        if source not in NO_TEST_MODULE and not (root / mirrored_test(source)).is_file()
+    ]
+
+
+def _sources() -> list[str]:
+    found = [*REPO_ROOT.glob("harness/**/*.py"), *REPO_ROOT.glob("methods/**/*.py")]
+    return sorted(p.relative_to(REPO_ROOT).as_posix() for p in found)
+
+
+def test_every_source_module_has_its_test_module_at_the_mirrored_path() -> None:
+    assert untested(_sources()) == [], "add the test module, or (rarely) an entry to NO_TEST_MODULE"
+
+
+def test_the_modules_without_a_test_module_are_still_there_and_still_without_one() -> None:
+    sources = set(_sources())
+    assert sorted(set(NO_TEST_MODULE) - sources) == [], "listed in NO_TEST_MODULE but gone"
+    tested = [source for source in NO_TEST_MODULE if (REPO_ROOT / mirrored_test(source)).is_file()]
+    assert tested == [], "these have a test module now: take them off NO_TEST_MODULE"
+
+
+def test_the_mirror_rule_finds_a_module_without_its_tests(tmp_path: Path) -> None:
+    """The rule's helpers find what they look for (a test that cannot fail is no test)."""
+    assert mirrored_test("harness/grid/tune/driver.py") == "tests/grid/tune/test_driver.py"
+    assert mirrored_test("harness/cli.py") == "tests/test_cli.py"
+    assert mirrored_test("harness/commands/grid_cmd.py") == "tests/commands/test_grid_cmd.py"
+    assert mirrored_test("methods/simcse.py") == "tests/methods/test_simcse.py"
+    (tmp_path / "tests" / "grid").mkdir(parents=True)
+    (tmp_path / "tests" / "grid" / "test_plan.py").write_text("")
+    sources = ["harness/grid/plan.py", "harness/grid/new_part.py", "harness/__init__.py", "methods/newcse.py"]
+    assert untested(sources, tmp_path) == [
+        "harness/grid/new_part.py (its tests go in tests/grid/test_new_part.py)",
+        "methods/newcse.py (its tests go in tests/methods/test_newcse.py)",
+    ]
+
+
+def test_every_test_folder_is_a_package() -> None:
+    """tests/ is a package tree (modules ``tests.<folder>.test_<module>``), so that the test modules of
+    two source modules of one name (tests/encoder/test_model.py, tests/specs/test_model.py) import
+    side by side."""
+    tests = REPO_ROOT / "tests"
+    folders = {folder for path in tests.rglob("test_*.py") for folder in path.relative_to(tests).parents}
+    missing = sorted(str(tests / f) for f in folders if not (tests / f / "__init__.py").is_file())
+    assert missing == []
+
+
 # -- the four-file promise of CONTRIBUTING.md, proved on a copy of the repository ---------------------
 FOUR_FILE_TESTS = [
     "tests/methods/test_registry.py",
