@@ -20,7 +20,7 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
 Each stage's numbers are written as soon as they exist (``--out``: ``gpu_check.json`` and the
 calibration file), and a stage that fails is reported and skipped: a short loan of a GPU is never
 spent for nothing. On a CPU with ``--device cpu --model random:tiny --steps 4`` it runs the same code
-in seconds (``tests/test_gpu_check.py``), so it works the first time a GPU comes.
+in seconds (``tests/system/test_gpu_check.py``), so it works the first time a GPU comes.
 
 Usage::
 

@@ -308,7 +308,7 @@ class Method(nn.Module, Generic[P]):
     """The parameter record's class: taken from the generic argument (``Method[XParams]``)."""
     smoke_params: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
     """Parameter sets (grid key -> value) of the short runs every registered method gets in the
-    tests (``tests/test_cpu_runs.py``, the registry tests): the defaults, plus settings that reach
+    tests (``tests/system/test_cpu_runs.py``, the registry tests): the defaults, plus settings that reach
     the method's other code paths. Each must be valid on the tests' tiny and the packaged encoder."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

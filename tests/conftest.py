@@ -1,16 +1,35 @@
-"""Shared fixtures: the real data root, and a small copy of the SentEval STS files."""
+"""Shared fixtures: the real data root and a small copy of its STS files, and the tiny random encoder.
+
+Plain helpers (data roots, records, fake train functions) are in :mod:`tests.helpers`.
+"""
 
 from __future__ import annotations
 
 import os
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from harness.config.paths import resolve_data_root
+from harness.encoder.loading import load_encoder
+from harness.encoder.model import SentenceEncoder
 from harness.errors import DataError
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import (
+    REPO_ROOT,
+    SENTS,
+    SPECS,
+    TRAIN_CORPUS,
+    TRANSFER_SCORES,
+    fake_final,
+    fake_probe,
+    fill_store,
+    make_corpus_root,
+    make_data_root,
+)
 
 MINI_LINES = 60
 """Lines kept per STS file in :func:`mini_data_root` (SICK: plus its header)."""
@@ -51,3 +70,140 @@ def mini_data_root(data_root: Path, tmp_path_factory: pytest.TempPathFactory) ->
                 head = b"".join(line for _, line in zip(range(keep), src))
             target.write_bytes(head)
     return root
+
+
+# -- small data roots (tests.helpers makes others) ----------------------------------------------------
+@pytest.fixture
+def corpus_root(tmp_path: Path) -> Path:
+    """A data root holding only the 64-sentence corpus (:data:`tests.helpers.CORPUS_TEXT`): enough to
+    plan a grid or build a table, no SentEval data."""
+    return make_corpus_root(tmp_path / "data")
+
+
+@pytest.fixture
+def linked_root(mini_data_root: Path, tmp_path: Path) -> Path:
+    """The 64-sentence corpus and the mini STS data, linked (read-only by convention): enough for
+    smoke runs."""
+    return make_data_root(tmp_path / "data", mini_data_root / "senteval", link=True)
+
+
+@pytest.fixture
+def copied_root(mini_data_root: Path, tmp_path: Path) -> Path:
+    """The 64-sentence corpus and a writable copy of the mini STS data (a test may break its files)."""
+    return make_data_root(tmp_path / "data", mini_data_root / "senteval")
+
+
+@pytest.fixture
+def train_root(tmp_path: Path) -> Path:
+    """A data root holding only the training-loop tests' corpus (:data:`tests.helpers.TRAIN_CORPUS`)."""
+    return make_corpus_root(tmp_path / "data", "\n".join(TRAIN_CORPUS) + "\n")
+
+
+@pytest.fixture
+def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training loop's STS-B dev probe and final evaluation replaced by small deterministic
+    stand-ins (:func:`tests.helpers.fake_probe`, :func:`tests.helpers.fake_final`)."""
+    import harness.run.training as train_mod
+
+    monkeypatch.setattr(train_mod, "make_probe", fake_probe)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: fake_final)
+
+
+@pytest.fixture
+def fake_transfer(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """Stand in for harness.evaluation.transfer (accuracies :data:`tests.helpers.TRANSFER_SCORES`);
+    the list of its calls (data folder, mode, embedding width)."""
+    from harness.evaluation import runner
+
+    calls: list[dict[str, object]] = []
+
+    def evaluate_transfer(embed, senteval_path, mode="fasttest", tasks=None):
+        calls.append({"senteval_path": senteval_path, "mode": mode, "dim": embed(["a b", "c"]).shape})
+        return {**TRANSFER_SCORES, "avg": sum(TRANSFER_SCORES.values()) / len(TRANSFER_SCORES)}
+
+    monkeypatch.setattr(runner, "evaluate_transfer", evaluate_transfer)  # where the runner calls it
+    return calls
+
+
+# -- tables ------------------------------------------------------------------------------------------
+@pytest.fixture()
+def rendered(tmp_path: Path) -> list[Any]:
+    """The two fixture specs' tables (report_rows, report_sweep) built from the fixture records
+    (:func:`tests.helpers.fill_store`) under the smoke profile."""
+    from harness.reporting.tables.build import build_tables
+    from harness.specs.parse import load_table_spec
+    from harness.store.run_store import RunStore
+
+    data_root = make_corpus_root(tmp_path / "data")
+    store = RunStore(tmp_path / "runs")
+    fill_store(store, data_root)
+    specs = [load_table_spec(SPECS / "report_rows.toml"), load_table_spec(SPECS / "report_sweep.toml")]
+    return build_tables(specs, store, "smoke", data_root=data_root)
+
+
+# -- the tiny random encoder -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny() -> SentenceEncoder:
+    """The tiny random encoder (seed 0) as loaded, one per test module (tests may switch its mode)."""
+    return load_encoder("random:tiny", seed=0)
+
+
+@pytest.fixture(scope="module")
+def encoder() -> SentenceEncoder:
+    """The tiny random encoder (seed 0) in training mode, one per test module."""
+    enc = load_encoder("random:tiny", seed=0)
+    enc.train()
+    return enc
+
+
+@pytest.fixture(scope="module")
+def sents_batch(encoder: SentenceEncoder) -> dict[str, torch.Tensor]:
+    """:data:`tests.helpers.SENTS` tokenised by the ``encoder`` fixture (at most 32 tokens)."""
+    return encoder.tokenize(SENTS, max_length=32)
+
+
+@pytest.fixture
+def single_thread() -> Iterator[None]:
+    """One torch thread for the test: the tiny encoder is faster that way, and on a shared CPU
+    intra-op threads fighting other processes make each step ~100x slower."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+# -- method parameter records ------------------------------------------------------------------------
+@pytest.fixture
+def record_counts(monkeypatch: pytest.MonkeyPatch) -> Counter[Any]:
+    """Counts parameter-record constructions, ``validate`` calls per (record class, width) of SimCSE's
+    and WhitenedCSE's records, and encoder width lookups (each width looked up is 64)."""
+    import harness.config.settings
+    from methods.base import MethodParams
+    from methods.simcse import SimCSEParams
+    from methods.whitenedcse import WhitenedCSEParams
+
+    seen: Counter[Any] = Counter()
+    post_init = MethodParams.__post_init__
+
+    def counting_post_init(self: MethodParams) -> None:
+        seen["built", type(self).__name__] += 1
+        post_init(self)
+
+    monkeypatch.setattr(MethodParams, "__post_init__", counting_post_init)
+    for cls in (SimCSEParams, WhitenedCSEParams):
+        original = cls.validate
+
+        def counting_validate(self: Any, hidden_size: int | None = None, _original: Any = original) -> None:
+            seen["validate", type(self).__name__, hidden_size] += 1
+            _original(self, hidden_size)
+
+        monkeypatch.setattr(cls, "validate", counting_validate)
+
+    def counting_hidden_size_of(name: str | None) -> int:
+        seen["hidden_size_of", name] += 1
+        return 64
+
+    monkeypatch.setattr(harness.config.settings, "hidden_size_of", counting_hidden_size_of)
+    return seen

@@ -1,8 +1,8 @@
 """The checks every table spec passes against the papers' quoted tables (PAPER_TABLES.md).
 
 They take a spec and the parsed quoted tables and name no spec, so a new spec of a new source needs
-its TOML file and its quoted numbers, nothing else (``tests/test_specs.py`` proves it on a made-up
-source). A spec either reproduces the table it cites (every row, in the paper's order) or is an
+its TOML file and its quoted numbers, nothing else (``tests/system/test_paper_tables.py`` proves it
+on a made-up source). A spec either reproduces the table it cites (every row, in the paper's order) or is an
 excerpt (the ``make run`` demo: a few rows of several tables), whose every cited table some other
 spec reproduces.
 """
@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from paper_tables import number, paper_rows
 
 from harness.specs.model import TableSpec, sweep_cell_key
+from tests.paper_tables import number, paper_rows
 
 Paper = dict[str, list[dict[str, Any]]]
 

@@ -39,7 +39,7 @@ def edited_forward(
     embedding module adds the position and token-type embeddings (``position_ids`` from the batch when
     it has them), its LayerNorm and its dropout, ``edit.output`` edits that output, and the transformer
     layers and the pooler run on the result with the attention mask the model itself builds. Without
-    edits this is the model's own call (tests/core/test_encoder.py compares every pooler). The
+    edits this is the model's own call (tests/encoder/test_forward.py compares every pooler). The
     output has the fields :meth:`~harness.encoder.model.SentenceEncoder.features` reads
     (``hidden_states`` when asked). ``name`` names the encoder in the error of a non-BERT one.
     """

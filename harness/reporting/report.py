@@ -3,7 +3,7 @@
 The page fits any window from 1,280 px: a measured cell prints its sd on a smaller line under its
 mean, so the tables fit the width; a table still wider than the window scrolls inside its own box,
 its label column staying in view (sticky) and no cell hidden under it
-(``tests/test_report_cells.py`` checks every cell in headless Chromium at 1,280 and 1,920 px).
+(``tests/system/test_report_cells.py`` checks every cell in headless Chromium at 1,280 and 1,920 px).
 Figures show at their natural size (a 7 in figure is 672 CSS px wide), shrinking only to fit the
 window, with the captions their reporters wrote (``captions.json``). Provenance lists every run
 with its method, seed and scores, then every key once per distinct value with the runs that share

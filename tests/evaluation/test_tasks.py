@@ -11,11 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from harness.errors import ConfigError
+from harness.evaluation import tasks
 from harness.evaluation import tasks as tasks_module
-from harness.evaluation.readers import TsvPairs
+from harness.evaluation.readers import StsPairs, TsvPairs
 from harness.evaluation.sts import run_sts, table_average
 from harness.evaluation.tasks import (
     COLUMN_LABELS,
@@ -27,6 +29,7 @@ from harness.evaluation.tasks import (
     StsPart,
     StsTask,
     check_names,
+    data_problems,
     sts_files,
     sts_sentences,
     sts_task_names,
@@ -34,8 +37,7 @@ from harness.evaluation.tasks import (
     transfer_task_names,
     year_task_names,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import REPO_ROOT, SPECS, STS15, make_record, replace_line
 
 TINY_PAIRS = (
     (4.5, "a cat sits on the red mat", "a cat is sitting on the red mat"),
@@ -84,7 +86,6 @@ def tiny(monkeypatch: pytest.MonkeyPatch) -> Iterator[StsTask]:
 
 def bag_of_words(sentences: list[str]) -> Any:
     """A toy encoder: one hashed dimension per word (batch-independent)."""
-    import numpy as np
 
     out = np.zeros((len(sentences), 32), dtype=np.float32)
     for i, sentence in enumerate(sentences):
@@ -191,26 +192,6 @@ def test_unknown_task_names_get_one_line_with_a_hint(tmp_path: Path) -> None:
     assert "\n" not in str(err.value)
 
 
-def test_eval_tasks_takes_names(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from harness.cli import main
-    from harness.evaluation.runner import TaskSelection, select_tasks
-
-    chosen = select_tasks("SICKRelatedness,MR,STS12,MR")
-    assert (chosen.groups, chosen.sts, chosen.transfer) == (
-        ("sts", "transfer"),
-        ("STS12", "SICKRelatedness"),
-        ("MR",),
-    )
-    assert select_tasks("transfer") == TaskSelection(("transfer",))
-    assert select_tasks("all") == TaskSelection(("sts", "transfer"))
-    assert select_tasks("MR,sts") == TaskSelection(("sts", "transfer"), LEGACY_STS_TASKS, ("MR",))
-    code = main(
-        ["eval", "--model", "random:tiny", "--tasks", "STS13,SICK", "--output", str(tmp_path / "r.json")]
-    )
-    err = capsys.readouterr().err
-    assert code == 2 and "unknown task 'SICK'" in err and len(err.strip().splitlines()) == 1
-
-
 def _spec_text(columns: str) -> str:
     return (
         'cites = "SimCSE++ Table 3"\ntitle = "t"\nscores = "sts"\n'
@@ -288,19 +269,17 @@ def test_without_the_task_old_records_count_and_new_ones_do_not() -> None:
     assert record_metric(eight, "transfer", "avg") == 80.0 and complete_for(eight, "transfer")
 
 
-def test_a_table_cell_never_mixes_task_sets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_table_cell_never_mixes_task_sets(
+    corpus_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One group, two seeds: a 7-task record and an 8-task one. The cell shows one of them, never both."""
     from harness.grid.plan import expand
     from harness.reporting.tables.build import build_tables
     from harness.specs.parse import load_table_spec
-    from harness.store.record import new_record
     from harness.store.run_store import RunStore
 
-    root = tmp_path / "data"
-    (root / "corpus").mkdir(parents=True)
-    lines = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
-    (root / "corpus" / "nli-sentences.txt").write_text(lines, encoding="utf-8")
-    spec = load_table_spec(REPO_ROOT / "tests" / "fixtures" / "specs" / "report_rows.toml")
+    root = corpus_root
+    spec = load_table_spec(SPECS / "report_rows.toml")
     base = expand([spec], "smoke", seeds=1, data_root=root).cell(spec.name, "SimCSE-BERT-base").configs[0]
     store = RunStore(tmp_path / "runs")
     eight = [*LEGACY_STS_TASKS, "TINY"]
@@ -308,9 +287,7 @@ def test_a_table_cell_never_mixes_task_sets(tmp_path: Path, monkeypatch: pytest.
         (base.seed, {"sts": {"STS12": 70.0, "STSBenchmark": 70.0, "avg": 70.0}}),
         (base.seed + 1, {"sts": {"STS12": 60.0, "STSBenchmark": 60.0, "avg": 60.0}, "sts_tasks": eight}),
     ):
-        record = dict(new_record(base.replace(seed=seed)))
-        record.update(status="finished", final=final)
-        store.save(record)
+        store.save(make_record(base.replace(seed=seed), final=final))
 
     def measured() -> list[str]:
         (table,) = build_tables([spec], store, "smoke", data_root=root)
@@ -331,3 +308,29 @@ def test_contributing_lists_what_the_test_only_task_touched() -> None:
     assert named == {"harness/evaluation/tasks.py", "tests/evaluation/test_<task>.py"}
     for name in ("STS_REGISTRY", "TRANSFER_REGISTRY", "StsTask", "TransferTask", "TsvPairs"):
         assert name in part and hasattr(tasks_module, name), name
+
+
+def test_check_passes_the_real_data_and_a_second_read_is_remembered(
+    copied_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read_parts: list[str] = []
+    real = tasks.StsTask.read_part
+
+    def counting(self: tasks.StsTask, senteval: Path, part: tasks.StsPart) -> StsPairs:
+        read_parts.append(f"{self.name}/{part.name}")
+        return real(self, senteval, part)
+
+    monkeypatch.setattr(tasks.StsTask, "read_part", counting)
+    monkeypatch.setattr(tasks, "_READ_OK", set())
+    senteval = copied_root / "senteval"
+    count, problems = data_problems(senteval, ["sts"])
+    assert problems == [] and count == len(read_parts) == 1 + sum(
+        len(t.parts_for()) for t in STS_REGISTRY.values()
+    )
+    assert data_problems(senteval, ["sts"]) == (count, [])
+    assert len(read_parts) == count  # nothing read again
+    gold = senteval / STS15 / "STS.gs.images.txt"
+    replace_line(gold, 2, "oops")  # a changed file is read again
+    count, problems = data_problems(senteval, ["sts"])
+    assert problems == [f"{gold}:2: gold score 'oops' is not a number"]
+    assert data_problems(senteval, ["none"])[0] == 1  # the STS-B dev probe only

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from harness.errors import ConfigError, DataError
-from harness.evaluation import logreg
 from harness.evaluation.logreg import (
     PARAMETER_SETS,
-    ClassifierConfig,
-    fit_fast,
-    fit_reference,
-    initial_parameters,
 )
-from harness.evaluation.readers import TextSplit, sort_split
 from harness.evaluation.transfer import (
     TRANSFER_TASKS,
     TaskFeatures,
@@ -31,23 +22,16 @@ from harness.evaluation.transfer import (
     evaluate_transfer,
     read_task,
 )
+from tests.helpers import REPO_ROOT, blobs
 
-SENTEVAL = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "senteval"
+pytestmark = pytest.mark.usefixtures("single_thread")
+"""Fits on tiny tensors are latency-bound: OpenMP hand-offs only slow them (as in the evaluator)."""
+
+SENTEVAL = REPO_ROOT.parent / "shared" / "data" / "senteval"
 needs_data = pytest.mark.skipif(not SENTEVAL.is_dir(), reason="shared SentEval data not found")
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread() -> Iterator[None]:
-    """Fits on tiny tensors are latency-bound: OpenMP hand-offs only slow them (as in the evaluator)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-# --------------------------------------------------------------------------------------------------
-# Readers and order
-# --------------------------------------------------------------------------------------------------
+# -- readers and order ------------------------------------------------------------------------------
 @needs_data
 @pytest.mark.parametrize(
     ("task", "sizes"),
@@ -88,32 +72,6 @@ def test_trec_uses_coarse_labels_and_drops_the_fine_one() -> None:
     positions = [i for i, tokens in enumerate(trec.columns[0]) if tokens == expected]
     assert positions and trec.labels[positions[0]] == {"DESC": 1}.get(coarse, -1)
 
-
-def test_sort_is_stable_by_length_then_label() -> None:
-    split = TextSplit(
-        (
-            [
-                ["a", "b"],
-                ["c"],
-                ["d", "e"],
-                ["f"],
-                ["g", "h"],
-                [],
-            ],
-        ),
-        np.array([1, 1, 0, 0, 1, 1]),
-    )
-    ordered = sort_split(split)
-    assert ordered.columns[0] == [[], ["f"], ["c"], ["d", "e"], ["a", "b"], ["g", "h"]]
-    assert ordered.labels.tolist() == [1, 0, 1, 0, 1, 1]
-
-
-def test_pair_sort_uses_both_lengths_then_label() -> None:
-    a = [["x"], ["x"], ["x", "y"], ["x"]]
-    b = [["p", "q"], ["p"], ["p"], ["p", "q"]]
-    ordered = sort_split(TextSplit((a, b), np.array([1, 0, 0, 0])))
-    assert ordered.columns[1] == [["p"], ["p", "q"], ["p", "q"], ["p"]]
-    assert ordered.labels.tolist() == [0, 0, 1, 0]
     # the two rows with key (1, 2, ...) keep label order: label 0 (row 3) before label 1 (row 0)
 
 
@@ -133,135 +91,14 @@ def test_embed_column_sends_senteval_batches() -> None:
         embed_column(sentences, lambda batch: np.zeros((len(batch) - 1, 3)))
 
 
-# --------------------------------------------------------------------------------------------------
-# The classifier
-# --------------------------------------------------------------------------------------------------
-def _blobs(n: int, d: int, c: int, seed: int, noise: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.RandomState(seed)
-    centers = rng.randn(c, d)
-    y = rng.randint(0, c, n)
-    x = (centers[y] + noise * rng.randn(n, d)).astype(np.float32)
-    return x, y
-
-
-def test_initial_parameters_are_nn_linear_after_seed_1111() -> None:
-    state = torch.random.get_rng_state()
-    w, b = initial_parameters(12, 3)
-    assert torch.equal(torch.random.get_rng_state(), state)
-    torch.manual_seed(1111)
-    layer = nn.Linear(12, 3)
-    assert torch.equal(w, layer.weight.detach()) and torch.equal(b, layer.bias.detach())
-
-
-@pytest.mark.parametrize("optim", ["adam", "rmsprop"])
-@pytest.mark.parametrize("l2", [0.0, 1e-3])
-def test_fast_steps_are_bitwise_torch_autograd_and_optim(optim: str, l2: float) -> None:
-    x_np, y_np = _blobs(203, 24, 3, seed=1)
-    x, y = torch.from_numpy(x_np), torch.from_numpy(y_np)
-    torch.manual_seed(1111)
-    model = nn.Linear(24, 3)
-    opt: torch.optim.Optimizer
-    opt = torch.optim.Adam(model.parameters()) if optim == "adam" else torch.optim.RMSprop(model.parameters())
-    opt.param_groups[0]["weight_decay"] = l2
-    fast = logreg._FlatLinear(24, 3, l2, optim)  # type: ignore[arg-type]
-    batch = 64
-    tables = {size: logreg._nll_grad_table(y, 3, size) for size in (batch, 203 % batch)}
-    perm = torch.from_numpy(np.random.RandomState(0).permutation(203))
-    for _ in range(3):
-        for i in range(0, 203, batch):
-            idx = perm[i : i + batch]
-            loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            fast.backward(x[idx], tables[len(idx)][idx])
-            fast.step()
-            assert torch.equal(fast.weight, model.weight.detach())
-            assert torch.equal(fast.bias, model.bias.detach())
-
-
-@pytest.mark.parametrize("mode", ["fasttest", "test"])
-@pytest.mark.parametrize("with_valid", [False, True])
-def test_fast_fit_equals_senteval_reference_fit(mode: str, with_valid: bool) -> None:
-    x, y = _blobs(160, 16, 3, seed=2)
-    xs, ys = _blobs(90, 16, 3, seed=2)  # same centres (same seed), fresh noise
-    valid = (xs[:45], ys[:45]) if with_valid else None
-    cfg = dataclasses.replace(PARAMETER_SETS[mode], max_epoch=24)  # keep the test short
-    a = fit_reference(x, y, 3, 1e-4, cfg, valid, (xs, ys))
-    b = fit_fast(x, y, 3, 1e-4, cfg, valid, (xs, ys))
-    assert a == b
-    assert a.score is not None and a.score > 0.5
-
-
-def _scripted_accuracies(monkeypatch: pytest.MonkeyPatch, values: list[float]) -> list[float]:
-    script = list(values)
-    seen: list[float] = []
-
-    def fake(*args: object) -> float:
-        seen.append(script.pop(0) if script else 0.0)
-        return seen[-1]
-
-    monkeypatch.setattr(logreg, "_fast_accuracy", fake)
-    return seen
-
-
-def test_early_stopping_counter_is_never_reset(monkeypatch: pytest.MonkeyPatch) -> None:
-    # tenacity 3, epoch size 2: improvement at checks 1 and 3; non-improving checks 2, 4, 5, 6 count
-    # 0 -> 1, then 1 -> 2 -> 3, and check 6 finds the counter at 3 and stops. With a counter reset
-    # at check 3 the loop would run a 7th check.
-    seen = _scripted_accuracies(monkeypatch, [0.5, 0.4, 0.6, 0.4, 0.4, 0.4, 0.9, 0.9])
-    x, y = _blobs(60, 4, 2, seed=3)
-    result = fit_fast(x, y, 2, 1e-5, PARAMETER_SETS["fasttest"])
-    assert len(seen) == 6
-    assert result.best_valid == 0.6 and result.epochs == 12
-
-
-def test_equal_accuracy_is_not_an_improvement(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = _scripted_accuracies(monkeypatch, [0.5] * 10)
-    x, y = _blobs(60, 4, 2, seed=3)
-    cfg = ClassifierConfig(optim="adam", batch_size=64, tenacity=5, epoch_size=4, kfold=10)
-    result = fit_fast(x, y, 2, 1e-5, cfg)
-    assert len(seen) == cfg.tenacity + 2 and result.epochs == (cfg.tenacity + 2) * 4
-
-
-def test_separable_problem_stops_after_tenacity_plus_two_checks() -> None:
-    # Validation accuracy is 1.0 at the first check and cannot improve afterwards.
-    rng = np.random.RandomState(4)
-    y = rng.randint(0, 2, 200)
-    x = (np.where(y[:, None] == 1, 5.0, -5.0) + 0.1 * rng.randn(200, 3)).astype(np.float32)
-    for mode in PARAMETER_SETS:
-        cfg = PARAMETER_SETS[mode]
-        for fit in (fit_fast, fit_reference):
-            result = fit(x, y, 2, 1e-5, cfg, None, (x, y))
-            assert result.best_valid == 1.0 and result.score == 1.0
-            assert result.epochs == (cfg.tenacity + 2) * cfg.epoch_size
-
-
-def test_max_epoch_bounds_the_passes(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = _scripted_accuracies(monkeypatch, [i / 100 for i in range(100)])  # always improving
-    x, y = _blobs(60, 4, 2, seed=3)
-    cfg = ClassifierConfig(optim="rmsprop", batch_size=16, tenacity=3, epoch_size=4, kfold=5, max_epoch=10)
-    result = fit_fast(x, y, 2, 1e-5, cfg)
-    assert result.epochs == 12 and len(seen) == 3  # checks at 4, 8 and 12 passes (12 > 10 stops)
-
-
-def test_classifier_config_validates() -> None:
-    with pytest.raises(ConfigError, match="optim"):
-        ClassifierConfig(optim="sgd", batch_size=1, tenacity=1, epoch_size=1, kfold=2)  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="kfold"):
-        ClassifierConfig(optim="adam", batch_size=1, tenacity=1, epoch_size=1, kfold=1)
-
-
-# --------------------------------------------------------------------------------------------------
-# The protocol, parallel == sequential
-# --------------------------------------------------------------------------------------------------
+# -- the protocol, parallel == sequential -----------------------------------------------------------
 def _synthetic_features() -> dict[str, TaskFeatures]:
-    x, y = _blobs(150, 8, 2, seed=5, noise=3.0)
-    tr, ytr = _blobs(160, 8, 6, seed=6, noise=2.0)
-    te, yte = _blobs(60, 8, 6, seed=6, noise=2.0)
-    s_tr, s_ytr = _blobs(200, 8, 2, seed=7, noise=3.0)
-    s_dev, s_ydev = _blobs(50, 8, 2, seed=7, noise=3.0)
-    s_te, s_yte = _blobs(70, 8, 2, seed=7, noise=3.0)
+    x, y = blobs(150, 8, 2, seed=5, noise=3.0)
+    tr, ytr = blobs(160, 8, 6, seed=6, noise=2.0)
+    te, yte = blobs(60, 8, 6, seed=6, noise=2.0)
+    s_tr, s_ytr = blobs(200, 8, 2, seed=7, noise=3.0)
+    s_dev, s_ydev = blobs(50, 8, 2, seed=7, noise=3.0)
+    s_te, s_yte = blobs(70, 8, 2, seed=7, noise=3.0)
     return {
         "MR": TaskFeatures("MR", 2, {"all": (x, y)}),
         "TREC": TaskFeatures("TREC", 6, {"train": (tr, ytr), "test": (te, yte)}),
@@ -299,9 +136,7 @@ def test_parallel_equals_sequential_and_reference() -> None:
     }
 
 
-# --------------------------------------------------------------------------------------------------
-# End to end on a miniature SentEval folder, and bad inputs
-# --------------------------------------------------------------------------------------------------
+# -- end to end on a miniature SentEval folder, and bad inputs -------------------------------------
 _WORDS = [
     "good",
     "bad",
@@ -442,7 +277,6 @@ def test_packaged_encoder_on_trec() -> None:
 
 
 def test_default_fit_processes_follow_the_runs_cpu_share() -> None:
-    import torch
 
     from harness.evaluation.transfer import default_workers
 
@@ -452,3 +286,59 @@ def test_default_fit_processes_follow_the_runs_cpu_share() -> None:
         assert default_workers() == 1  # a one-CPU grid trial fits in one process
     finally:
         torch.set_num_threads(saved)
+
+
+MRPC_HEADER = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+
+
+# -- transfer data: an empty file or split is named, never scored ------------------------------------
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_an_empty_binary_file_is_a_data_error(tmp_path: Path) -> None:
+    write(tmp_path / "MR" / "rt-polarity.pos", "a fine film .\nwonderful .\n")
+    write(tmp_path / "MR" / "rt-polarity.neg", "")
+    with pytest.raises(
+        DataError, match=r"MR: the label-0 file is empty \(no sentences\): .*rt-polarity\.neg"
+    ):
+        read_task(tmp_path, "MR")
+    write(tmp_path / "MR" / "rt-polarity.neg", "dull .\n")
+    text = read_task(tmp_path, "MR")
+    assert len(text.splits["all"]) == 3 and set(np.unique(text.splits["all"].labels)) == {0, 1}
+
+
+@pytest.mark.parametrize(
+    ("task", "files", "empty", "message"),
+    [
+        (
+            "SST2",
+            {f"SST/binary/sentiment-{s}": "good .\t1\nbad .\t0\n" for s in ("train", "dev", "test")},
+            "SST/binary/sentiment-dev",
+            "SST2: the dev split is empty",
+        ),
+        (
+            "TREC",
+            {"TREC/train_5500.label": "NUM:date when is it ?\n", "TREC/TREC_10.label": "HUM:ind who ?\n"},
+            "TREC/TREC_10.label",
+            "TREC: the test split is empty",
+        ),
+        (
+            "MRPC",
+            {f"MRPC/msr_paraphrase_{s}.txt": MRPC_HEADER + "1\t1\t2\ta .\tb .\n" for s in ("train", "test")},
+            "MRPC/msr_paraphrase_test.txt",
+            "MRPC: the test split is empty",
+        ),
+    ],
+)
+def test_an_empty_split_names_the_task_and_file(
+    task: str, files: dict[str, str], empty: str, message: str, tmp_path: Path
+) -> None:
+    for name, text in files.items():
+        write(tmp_path / name, text)
+    read_task(tmp_path, task)  # the full files read
+    header = MRPC_HEADER if task == "MRPC" else ""
+    write(tmp_path / empty, header)
+    with pytest.raises(DataError, match=rf"{message} \(no sentences\): .*{Path(empty).name}"):
+        read_task(tmp_path, task)

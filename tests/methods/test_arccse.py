@@ -8,7 +8,6 @@ from typing import Literal
 
 import pytest
 import torch
-from sentences import SENTS
 
 from harness.encoder.loading import load_encoder
 from harness.encoder.training_encode import TrainingEncode
@@ -16,11 +15,7 @@ from harness.errors import ConfigError
 from methods import REGISTRY, build_params
 from methods.arccse import ArcCSE, ArcCSEParams, arc_con_loss, span_masks, triplet_order_loss
 from methods.losses import info_nce
-
-
-def cos(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    return dot / math.sqrt(sum(x * x for x in a)) / math.sqrt(sum(y * y for y in b))
+from tests.helpers import SENTS, cos
 
 
 def ref_arc(z1: list[list[float]], z2: list[list[float]], tau: float, m: float, form: str) -> float:

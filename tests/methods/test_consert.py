@@ -15,13 +15,9 @@ from methods.base import repeat_rows
 from methods.consert import RECIPE, ConSERT, ConSERTParams, cutoff_keep, nt_xent_terms, shuffled_positions
 from methods.losses import info_nce
 from methods.simcse import SimCSE, SimCSEParams
+from tests.helpers import cos
 
 GRID = [(b, d, tau) for b in (2, 5, 8) for d in (4, 12) for tau in (0.1, 1.0)]
-
-
-def cos(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    return dot / math.sqrt(sum(x * x for x in a)) / math.sqrt(sum(y * y for y in b))
 
 
 def ref_nt_xent(z1: list[list[float]], z2: list[list[float]], tau: float, intra: bool) -> float:

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from sentences import SENTS
 
 import harness.run.training as train_mod
 from harness.cli import main
@@ -26,6 +25,7 @@ from harness.run.training import train_run
 from harness.store.run_store import RunStore
 from methods import build_params
 from methods.isbert import ISBERT, ISBERTParams, TokenCNN, jsd_local_global_loss
+from tests.helpers import SENTS, make_corpus_root
 
 LOG2 = math.log(2.0)
 
@@ -265,9 +265,7 @@ def loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
 
     monkeypatch.setattr(train_mod, "make_probe", make_probe)
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
-    root = tmp_path / "data"
-    (root / "corpus").mkdir(parents=True)
-    (root / "corpus" / "nli-sentences.txt").write_text("\n".join(CORPUS) + "\n")
+    root = make_corpus_root(tmp_path / "data", "\n".join(CORPUS) + "\n")
     seen["root"] = root
     return seen
 

@@ -7,7 +7,6 @@ against ``evaluation.py``'s batcher, the reduction to SimCSE, the released setti
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from methods import build_params
 from methods.losses import info_nce
 from methods.promptbert import TEMPLATE, TEMPLATE2, PromptBERT, PromptBERTParams, split_template
 from methods.simcse import SimCSE, SimCSEParams
+from tests.helpers import no_dropout
 
 SENTENCES = [
     "a man is playing a guitar .",
@@ -30,23 +30,8 @@ SENTENCES = [
     "hi",
     "children are playing soccer in a park ?",
 ]
+
 MAX_LEN = 32
-
-
-@pytest.fixture
-def float64() -> Iterator[None]:
-    saved = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(saved)
-
-
-def no_dropout(module: nn.Module) -> None:
-    for sub in module.modules():
-        if isinstance(sub, nn.Dropout):
-            sub.p = 0.0
 
 
 def released_parse(template: str, tokenizer: Any) -> tuple[str, str]:

@@ -9,18 +9,13 @@ import pytest
 import torch
 
 from harness.encoder.loading import load_encoder
-from harness.encoder.model import dropout_off, dropout_rates
 from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
 from methods.losses import barlow_twins_loss
 from methods.scd import SCD, SCDParams, build_projector, self_contrast
+from tests.helpers import cos
 
 GRID = [(b, d, tau) for b in (2, 5, 8) for d in (3, 6) for tau in (0.05, 1.0)]
-
-
-def cos(a: list[float], b: list[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b))
-    return dot / math.sqrt(sum(x * x for x in a)) / math.sqrt(sum(y * y for y in b))
 
 
 def ref_self_contrast(z1, z2, tau):
@@ -139,74 +134,3 @@ def test_bad_values_name_the_field(overrides, field):
 
 
 # -- the encode contract: dropout=<float rate> ----------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    enc = load_encoder("random:tiny", seed=0)
-    enc.train()
-    return enc
-
-
-@pytest.fixture(scope="module")
-def tiny_batch(tiny):
-    return tiny.tokenize(["a man plays a guitar .", "the cat sleeps .", "two dogs run ."], max_length=16)
-
-
-def test_float_dropout_zero_is_the_dropout_off_form(tiny, tiny_batch):
-    encode = TrainingEncode(tiny)
-    with torch.no_grad():
-        off = encode(tiny_batch, dropout=False)
-        zero = encode(tiny_batch, dropout=0.0)
-        with dropout_off(tiny):
-            direct = encode(tiny_batch)
-    assert torch.equal(off, zero) and torch.equal(off, direct)
-
-
-def test_float_dropout_at_the_encoders_own_rate_is_the_default_form(tiny, tiny_batch):
-    (own,) = set(dropout_rates(tiny))  # the tiny encoder uses one rate everywhere
-    encode = TrainingEncode(tiny)
-    with torch.no_grad():
-        torch.manual_seed(4)
-        default = encode(tiny_batch)
-        torch.manual_seed(4)
-        explicit = encode(tiny_batch, dropout=own)
-        torch.manual_seed(4)
-        other = encode(tiny_batch, dropout=0.5)
-    assert torch.equal(default, explicit)
-    assert not torch.allclose(default, other)
-
-
-def test_float_dropout_sets_every_rate_for_the_call_only(tiny, tiny_batch):
-    before = dropout_rates(tiny)
-    seen: list[list[float]] = []
-    model: torch.nn.Module = tiny.model
-    handle = model.register_forward_pre_hook(lambda module, args: seen.append(dropout_rates(module)))
-    try:
-        with torch.no_grad():
-            TrainingEncode(tiny)(tiny_batch, dropout=0.155)
-    finally:
-        handle.remove()
-    assert seen and all(r == 0.155 for rates in seen for r in rates)
-    assert dropout_rates(tiny) == before
-    with pytest.raises(ValueError, match="dropout rate"):
-        TrainingEncode(tiny)(tiny_batch, dropout=1.0)
-    assert dropout_rates(tiny) == before
-
-
-def test_memory_estimate_counts_the_projector_with_its_gradients_and_adam_moments(data_root):
-    """The released 4096-4096-4096 projector is 35 M parameters on MiniLM (d = 384), more than the
-    encoder: the night profile's estimate must hold it 4 times (weights, gradients, AdamW's moments)
-    over a one-layer 8-wide projector's."""
-    from harness.config.run_config import resolve_config
-    from harness.grid import memory
-
-    d, w = 384, 4096
-    wide = resolve_config("scd", None, "night", {}, data_root=data_root)
-    narrow = resolve_config("scd", {"projector": (8,)}, "night", {}, data_root=data_root)
-    assert isinstance(wide.params, SCDParams) and wide.params.projector == (w, w, w)
-    # Linear(d, w) with bias; twice BatchNorm(w) (weight and bias) and a bias-free Linear(w, w)
-    wide_count = d * w + w + 2 * (2 * w + w * w)
-    narrow_count = d * 8  # one bias-free Linear
-    extra = memory.estimate_bytes(wide) - memory.estimate_bytes(narrow)
-    assert extra == pytest.approx(memory._MARGIN * 4 * 4 * (wide_count - narrow_count), abs=2)

@@ -11,7 +11,6 @@ from typing import Any, cast
 
 import pytest
 import torch
-from momentum_method import MomentumQueue, MomentumQueueParams
 
 import harness.run.training as train_mod
 from harness.config.run_config import RunConfig, resolve_config
@@ -24,6 +23,8 @@ from harness.run.footprint import footprint
 from harness.run.step import TrainStep
 from harness.store.run_store import RunStore
 from methods import REGISTRY
+from tests.helpers import make_corpus_root
+from tests.methods.momentum_method import MomentumQueue, MomentumQueueParams
 
 SENTENCES = [f"the dog number {i} walks to the park ." for i in range(40)]
 
@@ -35,10 +36,7 @@ def registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def data_root(tmp_path: Path) -> Path:
-    root = tmp_path / "data"
-    (root / "corpus").mkdir(parents=True)
-    (root / "corpus" / "nli-sentences.txt").write_text("\n".join(SENTENCES) + "\n")
-    return root
+    return make_corpus_root(tmp_path / "data", "\n".join(SENTENCES) + "\n")
 
 
 def config(data_root: Path, **params: Any) -> RunConfig:

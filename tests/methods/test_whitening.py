@@ -210,3 +210,26 @@ def test_post_whitening_pca_reduces_dimension():
     np.testing.assert_allclose(np.cov(y.astype(np.float64).T, bias=True), np.eye(3), atol=1e-4)
     with pytest.raises(ConfigError, match="dim"):
         fit_post_whitening(x, "zca", dim=3)
+
+
+def test_running_whitening_previous_statistics_follow_eq13() -> None:
+    g = torch.Generator().manual_seed(3)
+    x1 = torch.randn(32, 3, generator=g, dtype=torch.float64)
+    x2 = torch.randn(32, 3, generator=g, dtype=torch.float64) * 2 + 1
+    current = RunningWhitening(3, "zca", momentum=0.5, eps=0.0)
+    previous = RunningWhitening(3, "zca", momentum=0.5, eps=0.0, stats="previous")
+    out_c1, _ = current(x1)
+    out_p1, _ = previous(x1)
+    torch.testing.assert_close(out_c1, out_p1)  # the first batch uses its own statistics either way
+    out_p2, _ = previous(x2)
+    # batch 2 is whitened with batch 1's statistics (the running estimate before batch 2)
+    mu1 = x1.mean(0)
+    cov1 = (x1 - mu1).T @ (x1 - mu1) / 32
+    evals, evecs = torch.linalg.eigh(cov1)
+    w1 = evecs @ torch.diag(evals.rsqrt()) @ evecs.T
+    torch.testing.assert_close(out_p2, (x2 - mu1) @ w1)
+    # and both modules hold the same running estimates afterwards (0.5 * batch 1 + 0.5 * batch 2)
+    current(x2)
+    torch.testing.assert_close(previous.running_mean, current.running_mean)
+    torch.testing.assert_close(previous.running_cov, current.running_cov)
+    torch.testing.assert_close(previous.running_mean, 0.5 * mu1 + 0.5 * x2.mean(0))

@@ -39,7 +39,7 @@
   three do not); after every trial the worker gives its freed memory back to the system (a reused
   worker runs the next trial in a new thread, whose allocator would not reuse it).
 * Ray Tune itself failing (Tune 2.5x raises on the ``OutOfMemoryError`` of a worker Ray's memory
-  monitor killed; tests/test_tune_smoke.py replays it) ends the grid with
+  monitor killed; tests/grid/tune/test_driver.py replays it) ends the grid with
   :class:`~harness.grid.progress.GridStopped`: runs left ``running`` are marked ``interrupted`` with
   Tune's reason, finished ones stay, the next grid resumes.
 * Progress: a line per trial start and end, per evaluation point and at least every 30 s (done /

@@ -1,0 +1,11 @@
+"""``harness check`` is a command of the command line (what it checks: tests/grid/test_preflight.py)."""
+
+from __future__ import annotations
+
+
+def test_check_is_a_command() -> None:
+    from harness.cli import COMMANDS, build_parser
+
+    assert "check" in COMMANDS
+    args = build_parser().parse_args(["check", "all", "--profile", "paper"])
+    assert args._module.__name__ == "harness.commands.check_cmd"

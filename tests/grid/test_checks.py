@@ -1,0 +1,85 @@
+"""The pre-flight's checks of one machine: each adds an ``ok`` line or a problem to the report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.config.models import packaged_model_dir
+from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
+from harness.grid import checks
+from harness.grid.checks import Report, check_disk, check_gpus, check_model, needed_data_files
+
+
+def test_the_report_keeps_its_lines_in_order_and_the_problems_apart() -> None:
+    report = Report()
+    report.ok("model random:tiny")
+    report.problem("corpus file not found: x")
+    report.note("no CUDA GPU here")
+    assert report.lines == [
+        "  ok       model random:tiny",
+        "  PROBLEM  corpus file not found: x",
+        "  note     no CUDA GPU here",
+    ]
+    assert report.problems == ["corpus file not found: x"]
+
+
+def test_the_files_a_run_reads_follow_its_final_tasks(tmp_path: Path) -> None:
+    senteval = tmp_path / "senteval"
+    dev = stsb_dev_file(senteval)
+    assert needed_data_files(senteval, {"none"}) == [dev]  # the dev probe only
+    sts = needed_data_files(senteval, {"sts"})
+    assert sts[0] == dev and set(sts) == {dev, *sts_files(senteval)} and len(sts) == len(set(sts))
+    transfer = needed_data_files(senteval, {"transfer"})
+    assert transfer == [dev, *transfer_files(senteval)]
+    assert needed_data_files(senteval, {"all"}) == needed_data_files(senteval, {"sts", "transfer"})
+    assert set(needed_data_files(senteval, {"all"})) == set(sts) | set(transfer)
+
+
+def test_models_are_found_without_the_network(tmp_path: Path) -> None:
+    report = Report()
+    check_model("random:tiny", report)
+    check_model("minilm", report)
+    folder = tmp_path / "encoder"
+    folder.mkdir()
+    check_model(str(folder), report)  # no config.json
+    (folder / "config.json").write_text(json.dumps({"hidden_size": 96, "vocab_size": 30522}))
+    check_model(str(folder), report)  # no tokenizer files
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        shutil.copy(packaged_model_dir() / name, folder / name)
+    check_model(str(folder), report)
+    assert report.lines[0] == "  ok       model random:tiny: random weights (tests only), hidden size 64"
+    assert (
+        report.lines[1].startswith("  ok       model minilm: packaged (")
+        and "hidden size 384" in report.lines[1]
+    )
+    assert report.problems[0] == f"model {folder}: local folder without config.json"
+    assert (
+        report.problems[1].startswith(f"model {folder}: no tokenizer files (") and len(report.problems) == 2
+    )
+    assert report.lines[-1] == f"  ok       model {folder}: local folder {folder}, hidden size 96"
+
+
+def test_the_disk_under_the_runs_folder_needs_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = Report()
+    monkeypatch.setattr(checks, "CHECKPOINT_ROOM_BYTES", 0)
+    check_disk(tmp_path / "not" / "made" / "yet", report)  # the nearest existing folder is measured
+    assert report.problems == [] and report.lines[0].startswith(f"  ok       free disk under {tmp_path}/not")
+    monkeypatch.setattr(checks, "CHECKPOINT_ROOM_BYTES", 1 << 62)
+    check_disk(tmp_path, report)
+    (problem,) = report.problems
+    assert problem.startswith(f"free disk under {tmp_path}: ") and "checkpoints need room" in problem
+
+
+def test_gpus_asked_for_on_a_machine_without_one_are_a_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    report = Report()
+    check_gpus(None, report)
+    check_gpus(0.0, report)
+    assert report.lines == ["  note     no CUDA GPU here: trials run on the CPU"] * 2 and not report.problems
+    check_gpus(0.5, report)
+    assert report.problems == ["--gpus-per-trial 0.5 but this machine has no CUDA GPU"]

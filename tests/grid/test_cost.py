@@ -1,0 +1,251 @@
+"""The grid's cost estimate: run seconds from unit costs, calibration from records (each run counted
+once), LPT makespan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.config.run_config import RunConfig, resolve_config, resolve_run
+from harness.config.settings import resolve_settings
+from harness.evaluation.tasks import sts_sentences
+from harness.grid.cost import (
+    FLOW_FIT_S_PER_SENTENCE,
+    CostModel,
+    estimate_lines,
+    hours,
+    longest_first,
+    makespan,
+    probes_of,
+    scratch_line,
+)
+from tests.helpers import make_record
+
+
+def cpu(
+    data_root: Path, method: str = "simcse", params: dict | None = None, **overrides: object
+) -> RunConfig:
+    return resolve_config(method, params, "cpu", {"precision": "bf16", **overrides}, data_root=data_root)
+
+
+def test_probes_count_step_zero_every_eval_and_the_last_step() -> None:
+    assert probes_of(0, 25) == 1
+    assert probes_of(100, 25) == 5
+    assert probes_of(40, 25) == 3  # 0, 25, 40
+    assert probes_of(1, 25) == 2
+
+
+def test_makespan_is_longest_first_list_scheduling() -> None:
+    assert makespan([], 2) == 0.0
+    assert makespan([5.0, 1.0, 1.0, 1.0], 1) == 8.0
+    assert makespan([5.0, 1.0, 1.0, 1.0], 2) == 5.0  # the long job alone on one slot
+    # LPT's textbook worst case: {3, 2, 2} and {3, 2} = 7, where {3, 3} and {2, 2, 2} = 6 is optimal
+    assert makespan([3.0, 3.0, 2.0, 2.0, 2.0], 2) == 7.0
+    assert makespan([4.0, 4.0], 8) == 4.0
+    with pytest.raises(ValueError, match="slots"):
+        makespan([1.0], 0)
+
+
+def test_run_seconds_scale_with_encoder_rows_and_parts(data_root: Path) -> None:
+    model = CostModel()
+    simcse = cpu(data_root)
+    base = model.run_seconds(simcse)
+    units, _ = model.units(simcse)
+    # training 100 steps + 4 probes (the step-0 probe comes from the store's cache) + one fp32 STS pass
+    assert base == pytest.approx(100 * units.step_s + 4 * units.probe_s("bf16") + units.sts_s["fp32"])
+    m3 = model.run_seconds(cpu(data_root, "whitenedcse", {"num_positives": 3}))
+    assert m3 - base == pytest.approx(100 * units.step_s * 0.5, rel=1e-6)  # 3 rows instead of 2
+    faster_final = model.run_seconds(cpu(data_root, eval_precision="bf16"))
+    assert base - faster_final == pytest.approx(units.sts_s["fp32"] - units.sts_s["bf16"])
+    untrained = model.run_seconds(cpu(data_root, max_steps=0))
+    assert untrained == pytest.approx(units.probe_s("bf16") + units.sts_s["fp32"])
+
+
+def test_post_processing_adds_its_embedding_and_a_flow_its_fit(data_root: Path) -> None:
+    model = CostModel()
+    plain = cpu(data_root, max_steps=0)
+    units, _ = model.units(plain)
+    embedding = units.sts_s["fp32"] * plain.post_whiten_sentences / sts_sentences()
+    whitened = model.run_seconds(cpu(data_root, max_steps=0, post_whiten="pca"))
+    assert whitened - model.run_seconds(plain) == pytest.approx(embedding)
+    for kind in ("flow", "flow_glow"):
+        flowed = model.run_seconds(cpu(data_root, max_steps=0, post_whiten=kind, post_whiten_sentences=5000))
+        fit = FLOW_FIT_S_PER_SENTENCE * 5000
+        assert flowed - model.run_seconds(plain) == pytest.approx(embedding / 2 + fit)
+
+
+def test_the_step0_probe_is_shared_except_with_the_cls_pooler(data_root: Path) -> None:
+    from harness.grid.cost import computed_probes, shares_step0_probe
+
+    simcse = cpu(data_root)
+    assert shares_step0_probe(simcse) and computed_probes(simcse, 100) == 4
+    cls = simcse.replace(eval_pooler="cls")  # step 0 holds the seed's fresh head: not shared
+    assert not shares_step0_probe(cls) and computed_probes(cls, 100) == 5
+    untrained = simcse.replace(max_steps=0)
+    assert not shares_step0_probe(untrained) and computed_probes(untrained, 0) == 1
+    model = CostModel()
+    probe = model.units(simcse)[0].probe_s("bf16")
+    assert model.run_seconds(cls) - model.run_seconds(simcse) == pytest.approx(probe)
+
+
+def _timed_record(config: RunConfig, train: float, eval_s: float, final: float, steps: int = 100) -> dict:
+    """A finished record of ``steps`` steps on a CPU that took these times to train, evaluate and score."""
+    return make_record(
+        config,
+        provenance={"device": "cpu"},
+        trajectory=[{"step": s} for s in range(0, steps + 1, config.eval_every)],
+        train_time_s=train,
+        eval_time_s=eval_s,
+        final_time_s=final,
+    )
+
+
+def test_finished_records_calibrate_the_units_of_matching_runs(data_root: Path) -> None:
+    simcse = cpu(data_root)
+    records = [
+        _timed_record(simcse.replace(seed=s), train=50.0 + s - 42, eval_s=70.0, final=50.0)
+        for s in (42, 43, 44)
+    ]
+    records.append({**records[0], "status": "failed", "train_time_s": 1e6})  # ignored
+    model = CostModel(records)
+    units, probe = model.units(simcse)
+    assert units.step_s == pytest.approx(0.51)  # median of 0.50, 0.51, 0.52 s per step
+    assert units.sts_s["fp32"] == pytest.approx(50.0)
+    assert probe == pytest.approx(20.0 / 5)
+    assert "calibrated from 3 finished run(s)" in model.source(simcse)
+    # a WhitenedCSE m=3 run on the same machine settings uses SimCSE's step, scaled by its rows
+    m3 = cpu(data_root, "whitenedcse", {"num_positives": 3})
+    assert model.run_seconds(m3) == pytest.approx(100 * 0.51 * 1.5 + 4 * 4.0 + 50.0)
+    # a record whose step-0 probe came from the cache computed 4 probes in its evaluation time
+    cached = [{**r, "eval_time_s": 66.0, "step0_probe_cached": True} for r in records[:3]]
+    assert CostModel(cached).units(simcse)[1] == pytest.approx(16.0 / 4)
+    # another precision is another machine setting: not calibrated by these records
+    assert "calibrated" not in model.source(cpu(data_root, precision="fp32"))
+
+
+def test_transfer_is_embedding_plus_fits_until_runs_measure_it(data_root: Path) -> None:
+    from harness.grid.cost import TRANSFER_FIT_S, TRANSFER_PER_STS
+
+    model = CostModel()
+    sts_only = cpu(data_root, eval_precision="bf16")
+    both = cpu(data_root, eval_precision="bf16", final_tasks="all", transfer_mode="fasttest")
+    units, _ = model.units(both)
+    derived = TRANSFER_PER_STS * units.sts_s["bf16"] + TRANSFER_FIT_S["fasttest"]
+    assert model.run_seconds(both) - model.run_seconds(sts_only) == pytest.approx(derived)
+    # fp32 embedding costs what fp32 STS passes cost; test mode's fits are the measured 454.8 s
+    test_fp32 = cpu(data_root, final_tasks="transfer", transfer_mode="test")
+    assert model.units(test_fp32)[0].transfer("test", "fp32") == pytest.approx(
+        TRANSFER_PER_STS * units.sts_s["fp32"] + 454.8
+    )
+    # records that time their final pass per task group calibrate STS and transfer separately,
+    # also for runs that score both ("all"); the total alone says nothing about either part
+    records = [
+        {
+            **_timed_record(both.replace(seed=s), 50.0, 400.0, 340.0),
+            "final_seconds": {"sts": 30.0, "transfer": t},
+        }
+        for s, t in ((42, 300.0), (43, 310.0), (44, 320.0))
+    ]
+    calibrated = CostModel(records)
+    units, _ = calibrated.units(both)
+    assert units.sts_s["bf16"] == pytest.approx(30.0)
+    assert units.transfer("fasttest", "bf16") == pytest.approx(310.0)
+    assert units.transfer("test", "bf16") == pytest.approx(TRANSFER_PER_STS * 30.0 + 454.8)  # not measured
+    older = [{k: v for k, v in r.items() if k != "final_seconds"} for r in records]
+    units, _ = CostModel(older).units(both)
+    builtin = CostModel().units(both)[0].sts_s["bf16"]
+    assert dict(units.transfer_s) == {} and units.sts_s["bf16"] == pytest.approx(builtin) != 30.0
+
+
+def test_longest_runs_start_first_and_the_estimate_names_tables(data_root: Path) -> None:
+    model = CostModel()
+    short = cpu(data_root, max_steps=0)
+    long = cpu(data_root, "noise_probe", {"variant": "pos_minus_noise"})
+    mid = cpu(data_root)
+    assert longest_first([short, mid, long], model) == [long, mid, short]
+    lines = estimate_lines(
+        [(short, ["t1: a"]), (mid, ["t1: b", "t2: b"]), (long, ["t2: c"])], model, local_slots=2
+    )
+    text = "\n".join(lines)
+    assert "t1" in text and "t2" in text and "3 run(s)" in text
+    assert "2 slot(s)" in text and "(here)" in text
+    expected = makespan([model.run_seconds(c) for c in (short, mid, long)], 2)
+    assert f"{expected / 3600:.1f} h" in text or f"{expected / 60:.0f} min" in text
+    assert estimate_lines([], model, local_slots=2) == ["estimate: nothing to run"]
+
+
+def test_the_scratch_line_estimates_every_run(data_root: Path) -> None:
+    model = CostModel()
+    runs = [
+        cpu(data_root, max_steps=0),
+        cpu(data_root),
+        cpu(data_root, "noise_probe", {"variant": "pos_minus_noise"}),
+    ]
+    seconds = [model.run_seconds(c) for c in runs]
+    line = scratch_line(runs, model, 2)
+    assert "3 distinct runs" in line and f"{sum(seconds) / 3600:.2f} CPU-trial-h" in line
+    assert f"about {hours(makespan(seconds, 2))} on 2 slot(s)" in line
+
+
+def test_gpu_sharing_follows_the_measured_throughput(data_root: Path) -> None:
+    from harness.grid.cost import sharing_slowdown
+
+    assert sharing_slowdown("bert-base-uncased", 1) == 1.0
+    assert sharing_slowdown("bert-base-uncased", 4) == pytest.approx(4 * 14.8 / 49.4)
+    assert sharing_slowdown("bert-base-uncased", 2) < 1.0  # two small-kernel trials overlap
+    config = resolve_run(
+        "simcse", None, resolve_settings("paper", {"precision": "bf16"}, require_corpus=False)
+    )
+    alone, shared = CostModel(device="cuda"), CostModel(device="cuda", trials_per_gpu=4)
+    assert shared.run_seconds(config) > alone.run_seconds(config)
+    lines = estimate_lines([(config, ["t: a"])] * 8, shared, local_slots=4)
+    assert "4 trials sharing each GPU" in lines[0]
+    # 8 runs, 4 per GPU: one GPU takes two rounds
+    assert f"1 GPU(s) {hours(2 * shared.run_seconds(config))} (here)" in lines[-2]
+    assert CostModel(device="cpu", trials_per_gpu=4).trials_per_gpu == 1
+
+
+def test_unmeasured_encoders_scale_a_measured_one_by_size(data_root: Path) -> None:
+    base = resolve_run("simcse", None, resolve_settings("paper", {"precision": "bf16"}, require_corpus=False))
+    large = base.replace(model="bert-large-uncased")
+    model = CostModel(device="cuda")
+    ratio = model.units(large)[0].step_s / model.units(base)[0].step_s
+    assert ratio == pytest.approx(24 * 1024**2 / (12 * 768**2))
+    assert "x 3.56 (encoder size)" in model.source(large)
+
+
+def test_records_of_this_cpu_calibrate_alone_where_there_are_some(data_root: Path) -> None:
+    simcse = cpu(data_root)
+
+    def on(cpu_id: str | None, train: float, seed: int) -> dict:
+        record = _timed_record(simcse.replace(seed=seed), train=train, eval_s=70.0, final=50.0)
+        if cpu_id is not None:
+            record["provenance"] = {"device": "cpu", "cpu_id": cpu_id}
+        return record
+
+    zen4, other = "family 25 model 17 stepping 1", "family 26 model 2 stepping 0"
+    records = [on(other, 50.0, 42), on(None, 50.0, 43), on(zen4, 90.0, 44), on(zen4, 92.0, 45)]
+    here = CostModel(records, cpu_id=zen4)
+    assert here.units(simcse)[0].step_s == pytest.approx(0.91)  # this CPU's two runs only
+    assert "calibrated from 2 finished run(s) on this CPU" in here.source(simcse)
+    # a CPU no record names (or one that lists no id) calibrates from all of them, as before
+    for elsewhere in (
+        CostModel(records, cpu_id="family 23 model 49 stepping 0"),
+        CostModel(records, cpu_id=""),
+    ):
+        assert elsewhere.units(simcse)[0].step_s == pytest.approx(0.70)  # median of 0.5, 0.5, 0.9, 0.92
+        assert "calibrated from 4 finished run(s) in the store" in elsewhere.source(simcse)
+
+
+def test_the_cost_model_counts_each_run_once() -> None:
+    record = {"run_id": "r-1", "status": "finished"}
+    seen: list[str] = []
+
+    class Counting(CostModel):
+        def _add(self, rec: Any) -> None:
+            seen.append(rec["run_id"])
+
+    Counting([record, dict(record)])
+    assert seen == ["r-1"]

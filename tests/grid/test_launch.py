@@ -1,0 +1,66 @@
+"""Launching a grid: its runs longest first, each run's share of steps in its estimate, and a bad
+data file stops it before Ray starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.config.paths import resolve_data_root
+from harness.config.run_config import RunConfig
+from harness.run.footprint import footprint
+from tests.helpers import SMOKE_SPEC, STSB_DEV, replace_line
+
+
+def test_grid_starts_its_runs_longest_first(
+    corpus_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import harness.grid.tune.driver as tune_mod
+
+    started: list[RunConfig] = []
+
+    def fake_run_trials(configs: list[RunConfig], *args: Any, **kwargs: Any) -> Any:
+        started.extend(configs)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(tune_mod, "run_trials", fake_run_trials)
+    (corpus_root / "senteval").symlink_to(resolve_data_root(None) / "senteval")  # read before Ray starts
+    args = ["grid", "simcsepp_table1", "--profile", "cpu", "--runs-dir", str(tmp_path / "runs")]
+    with pytest.raises(SystemExit):
+        main([*args, "--data-dir", str(corpus_root)])
+    rows = [footprint(c.method, c.params, c.hidden_size).rows for c in started]
+    assert len(started) > 3 and rows == sorted(rows, reverse=True)  # the K=10 noise probes first
+    assert rows[0] > 2 * rows[-1]
+    assert "trial-hours" in capsys.readouterr().out
+
+
+def test_the_grid_gives_each_run_the_share_its_steps_take() -> None:
+    from harness.config.run_config import resolve_config
+    from harness.grid.cost import CostModel
+    from harness.grid.launch import steps_shares
+
+    model = CostModel([], "cpu", {}, 1)
+    with_sts = resolve_config("simcse", None, "smoke", {})
+    no_final = resolve_config("simcse", None, "smoke", {"final_tasks": "none"})
+    shares = steps_shares(model, [with_sts])
+    assert 0.0 < shares[with_sts.run_id()] < 1.0
+    assert steps_shares(model, [no_final])[no_final.run_id()] == pytest.approx(1.0)
+
+
+def test_a_grid_stops_before_ray_when_a_data_file_is_bad(
+    copied_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replace_line(copied_root / "senteval" / STSB_DEV, 3, "x\ty")
+    runs = tmp_path / "runs"
+    assert (
+        main(["grid", str(SMOKE_SPEC), "--smoke", "--data-dir", str(copied_root), "--runs-dir", str(runs)])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert f"harness grid: data problem: {copied_root / 'senteval' / STSB_DEV}:3: expected at least 7" in err
+    assert "1 data file problem(s) above: nothing was run" in err and "Traceback" not in err
+    assert not (runs / "records").exists() and not (runs / "ray").exists()
+    assert not (runs / "grid.lock").exists()

@@ -1,0 +1,84 @@
+"""The grid options that choose where trials run, where checkpoints go and how long a lost node is
+waited for: checked when they are built, one error line, exit 2, before any plan."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.grid.options import ClusterOptions, parse_trial_resources
+from tests.helpers import SMOKE_SPEC, make_data_root
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--trial-resources", "worker_node"], "--trial-resources expects NAME=N with N > 0"),
+        (["--trial-resources", "worker_node=0"], "--trial-resources expects NAME=N with N > 0"),
+        (["--trial-resources", "worker_node=nan"], "--trial-resources expects NAME=N with N > 0"),
+        (["--trial-resources", "GPU=1"], "set CPUs and GPUs with --cpus-per-trial / --gpus-per-trial"),
+        (["--max-failures", "-1"], "--max-failures must be between 0 and 100, got -1"),
+        (["--storage", "nosuchscheme://bucket/path"], "--storage nosuchscheme://bucket/path: pyarrow cannot"),
+    ],
+)
+def test_cluster_options_are_checked_before_any_plan(
+    flags: list[str], expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_data_root(tmp_path / "data")
+    argv = ["grid", str(SMOKE_SPEC), "--smoke", "--data-dir", str(root), "--runs-dir", str(tmp_path / "runs")]
+    assert main([*argv, *flags, "--dry-run"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and expected in lines[0], captured.err
+
+
+def test_trial_resources_are_name_equals_a_positive_number() -> None:
+    assert parse_trial_resources(None) == {}
+    assert parse_trial_resources([" worker_node = 1", "big_mem=0.5"]) == {"worker_node": 1.0, "big_mem": 0.5}
+    for bad in ("worker_node", "=1", "worker_node=0", "worker_node=-1", "worker_node=inf", "worker_node=x"):
+        with pytest.raises(ConfigError, match=rf"expects NAME=N with N > 0 .*got {bad!r}"):
+            parse_trial_resources([bad])
+
+
+def test_cluster_options_check_their_own_values() -> None:
+    ClusterOptions(
+        gpus_per_trial=0.25, cpus_per_trial=4, trial_resources={"worker_node": 1.0}, max_failures=3
+    )
+    ClusterOptions(gpus_per_trial=2.0)
+    for kwargs, message in (
+        ({"cpus_per_trial": 0}, "--cpus-per-trial must be >= 1, got 0"),
+        ({"gpus_per_trial": float("nan")}, "--gpus-per-trial must be finite and >= 0"),
+        ({"gpus_per_trial": 1.5}, "a fraction <= 1 or a whole number of GPUs, got 1.5"),
+        ({"trial_resources": {"CPU": 1.0}}, "set CPUs and GPUs with --cpus-per-trial"),
+        ({"trial_resources": {"node": 0.0}}, "--trial-resources node=0.0: N must be a number > 0"),
+        ({"max_failures": 101}, "--max-failures must be between 0 and 100, got 101"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            ClusterOptions(**kwargs)
+
+
+def test_tunes_storage_is_a_folder_or_a_uri(tmp_path: Path) -> None:
+    default = ClusterOptions()
+    assert (
+        not default.remote_storage()
+        and default.storage_folder(tmp_path / "runs") == tmp_path / "runs" / "tune"
+    )
+    assert default.storage_uri(tmp_path / "runs") == str((tmp_path / "runs" / "tune").resolve())
+    shared = ClusterOptions(storage=str(tmp_path / "shared"))
+    assert shared.storage_folder(tmp_path / "runs") == tmp_path / "shared" and not shared.remote_storage()
+    uri = f"file://{tmp_path / 'bucket'}"  # a URI pyarrow opens without a network
+    remote = ClusterOptions(storage=uri)
+    assert remote.remote_storage() and remote.storage_uri(tmp_path / "runs") == uri
+    assert remote.storage_folder(tmp_path / "runs") == tmp_path / "runs" / "tune"  # tracebacks stay local
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "1e9"])
+def test_the_wait_is_checked(value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["grid", str(SMOKE_SPEC), "--smoke", "--runs-dir", str(tmp_path / "runs")]
+    args += ["--lost-node-wait", value]
+    assert main(args) == 2
+    assert "--lost-node-wait must be seconds from 0 to 604800 (a week)" in capsys.readouterr().err

@@ -1,0 +1,506 @@
+"""Plain helpers the tests share (fixtures are in the ``conftest.py`` files).
+
+Paths of the repository and its fixtures, small data roots, run records, the sentences the method
+tests tokenise, and the process ids a grid or a Ray head leaves behind.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from harness.config.run_config import RunConfig, resolve_config
+from harness.encoder.model import SentenceEncoder
+from harness.grid.capacity import Node
+from harness.grid.options import ClusterOptions
+from harness.store.record import SCHEMA_VERSION, new_record
+from harness.store.run_store import RunStore
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = REPO_ROOT / "tests" / "fixtures"
+SPECS = FIXTURES / "specs"
+SMOKE_SPEC = SPECS / "smoke_grid.toml"
+"""The two-row smoke grid (SimCSE and SimCSE++ on the tiny encoder) most command tests plan."""
+NIGHT = REPO_ROOT / "docs" / "night"
+"""The replication night's committed records, specs, tables and claims."""
+NIGHT_RECORDS = NIGHT / "runs" / "records"
+
+# -- data roots --------------------------------------------------------------------------------------
+CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
+
+
+def make_corpus_root(folder: Path, text: str = CORPUS_TEXT) -> Path:
+    """``folder`` holding only ``corpus/nli-sentences.txt`` (``text``; its content, hence the
+    corpus id, never changes) and no SentEval data."""
+    (folder / "corpus").mkdir(parents=True)
+    (folder / "corpus" / "nli-sentences.txt").write_text(text, encoding="utf-8")
+    return folder
+
+
+STS15 = Path("STS") / "STS15-en-test"
+"""STS15's folder in a SentEval data folder."""
+STSB_DEV = Path("STS") / "STSBenchmark" / "sts-dev.csv"
+"""The STS-B dev file (the dev probe's) in a SentEval data folder."""
+
+
+def replace_line(path: Path, number: int, text: str) -> None:
+    """Replace line ``number`` (from 1) of the text file ``path`` by ``text``."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[number - 1] = text
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def make_data_root(
+    folder: Path, senteval_from: Path | None = None, *, link: bool = False, corpus: str = CORPUS_TEXT
+) -> Path:
+    """``folder`` laid out like shared/data: ``corpus/nli-sentences.txt`` (``corpus``) and
+    ``senteval/``: a copy of ``senteval_from`` (a writable one a test may break), a link to it
+    (``link``: read-only by convention), or else empty."""
+    make_corpus_root(folder, corpus)
+    if senteval_from is None:
+        (folder / "senteval").mkdir()
+    elif link:
+        (folder / "senteval").symlink_to(senteval_from)
+    else:
+        shutil.copytree(senteval_from, folder / "senteval")
+    return folder
+
+
+CONFIG_SENTENCES = [f"sentence number {i} is here ." for i in range(40)]
+"""The corpus of the configuration tests' data root (``config_root``; its first 20: the wiki corpus)."""
+
+
+def smoke_config(data_root: Path, method: str = "simcse", /, **overrides: Any) -> RunConfig:
+    """The smoke profile's config of ``method`` (``params=`` among the overrides: its parameters)."""
+    return resolve_config(method, overrides.pop("params", None), "smoke", overrides, data_root=data_root)
+
+
+# -- evaluation --------------------------------------------------------------------------------------
+TRANSFER_SCORES = {
+    "MR": 70.0,
+    "CR": 71.0,
+    "SUBJ": 80.0,
+    "MPQA": 81.0,
+    "SST2": 72.0,
+    "TREC": 60.0,
+    "MRPC": 65.0,
+}
+"""The transfer accuracies the ``fake_transfer`` fixture's stand-in evaluation gives."""
+
+
+def blobs(n: int, d: int, c: int, seed: int, noise: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` points around ``c`` random centres in ``d`` dimensions (seeded), and their labels: a
+    classification problem for the transfer classifier."""
+    rng = np.random.RandomState(seed)
+    centers = rng.randn(c, d)
+    y = rng.randint(0, c, n)
+    x = (centers[y] + noise * rng.randn(n, d)).astype(np.float32)
+    return x, y
+
+
+# -- the training loop with stand-in evaluators -----------------------------------------------------
+PROBE_SENTENCES = [
+    "a man is playing a guitar .",
+    "a man plays the guitar .",
+    "a woman is slicing an onion .",
+    "the cat sleeps on the sofa .",
+]
+"""The four sentences :func:`fake_probe` and :func:`fake_final` embed."""
+TRAIN_CORPUS = [
+    f"the {w} number {i} walks to the {v} ."
+    for i, (w, v) in enumerate(zip(["dog", "cat"] * 40, ["park", "shop"] * 40))
+]
+"""The 80-sentence corpus of the training-loop tests (the ``train_root`` fixture)."""
+
+
+def fake_probe(
+    data_root: Path, token_lengths: Any = None
+) -> Callable[[Callable[[list[str]], np.ndarray]], dict[str, float]]:
+    """A stand-in for the STS-B dev probe: deterministic scores from the embeddings of
+    :data:`PROBE_SENTENCES` (so that the training-loop tests exercise the loop, not the evaluator)."""
+
+    def probe(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
+        x = embed(list(PROBE_SENTENCES)).astype(np.float64)
+        assert x.shape[0] == len(PROBE_SENTENCES)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        sq = ((x[:, None] - x[None]) ** 2).sum(-1)
+        iu = np.triu_indices(len(x), 1)
+        return {
+            "stsb_dev": float(100 * (x[0] @ x[1] - x[2] @ x[3])),
+            "align": float(sq[0, 1]),
+            "uniform": float(np.log(np.exp(-2 * sq[iu]).mean())),
+        }
+
+    return probe
+
+
+def fake_final(
+    embed: Callable[[list[str]], np.ndarray], data_root: Path, tasks: str, mode: str
+) -> dict[str, Any]:
+    """A stand-in for the final evaluation: one "STSB" score from :data:`PROBE_SENTENCES`."""
+    x = embed(list(PROBE_SENTENCES))
+    return {"sts": {"STSB": float(x[0] @ x[1]), "avg": float(x[0] @ x[1])}, "tasks": tasks, "mode": mode}
+
+
+def final_with(value: float) -> Callable[..., dict[str, Any]]:
+    """A stand-in final evaluation whose STSB score (and average) is ``value``."""
+
+    def final(embed: Any, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        return {"sts": {"STS12": 70.0, "STSB": value, "avg": value}, "sts_tasks": ["STS12", "STSB"]}
+
+    return final
+
+
+# -- run records -------------------------------------------------------------------------------------
+def make_record(run: RunConfig | str, status: str = "finished", **fields: Any) -> dict[str, Any]:
+    """A run record with ``status`` and ``fields``: for a config, every schema key of
+    :func:`~harness.store.record.new_record`; for a bare run id, only the keys the store reads."""
+    if isinstance(run, str):
+        return {"schema_version": SCHEMA_VERSION, "run_id": run, "status": status, **fields}
+    record = dict(new_record(run))
+    record.update(status=status, **fields)
+    return record
+
+
+# -- stand-ins for train_run -------------------------------------------------------------------------
+def fake_train(config: RunConfig, data_root: Path, store: RunStore, *, avg: float = 42.0, **_: Any) -> Any:
+    """A stand-in for :func:`~harness.run.training.train_run`: saves the record "running", then
+    "finished" with STS avg ``avg``; or as ``<data root>/behaviour.json`` says for this run id:
+    "raise" (a failed run) or "exit" (the worker dies, no Python cleanup).
+
+    (The data root, not the store: a Ray trial's store is its own folder, its records go to the driver.)
+    """
+    behaviour_file = Path(data_root) / "behaviour.json"
+    behaviour = (
+        json.loads(behaviour_file.read_text()).get(config.run_id(), "ok") if behaviour_file.exists() else "ok"
+    )
+    record = make_record(config, "running")
+    store.save(record)  # "running", as train_run does first
+    if behaviour == "raise":
+        raise RuntimeError("planned failure")
+    if behaviour == "exit":
+        os._exit(3)  # no Python cleanup: the trial body cannot record anything
+    record.update(status="finished", final={"sts": {"avg": avg}}, best_stsb_dev=40.0)
+    store.save(record)
+    return record
+
+
+def timed_train(config: RunConfig, data_root: Path, store: RunStore, **_: Any) -> Any:
+    """Finishes after 3 s and notes when it ran (``span-<run id>.json`` in the data root)."""
+    import time
+
+    start = time.time()
+    time.sleep(3.0)
+    (Path(data_root) / f"span-{config.run_id()}.json").write_text(json.dumps([start, time.time()]))
+    record = make_record(config, final={"sts": {"avg": 42.0}}, best_stsb_dev=40.0)
+    store.save(record)
+    return record
+
+
+SMOKE_CLUSTER = ClusterOptions(smoke=True)
+"""A local Ray with the smoke resources (one CPU per trial)."""
+
+
+# -- the command line --------------------------------------------------------------------------------
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    """What a refused command wrote to stderr: one line and no traceback (asserted); that line."""
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def check_argv(root: Path, runs: Path, *extra: str) -> list[str]:
+    """``harness check`` of the smoke grid on the smoke profile, with these data and runs folders."""
+    return [
+        "check",
+        str(SMOKE_SPEC),
+        "--profile",
+        "smoke",
+        "--data-dir",
+        str(root),
+        "--runs-dir",
+        str(runs),
+        *extra,
+    ]
+
+
+# -- tables and reports -----------------------------------------------------------------------------
+GOLDEN = FIXTURES / "golden"
+UPDATE_ENV = "HARNESS_UPDATE_GOLDEN"
+"""Set HARNESS_UPDATE_GOLDEN=1 to rewrite the golden files from the current renderer."""
+
+
+def finished_record(config: RunConfig, scores: dict[str, float], status: str = "finished") -> dict[str, Any]:
+    """A record of ``config`` with these final STS ``scores`` (kept only when finished) and a
+    three-point trajectory (steps 0, 2, 4)."""
+    return make_record(
+        config,
+        status,
+        final={"sts": dict(scores)} if status == "finished" else {},
+        best_step=4,
+        best_stsb_dev=scores.get("STSBenchmark", scores.get("avg")),
+        trajectory=[
+            {
+                "step": s,
+                "loss": 1.0 / (s + 1),
+                "stsb_dev": 50.0 + s,
+                "align": 0.2 + 0.01 * s,
+                "uniform": -1.0 - 0.1 * s,
+            }
+            for s in (0, 2, 4)
+        ],
+        error=None if status == "finished" else "boom",
+    )
+
+
+def fill_store(store: RunStore, data_root: Path) -> None:
+    """Records for the fixture specs under the smoke profile, from tests/fixtures/report_scores.json."""
+    from harness.grid.plan import expand
+    from harness.specs.parse import load_table_spec
+
+    scores = json.loads((FIXTURES / "report_scores.json").read_text(encoding="utf-8"))
+    for name in ("report_rows", "report_sweep"):
+        spec = load_table_spec(SPECS / f"{name}.toml")
+        plan = expand([spec], "smoke", seeds=1, data_root=data_root)
+        for key, entries in scores[name].items():
+            base = plan.cell(spec.name, key).configs[0]
+            for i, entry in enumerate(entries):
+                store.save(finished_record(base.replace(seed=base.seed + i), entry))
+    # a failed and an interrupted run must not show up in any table
+    rows = load_table_spec(SPECS / "report_rows.toml")
+    dcl = expand([rows], "smoke", seeds=1, data_root=data_root).cell("report_rows", "+DCL").configs[0]
+    store.save(finished_record(dcl, {"STS12": 99.0, "STSBenchmark": 99.0, "avg": 99.0}, status="failed"))
+    store.save(finished_record(dcl.replace(seed=dcl.seed + 1), {"avg": 99.0}, status="running"))
+
+
+def check_golden(name: str, text: str) -> None:
+    """``text`` equals the golden file ``tests/fixtures/golden/<name>`` (rewritten with
+    HARNESS_UPDATE_GOLDEN=1)."""
+    path = GOLDEN / name
+    if os.environ.get(UPDATE_ENV):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    if not path.exists():
+        pytest.fail(f"golden file {path} missing: run with {UPDATE_ENV}=1 to create it")
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{name} differs from its golden file ({UPDATE_ENV}=1 updates)"
+    )
+
+
+LATEX_DOC = r"""\documentclass[twocolumn]{article}
+\usepackage[T1]{fontenc}
+\usepackage{booktabs}
+\usepackage{graphicx}
+\hfuzz=0.5pt
+\begin{document}
+%s
+\end{document}
+"""
+"""A two-column article around a body (``LATEX_DOC % body``)."""
+
+
+def pdflatex() -> str:
+    """The pdflatex command (the test is skipped where it is missing, and fails in CI)."""
+    exe = shutil.which("pdflatex")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("pdflatex is missing in CI: .ci/run installs texlive-latex-base/-recommended")
+        pytest.skip("pdflatex not installed (CI installs it; see .ci/run)")
+    return exe
+
+
+def latex_problems(body: str, workdir: Path) -> list[str]:
+    """Compile ``body`` inside a two-column article; return LaTeX errors and overfull boxes."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "doc.tex").write_text(LATEX_DOC % body, encoding="utf-8")
+    proc = subprocess.run(
+        [pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = (workdir / "doc.log").read_text(encoding="latin-1") if (workdir / "doc.log").exists() else ""
+    problems = [ln for ln in log.splitlines() if ln.startswith("!") or ln.startswith("Overfull")]
+    if proc.returncode and not problems:
+        problems.append(f"pdflatex exit status {proc.returncode}: {proc.stdout[-500:]}")
+    return problems
+
+
+def chromium() -> str | None:
+    """The headless browser (the test is skipped where it is missing, and fails in CI)."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if exe := shutil.which(name):
+            return exe
+    if os.environ.get("CI"):
+        pytest.fail("chromium is missing in CI: .ci/run installs the Debian chromium package")
+    pytest.skip("chromium not installed (CI installs it; see .ci/run)")
+    return None
+
+
+# -- processes ---------------------------------------------------------------------------------------
+def session_pids(sid: int) -> list[int]:
+    """Live processes of session ``sid`` (what a driver or a Ray head started and left behind)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            out.append(int(entry.name))
+    return out
+
+
+# -- Ray nodes (the capacity watch) -----------------------------------------------------------------
+class Clock:
+    """A clock that moves only when a test sets ``now`` (the capacity watch's and the callback's)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+HEAD = Node("h" * 56, "127.0.0.1", {"CPU": 1.0, "memory": 4e9})
+"""A Ray head node as the capacity watch sees it."""
+WORKER = Node("w" * 56, "127.0.0.1", {"CPU": 1.0, "memory": 4e9, "worker_node": 1.0})
+"""A worker node offering ``worker_node=1`` (the resource the trials are pinned to)."""
+NEED = {"CPU": 1.0, "memory": 1e9, "worker_node": 1.0}
+"""What a trial pinned to a worker node needs."""
+
+
+# -- methods -----------------------------------------------------------------------------------------
+SENTS = [
+    "a man is playing a guitar .",
+    "two dogs run on the beach .",
+    "the stock market fell sharply today .",
+    "a woman is slicing an onion .",
+    "children play football in the park after school .",
+    "the cat sleeps .",
+]
+"""The short sentences the method tests tokenise with the tiny encoder (lengths 4 to 10 words)."""
+
+
+def cos(a: list[float], b: list[float]) -> float:
+    """The cosine of two vectors given as lists (0 where one is zero): the slow references' own."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / na / nb if na > 0 and nb > 0 else 0.0
+
+
+def checked_params(name: str, hidden: int = 64, **overrides: Any) -> Any:
+    """Method ``name``'s parameter record from ``overrides`` (as ``--set`` gives them), validated for
+    an encoder of width ``hidden``."""
+    from methods import build_params
+
+    params = build_params(name, overrides)
+    params.validate(hidden)
+    return params
+
+
+def make_method(name: str, hidden: int, **overrides: Any) -> Any:
+    """Method ``name`` with these parameters for width ``hidden``; its heads initialised alike for
+    every method (seed 123)."""
+    from methods import REGISTRY, build_params
+
+    torch.manual_seed(123)  # the same MLP head initialisation for every method
+    return REGISTRY[name](build_params(name, overrides), hidden)
+
+
+def loss_and_grads(
+    method: Any, encoder: SentenceEncoder, batch: dict[str, torch.Tensor], seed: int = 7
+) -> tuple[Any, list[torch.Tensor]]:
+    """One step's loss output of ``method`` on ``batch`` and the gradients of the encoder's and the
+    method's parameters (zeros where one gets none), dropout drawn from ``seed``."""
+    from harness.encoder.training_encode import TrainingEncode
+
+    encoder.zero_grad(set_to_none=True)
+    method.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    out = method.compute_loss(TrainingEncode(encoder), batch, step=0)
+    out.loss.backward()
+    params = list(encoder.parameters()) + list(method.parameters())
+    grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
+    return out, grads
+
+
+def assert_same(a: tuple[Any, list[torch.Tensor]], b: tuple[Any, list[torch.Tensor]]) -> None:
+    """Two :func:`loss_and_grads` results are equal (loss and every gradient, up to float rounding)."""
+    (out_a, grads_a), (out_b, grads_b) = a, b
+    torch.testing.assert_close(out_a.loss, out_b.loss, rtol=1e-5, atol=1e-6)
+    assert len(grads_a) == len(grads_b)
+    for ga, gb in zip(grads_a, grads_b):
+        torch.testing.assert_close(ga, gb, rtol=1e-4, atol=1e-6)
+
+
+class FakeEncode:
+    """An EncodeFn without an encoder: random features for each row (cheap tests of the wiring);
+    ``calls`` lists each call's rows and dropout switch."""
+
+    def __init__(self, hidden_size: int, seed: int = 0) -> None:
+        self.hidden_size = hidden_size
+        self.gen = torch.Generator().manual_seed(seed)
+        self.calls: list[tuple[int, bool]] = []
+
+    def __call__(
+        self, batch: dict[str, torch.Tensor], *, dropout: bool = True, encoder: Any = None
+    ) -> torch.Tensor:
+        n = batch["input_ids"].shape[0]
+        self.calls.append((n, dropout))
+        return torch.randn(n, self.hidden_size, generator=self.gen).requires_grad_(True)
+
+
+def no_dropout(module: torch.nn.Module) -> None:
+    """Every dropout of ``module`` set to 0 (the float64 comparisons with the released code's loops)."""
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.Dropout):
+            sub.p = 0.0
+
+
+def fake_batch(b: int) -> dict[str, torch.Tensor]:
+    """A batch of ``b`` three-token rows (for :class:`FakeEncode`)."""
+    return {
+        "input_ids": torch.zeros(b, 3, dtype=torch.long),
+        "attention_mask": torch.ones(b, 3, dtype=torch.long),
+    }
+
+
+# -- the encoder -------------------------------------------------------------------------------------
+EMBED_SENTS = ["a man is playing a guitar .", "", "two dogs run on the beach and bark loudly at the waves ."]
+"""Three sentences of very different lengths, one of them empty (the encoder tests embed these)."""
+TOKEN_SENTS = [
+    "a man is playing a guitar .",
+    "the cat sleeps .",
+    "two dogs run on the beach and bark loudly at the waves .",
+    "children play football in the park .",
+]
+"""Four sentences whose token-level features the encoder tests compare."""
+
+
+def reference_states(encoder: SentenceEncoder, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The model's own forward, eval mode: its last hidden state, padding zeroed."""
+    was = encoder.training
+    encoder.eval()
+    try:
+        with torch.no_grad():
+            hidden = encoder.model(**batch).last_hidden_state
+    finally:
+        encoder.train(was)
+    return hidden * batch["attention_mask"].unsqueeze(-1)

@@ -1,0 +1,54 @@
+"""The forest plots (harness.reporting.forest): each pair named under its statement, the x range the
+measured intervals', a paper delta beyond it written in the margin, the verdicts told apart by marker
+shape as well as colour, no title inside."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.reporting.claim_text import MINUS
+from harness.reporting.claims import build_claims
+from harness.reporting.forest import VERDICT_STYLE, draw_forest, forest_caption
+from harness.specs.find import load_table_specs
+from harness.store.run_store import RunStore
+from tests.helpers import NIGHT
+
+
+def test_the_forest_plot_names_each_pair_under_its_statement(night: list) -> None:
+    group = [r for r in night if r.claim.spec == "simcsepp_table5"]
+    fig = draw_forest(group, "night")
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert labels[0] == "m = 0.9 is the best of its sweep" and labels[1] == "m = 0.9 > m = 0.5"
+    assert "\u03bb = 0.1 > \u03bb = 0.02" in labels  # the papers' letters
+    assert len(labels) == len(group) + 3  # three statements, each over its pairs
+    assert "STS-B dev" in fig.axes[0].get_xlabel() and MINUS in fig.axes[0].get_xlabel()
+    caption = forest_caption(group, "night")
+    assert caption.startswith("Claims of SimCSE++ Table 5 (Xu et al., EMNLP 2023): Hyper-parameter search")
+
+
+def test_the_forest_x_range_is_the_measured_one_and_verdicts_have_shapes(night_claims: list) -> None:
+    table5 = [r for r in night_claims if r.claim.spec == "simcsepp_table5"]
+    ax = draw_forest(table5, "night").axes[0]
+    low, high = ax.get_xlim()
+    measured = [v for r in table5 for v in (r.summary.low, r.summary.high) if v is not None]
+    assert low <= min(measured) and high >= max(measured)
+    assert high < 2.0 < max(r.claim.paper_delta for r in table5)  # not stretched to the paper's +15.22
+    beyond = [t.get_text() for t in ax.texts if t.get_text().startswith("paper ")]
+    assert "paper +15.22 \u2192" in beyond  # a delta beyond the range: its value in the margin
+    markers = {line.get_marker() for line in ax.get_lines() if line.get_linestyle() == "None"}
+    assert {VERDICT_STYLE[v][1] for v in ("holds", "reversed", "inconclusive")} <= markers
+    figure = draw_forest(table5, "night")
+    assert not ax.get_title() and figure._suptitle is None  # type: ignore[attr-defined]  # caption: LaTeX, report
+
+
+@pytest.fixture(scope="module")
+def night_claims(data_root: Path) -> list:
+
+    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
+    specs = [s for s in load_table_specs(["simcsepp_table5"])]
+    return build_claims(
+        specs, RunStore(NIGHT / "runs"), "night", overrides=manifest["overrides"], data_root=data_root
+    )

@@ -1,0 +1,31 @@
+"""The run tests' data root with a stand-in STS-B dev probe (the loop's final scores are the tests')."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import harness.run.training as train_mod
+from tests.helpers import make_corpus_root
+
+PROBED_CORPUS = [f"the dog number {i} walks to the park ." for i in range(80)]
+
+
+def probe(data_root: Path, token_lengths: Any = None) -> Callable[[Any], dict[str, float]]:
+    def scores(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
+        x = embed(["a b .", "a c ."]).astype(np.float64)
+        return {"stsb_dev": float(x[0] @ x[1]), "align": 0.1, "uniform": -1.0}
+
+    return scores
+
+
+@pytest.fixture
+def probed_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A data root holding an 80-sentence corpus; the loop's STS-B dev probe is a two-sentence
+    stand-in (the tests set the final evaluation)."""
+    monkeypatch.setattr(train_mod, "make_probe", probe)
+    return make_corpus_root(tmp_path / "data", "\n".join(PROBED_CORPUS) + "\n")

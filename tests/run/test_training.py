@@ -1,0 +1,400 @@
+"""The training loop on the tiny random encoder (seconds per run).
+
+The STS-B dev probe and the final evaluation are replaced by small deterministic stand-ins (a
+function of the embeddings of four fixed sentences, ``tests.helpers.fake_probe``), so these tests
+exercise the loop, not the evaluator; one test (slow) runs the real probe. A method's own sentence
+input, and more threads for the final evaluation than for training (a run's end:
+tests/run/test_final.py; its losses: tests/run/test_trajectory.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import harness.run.training as train_mod
+from harness.config.run_config import resolve_config
+from harness.encoder.model import SentenceEncoder
+from harness.encoder.saved import SENTENCE_HEAD_FILE
+from harness.errors import DataError, TrainingError
+from harness.run.probe_cache import CACHE_DIR
+from harness.run.training import train_run
+from harness.store.run_store import RunStore
+from methods.simcse import SimCSE
+from tests.helpers import TRAIN_CORPUS, fake_probe, final_with, make_corpus_root, smoke_config
+
+
+def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, tmp_path: Path) -> None:
+    config = smoke_config(train_root)
+    store = RunStore(tmp_path / "runs")
+    lines: list[str] = []
+    record = train_run(config, train_root, store, device="cpu", log=lines.append)
+    assert record["status"] == "finished" and record["error"] is None
+    assert record["run_id"] == config.run_id() and record["group_id"] == config.group_id()
+    assert record["config"] == config.to_dict()
+    assert [p["step"] for p in record["trajectory"]] == [0, 2, 4]
+    first = record["trajectory"][0]
+    assert first["loss"] is None and first["lr"] == pytest.approx(3e-5)
+    for point in record["trajectory"][1:]:
+        assert math.isfinite(point["loss"]) and {"stsb_dev", "align", "uniform", "lr"} <= set(point)
+    assert record["trajectory"][-1]["lr"] == 0.0
+    best = max(record["trajectory"][1:], key=lambda p: p["stsb_dev"])
+    assert (record["best_step"], record["best_stsb_dev"]) == (best["step"], best["stsb_dev"])
+    assert record["final"]["tasks"] == "sts" and record["final"]["mode"] == "fasttest"
+    for key in ("wall_time_s", "train_time_s", "eval_time_s"):
+        assert record[key] > 0
+    if Path("/proc/self/status").exists():  # the run's peak resident memory (harness.grid.memory)
+        assert 50 < record["peak_rss_mb"] < 64 * 1024
+    assert record["started_at"] and record["finished_at"] and record["host"] and record["code_version"]
+    assert store.load(config.run_id()) == json.loads(json.dumps(record))
+    assert store.finished_ids() == {config.run_id()}
+    assert any("step 4/4" in line for line in lines)
+
+    again = train_run(config, train_root, None, device="cpu", log=None)
+    strip = ("elapsed_s",)
+    assert [{k: v for k, v in p.items() if k not in strip} for p in again["trajectory"]] == [
+        {k: v for k, v in p.items() if k not in strip} for p in record["trajectory"]
+    ]
+    assert again["final"] == record["final"]
+
+
+def test_final_scores_come_from_the_best_checkpoint(
+    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[float] = []
+
+    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        seen.append(fake_probe(root)(embed)["stsb_dev"])
+        return {"sts": {"avg": 0.0}}
+
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    record = train_run(smoke_config(train_root, max_steps=3, eval_every=1), train_root, log=None)
+    assert seen == [pytest.approx(record["best_stsb_dev"], abs=1e-4)]
+
+
+def test_zero_steps_only_evaluates(fakes: None, train_root: Path) -> None:
+    record = train_run(smoke_config(train_root, max_steps=0), train_root, log=None)
+    assert [p["step"] for p in record["trajectory"]] == [0]
+    assert record["best_step"] == 0 and record["status"] == "finished"
+
+
+def test_post_whitening_whitens_the_final_embeddings(
+    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    captured: dict[str, np.ndarray] = {}
+
+    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        captured["x"] = embed(TRAIN_CORPUS[:80]).astype(np.float64)
+        return {}
+
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    config = smoke_config(train_root, max_steps=0, post_whiten="zca", post_whiten_sentences=80)
+    train_run(config, train_root, log=None)
+    # With no training the encoder is the seeded random one: whitening must be fitted on the first 80
+    # corpus sentences and applied to the evaluation embeddings.
+    from harness.encoder.loading import load_encoder
+    from methods.whitening import apply_post_whitening, fit_post_whitening
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads or threads)  # as the run embedded: ZCA magnifies rounding
+    try:
+        raw = load_encoder("random:tiny", "cpu", seed=config.seed).embed(TRAIN_CORPUS[:80])
+    finally:
+        torch.set_num_threads(threads)
+    mu, w = fit_post_whitening(raw, "zca")
+    assert not np.allclose(captured["x"], raw, atol=1e-3)
+    np.testing.assert_allclose(captured["x"], apply_post_whitening(raw, mu, w), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["flow", "flow_glow"])
+def test_post_flow_evaluates_the_flows_latents(
+    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    captured: dict[str, np.ndarray] = {}
+
+    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        captured["z"] = embed(TRAIN_CORPUS[:80])
+        return {}
+
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    config = smoke_config(train_root, max_steps=0, post_whiten=kind, post_whiten_sentences=80, seed=7)
+    record = train_run(config, train_root, log=None)
+    assert record["status"] == "finished"
+    # No training: the flow is fitted (seeded by the run's seed) on the seeded random encoder's
+    # embeddings of the first 80 corpus sentences, and the final tasks score its latents.
+    from harness.encoder.loading import load_encoder
+    from methods.flow import READINGS, fit_flow
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads or threads)
+    try:
+        raw = load_encoder("random:tiny", "cpu", seed=config.seed).embed(TRAIN_CORPUS[:80])
+    finally:
+        torch.set_num_threads(threads)
+    fitted = fit_flow(raw, READINGS[kind], seed=config.seed)
+    assert not np.allclose(captured["z"], raw, atol=1e-3)
+    np.testing.assert_allclose(captured["z"], fitted.transform(raw), rtol=1e-4, atol=1e-4)
+
+
+def test_bad_corpus_fails_the_record(fakes: None, train_root: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "short.txt"
+    corpus.write_text("one .\ntwo .\n")
+    config = smoke_config(train_root, corpus=str(corpus))
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(DataError, match="fewer than one batch"):
+        train_run(config, train_root, store, log=None)
+    saved = store.load(config.run_id())
+    assert saved is not None and saved["status"] == "failed" and "fewer than one batch" in saved["error"]
+
+
+@pytest.mark.slow
+def test_real_probe_when_the_evaluator_exists(train_root: Path) -> None:
+    from harness.config.paths import resolve_data_root
+
+    try:
+        real_root = resolve_data_root(None)
+    except Exception:
+        pytest.skip("no data root with SentEval data")
+    config = smoke_config(train_root, max_steps=2, eval_every=2, final_tasks="none")
+    record = train_run(config, real_root, log=None)
+    for point in record["trajectory"]:
+        assert -100 <= point["stsb_dev"] <= 100 and point["align"] >= 0 and point["uniform"] <= 0
+
+
+def test_records_carry_provenance_schema_and_method_notes(
+    fakes: None, train_root: Path, tmp_path: Path
+) -> None:
+    import transformers
+
+    from harness.config.hardware import cpu_id, cpu_model
+    from harness.store.record import SCHEMA_VERSION
+
+    config = smoke_config(train_root, "whitenedcse", max_steps=2, eval_every=2)
+    assert config.threads == 1
+    record = train_run(config, train_root, RunStore(tmp_path / "runs"), num_threads=2, log=None)
+    assert record["schema_version"] == SCHEMA_VERSION == 4
+    prov = record["provenance"]
+    assert prov is not None
+    assert prov["threads"] == 1  # the config's thread count wins over the caller's
+    assert prov["torch"] == torch.__version__ and prov["transformers"] == transformers.__version__
+    assert prov["numpy"] == np.__version__ and prov["python"].count(".") == 2
+    assert prov["device"] == "cpu" and prov["device_name"] == cpu_model() and prov["gpu_name"] is None
+    assert prov.get("cpu_id") == cpu_id()
+    assert isinstance(prov["code_dirty"], bool | None)
+    assert record["method_notes"] == {"groups": "32 groups of 2 channels at d=64"}
+
+
+def test_bf16_on_a_cpu_that_emulates_it_is_announced(
+    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lines: list[str] = []
+    monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 40.0)
+    train_run(
+        smoke_config(train_root, max_steps=1, eval_every=1, precision="bf16"), train_root, log=lines.append
+    )
+    assert any("bf16 matmuls are emulated on this CPU (40x slower" in line for line in lines)
+    lines.clear()
+    monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 1.1)
+    train_run(
+        smoke_config(train_root, max_steps=1, eval_every=1, precision="bf16"), train_root, log=lines.append
+    )
+    assert not any("emulated" in line for line in lines)
+    lines.clear()
+    monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 40.0)
+    train_run(
+        smoke_config(train_root, max_steps=1, eval_every=1, eval_precision="bf16"),
+        train_root,
+        log=lines.append,
+    )
+    assert any("bf16 matmuls are emulated on this CPU (40x slower" in line for line in lines)
+
+
+@pytest.mark.parametrize(("precision", "eval_precision"), [("bf16", "fp32"), ("fp32", "bf16")])
+def test_dev_probes_use_the_training_precision_and_final_tasks_their_own(
+    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch, precision: str, eval_precision: str
+) -> None:
+    from harness.encoder.model import SentenceEncoder
+
+    seen: list[str] = []
+    real_embed = SentenceEncoder.embed
+
+    def spy(self: SentenceEncoder, sentences: Any, pooler: str = "cls_before_pooler", p: str = "fp32") -> Any:
+        seen.append(p)
+        return real_embed(self, sentences, pooler, p)
+
+    monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 1.0)
+    monkeypatch.setattr(SentenceEncoder, "embed", spy)
+    config = smoke_config(
+        train_root, max_steps=2, eval_every=1, precision=precision, eval_precision=eval_precision
+    )
+    train_run(config, train_root, log=lambda _: None)
+    # fake_probe embeds once per probe (steps 0, 1, 2); fake_final embeds once at the end
+    assert seen == [precision] * 3 + [eval_precision]
+
+
+def test_a_singular_whitening_error_is_one_short_line_and_the_record_keeps_the_eigenvalues(
+    probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final_with(71.5))
+    config = resolve_config(
+        "whitenedcse", {"num_groups": 1, "eps": 0.0}, "smoke", {"max_steps": 2}, data_root=probed_root
+    )
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(TrainingError) as caught:
+        train_run(config, probed_root, store, log=None)
+    line = str(caught.value)
+    assert "step 1: " in line and "block 0, group 0 is singular or non-finite" in line
+    assert len(line) < 250 and "[" not in line, line  # not the eigenvalues themselves
+    saved = store.load(config.run_id())
+    assert saved is not None and saved["status"] == "failed" and saved["error"] == f"TrainingError: {line}"
+    details = saved["error_details"]
+    assert details.startswith("eigenvalues of block 0, group 0: [") and details.count(",") >= 63
+
+
+# -- the method's sentence input (Method.sentence_input) -----------------------------------------------
+# The method contract's input transform (``Method.sentence_input``) in the training loop.
+#
+# A method whose sentence embedding needs another input than the sentence (PromptBERT: a template
+# around it, read at its [MASK] by the method's sentence head) returns ``text(sentence)``; the loop
+# embeds that text through the head in the dev probes and the final tasks, never shares its step-0
+# probe, and refuses a method that returns a text but no head. Methods without one embed the sentence
+# itself, as before.
+
+PROBE = [
+    "a man is playing a guitar .",
+    "a man plays the guitar",
+    "a woman slices an onion .",
+    "the cat sleeps",
+]
+
+CORPUS = [
+    f"the {w} number {i} walks to the {v} ."
+    for i, (w, v) in enumerate(zip(["dog", "cat"] * 40, ["park", "shop"] * 40))
+]
+
+
+@pytest.fixture
+def loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
+    """A fake dev probe and final evaluation, and every text the encoder embeds, recorded."""
+    seen: dict[str, Any] = {"texts": [], "probe": 0, "final": 0}
+
+    class Probe:
+        def __call__(self, embed: Any) -> dict[str, float]:
+            x = embed(list(PROBE)).astype(np.float64)
+            seen["probe"] += 1
+            x /= np.linalg.norm(x, axis=1, keepdims=True)
+            return {"stsb_dev": float(100 * (x[0] @ x[1] - x[2] @ x[3])), "align": 0.0, "uniform": 0.0}
+
+        def cache_token(self) -> str:
+            return "sentence-input-test-probe"
+
+    def final(embed: Any, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        embed(list(PROBE))
+        seen["final"] += 1
+        return {"sts": {"avg": 0.0}}
+
+    original = SentenceEncoder.embed
+
+    def recording(self: SentenceEncoder, sentences: Any, *args: Any, **kwargs: Any) -> np.ndarray:
+        seen["texts"].append(list(sentences))
+        return original(self, sentences, *args, **kwargs)
+
+    monkeypatch.setattr(train_mod, "make_probe", lambda data_root, token_lengths=None: Probe())
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    monkeypatch.setattr(SentenceEncoder, "embed", recording)
+    seen["root"] = make_corpus_root(tmp_path / "data", "\n".join(CORPUS) + "\n")
+    return seen
+
+
+def test_probes_and_final_tasks_embed_the_template_through_the_head(loop, tmp_path) -> None:
+    root = loop["root"]
+    config = resolve_config("promptbert", None, "smoke", {"max_steps": 2, "eval_every": 1}, data_root=root)
+    store = RunStore(tmp_path / "runs")
+    record = train_run(config, root, store, log=None, save_checkpoint=True)
+    assert record["status"] == "finished"
+    assert (loop["probe"], loop["final"]) == (3, 1)
+    expected = [
+        'This sentence of "a man is playing a guitar ." means[MASK].',
+        'This sentence of "a man plays the guitar." means[MASK].',  # evaluation.py adds the full stop
+        'This sentence of "a woman slices an onion ." means[MASK].',
+        'This sentence of "the cat sleeps." means[MASK].',
+    ]
+    assert loop["texts"] == [expected] * 4  # three probes, one final evaluation
+    assert "step0_probe_cached" not in record
+    assert not any((store.cache_root / CACHE_DIR).glob("**/*"))  # a head's step 0 is not shared
+    assert (store.checkpoint_dir(config.run_id()) / SENTENCE_HEAD_FILE).exists()  # export/eval refuse it
+
+
+def test_a_method_without_an_input_embeds_the_sentences_themselves(loop, tmp_path) -> None:
+    root = loop["root"]
+    config = resolve_config("simcse", None, "smoke", {"max_steps": 1, "eval_every": 1}, data_root=root)
+    train_run(config, root, RunStore(tmp_path / "runs"), log=None)
+    assert loop["texts"] == [PROBE] * 3
+
+
+class TextWithoutHead(SimCSE):
+    def sentence_input(self) -> Any:
+        return lambda sentence: f"[{sentence}]"
+
+
+def test_a_text_without_a_head_stops_the_run_before_training(loop, tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(train_mod, "get_method", lambda name: TextWithoutHead)
+    root = loop["root"]
+    config = resolve_config("simcse", None, "smoke", {"max_steps": 1, "eval_every": 1}, data_root=root)
+    with pytest.raises(RuntimeError, match="sentence_head"):
+        train_run(config, root, RunStore(tmp_path / "runs"), log=None)
+    assert loop["texts"] == []
+
+
+# -- more threads for the final evaluation (train_run(final_threads=...)) ------------------------------
+SENTENCES = ["a man plays a guitar .", "a man is playing music .", "a cat sleeps .", "rain falls ."]
+
+
+def _probe(data_root: Path, token_lengths: Any = None) -> Callable[..., dict[str, float]]:
+    def probe(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
+        x = embed(list(SENTENCES)).astype(np.float64)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        return {"stsb_dev": float(100 * x[0] @ x[1]), "align": 0.0, "uniform": 0.0}
+
+    return probe
+
+
+def test_the_final_evaluation_alone_runs_on_the_threads_handed_out(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: dict[str, int] = {}
+
+    def final(
+        embed: Callable[[list[str]], np.ndarray], data_root: Path, tasks: str, mode: str
+    ) -> dict[str, Any]:
+        seen["final"] = torch.get_num_threads()
+        x = embed(list(SENTENCES)).astype(np.float64)
+        return {"sts": {"STSB": float(x[0] @ x[1]), "avg": float(x[0] @ x[1])}}
+
+    monkeypatch.setattr(train_mod, "make_probe", _probe)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    data_root = make_corpus_root(tmp_path / "data", "\n".join(SENTENCES * 10) + "\n")
+    config = resolve_config("simcse", None, "smoke", {"max_steps": 2, "eval_every": 2}, data_root=data_root)
+    assert config.threads == 1
+    before = torch.get_num_threads()
+    plain = train_run(config, data_root, None, device="cpu", log=None)
+    asked: list[int] = []
+
+    def two() -> int:
+        asked.append(torch.get_num_threads())  # asked once, as the final evaluation starts
+        return 2
+
+    handed = train_run(config, data_root, None, device="cpu", log=None, final_threads=two)
+    assert asked == [1] and seen["final"] == 2 and handed["final_threads"] == 2
+    assert "final_threads" not in plain
+    assert handed["final"]["sts"]["avg"] == pytest.approx(plain["final"]["sts"]["avg"], abs=1e-5)
+    assert handed["best_stsb_dev"] == plain["best_stsb_dev"]  # training kept its one thread
+    assert torch.get_num_threads() == before
+    one = train_run(config, data_root, None, device="cpu", log=None, final_threads=lambda: 1)
+    assert "final_threads" not in one  # no more than its own: nothing to say

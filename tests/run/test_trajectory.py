@@ -1,0 +1,107 @@
+"""The steps between two evaluation points (harness.run.trajectory): their losses and metrics averaged
+into one trajectory point, and a loss that is not finite or beyond float16's range failing the run at
+the first step it happened at."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+import harness.run.training as train_mod
+from harness.errors import TrainingError
+from harness.run.training import train_run
+from harness.run.trajectory import LOSS_LIMIT, PendingSteps, overflow_message, trajectory_point
+from harness.store.run_store import RunStore
+from methods import REGISTRY
+from methods.base import EncodeFn, LossOutput
+from methods.simcse import SimCSE
+from tests.helpers import final_with, smoke_config
+
+
+class NanAtStep3(SimCSE):
+    name = "nan_at_3"
+
+    def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
+        out = super().compute_loss(encode, batch, step)
+        if step == 3:
+            out.loss = out.loss * float("nan")
+        return LossOutput(out.loss, {"extra_metric": 1.0})
+
+
+def test_nan_loss_writes_a_failed_record_naming_the_step(
+    fakes: None, train_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(REGISTRY, "nan_at_3", NanAtStep3)
+    config = smoke_config(train_root, "nan_at_3", eval_every=1)
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(TrainingError, match="step 3"):
+        train_run(config, train_root, store, log=None)
+    saved = store.load(config.run_id())
+    assert saved is not None and saved["status"] == "failed" and "step 3" in saved["error"]
+    assert [p["step"] for p in saved["trajectory"]] == [0, 1, 2]
+    assert saved["trajectory"][1]["extra_metric"] == 1.0
+    assert saved["finished_at"] is not None and store.finished_ids() == set()
+    assert "peak_rss_mb" in saved or not Path("/proc/self/status").exists()
+
+
+def test_a_temperature_that_overflows_the_logits_fails_the_run_at_its_first_step(
+    probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final_with(71.5))
+    config = smoke_config(probed_root, params={"temperature": 1e-30}, max_steps=2, eval_every=1)
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(TrainingError) as caught:
+        train_run(config, probed_root, store, log=None)
+    line = str(caught.value)
+    assert line.startswith("loss ") and " at step 1 is beyond 65504 (float16's range)" in line
+    assert "temperature 1e-30 scales cosines up to 1e+30" in line and "\n" not in line and len(line) < 200
+    saved = store.load(config.run_id())
+    assert saved is not None and saved["status"] == "failed" and saved["trajectory"][-1]["step"] == 0
+    assert LOSS_LIMIT == 65504.0
+
+
+def test_pending_steps_average_their_losses_and_metrics_and_start_again() -> None:
+    pending = PendingSteps()
+    assert pending.summary() == (None, {})  # no step ran
+    pending.add(1, torch.tensor(1.0), {"acc": torch.tensor(0.25), "n": 2.0})
+    pending.add(2, torch.tensor(3.0, requires_grad=True) * 1, {"acc": 0.75, "n": torch.tensor(4.0)})
+    assert not any(loss.requires_grad for loss in pending.losses)  # kept detached
+    pending.check()
+    loss, metrics = pending.summary()
+    assert loss == pytest.approx(2.0) and metrics == {"acc": pytest.approx(0.5), "n": pytest.approx(3.0)}
+    assert pending.steps == [] and pending.losses == [] and pending.metrics == {}
+
+
+def test_the_check_names_the_first_bad_step_and_the_temperature() -> None:
+    pending = PendingSteps(temperature=1e-30)
+    for step, value in ((4, 1.0), (5, math.inf), (6, math.nan)):
+        pending.add(step, torch.tensor(value), {})
+    with pytest.raises(TrainingError, match=r"^non-finite loss \(inf\) at step 5$"):
+        pending.check()
+    big = PendingSteps(temperature=0.05)
+    big.add(7, torch.tensor(2 * LOSS_LIMIT), {})
+    with pytest.raises(TrainingError) as caught:
+        big.check()
+    assert str(caught.value) == overflow_message(2 * LOSS_LIMIT, 7, 0.05)
+    assert "at step 7 is beyond 65504" in str(caught.value) and "temperature 0.05" in str(caught.value)
+    assert "temperature" not in overflow_message(1e6, 1, None)  # a method without one
+
+
+def test_a_trajectory_point_keeps_the_scores_and_renames_a_metric_that_would_overwrite_one() -> None:
+    scores = {"stsb_dev": 0.5, "align": 0.2, "uniform": -1.5, "sts12": 0.4}
+    point = trajectory_point(3, scores, 1.25, {"loss": 9.0, "queue_fill": 0.5}, 1e-4, 1.23456)
+    assert point == {
+        "step": 3,
+        "loss": 1.25,
+        "stsb_dev": 0.5,
+        "align": 0.2,
+        "uniform": -1.5,
+        "lr": 1e-4,
+        "elapsed_s": 1.235,
+        "sts12": 0.4,
+        "method_loss": 9.0,  # a method's metric named like a reserved key
+        "queue_fill": 0.5,
+    }

@@ -1,0 +1,207 @@
+"""A grid on a Ray cluster whose nodes share no folder, on this one machine.
+
+A head (``ray start --head`` on 127.0.0.1) and a worker node started inside its own mount namespace
+(``unshare --mount``) with a private tmpfs over the runs folder's and the data root's paths: the
+worker cannot see the driver's runs folder, and reads its own copy of the small data root. The
+worker offers the custom resource ``worker_node`` and the grid's trials ask for it
+(``--trial-resources``), so every trial runs there. Tune's storage (``--storage``) is a folder both
+see: resume checkpoints and saved encoders live there, as on a cluster with shared storage or s3.
+
+* ``harness check --address`` visits both nodes and lists the data file the worker lacks (exit 1);
+* a smoke grid through ``--address``: the worker node is killed (its processes, by their ids) once a
+  trial has a checkpoint; a new worker node starts; the trial is retried there from its checkpoint;
+  every record is in the driver's store exactly once, the saved encoders too, and tables render.
+
+Root only (mounts). Two Ray nodes and a two-run smoke grid with a node lost: a few minutes on two
+loaded cores, so marked slow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.store.run_store import RunStore
+from tests.helpers import REPO_ROOT, SMOKE_SPEC, make_data_root, session_pids
+
+RAY = Path(sys.executable).with_name("ray")
+STS_DEV = Path("senteval") / "STS" / "STSBenchmark" / "sts-dev.csv"
+SHORT = ["--max-steps", "24", "--eval-every", "4"]  # long enough to be killed after a checkpoint
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare"),
+    pytest.mark.skipif(not RAY.exists(), reason="the ray command is not installed beside this Python"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Nodes:
+    """The Ray processes this test started, each group in its own session (stopped by pid)."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.sessions: list[int] = []
+        self.env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), RAY_USAGE_STATS_ENABLED="0")
+        self.env.pop("RAY_AUTH_MODE", None)
+        # a lost node is noticed in seconds, not the default half minute
+        self.env.update(RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3")
+
+    def head(self, port: int) -> None:
+        cmd = [str(RAY), "start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1"]
+        cmd += ["--num-cpus", "1", "--num-gpus", "0", "--include-dashboard", "false"]
+        cmd += ["--disable-usage-stats", "--temp-dir", str(self.base / "h")]
+        pipe = subprocess.PIPE
+        proc = subprocess.Popen(
+            cmd, env=self.env, stdout=pipe, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
+        self.sessions.append(proc.pid)
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode == 0, out
+
+    def worker(self, name: str, address: str, hidden: list[Path], data: Path, data_copy: Path) -> int:
+        """A worker node in its own mount namespace: a tmpfs over each ``hidden`` path, its own
+        copy of the data root at ``data``; returns its namespace's first process id."""
+        tmp = self.base / name
+        tmp.mkdir()
+        mounts = "".join(f"mount -t tmpfs -o size=512m tmpfs {p}\n" for p in hidden)
+        script = (
+            f"set -e\n{mounts}cp -a {data_copy}/. {data}/\n"
+            f"exec {RAY} start --address {address} --node-ip-address 127.0.0.1 --num-cpus 1 --num-gpus 0 "
+            f"""--resources '{{"worker_node": 1}}' --disable-usage-stats --temp-dir {tmp}/r --block\n"""
+        )
+        log = (self.base / f"{name}.log").open("w")
+        proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            # token auth as `ray start --head` set it up; the trials' own folders in this node's folder
+            env=dict(self.env, RAY_AUTH_MODE="token", TMPDIR=str(tmp)),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.sessions.append(proc.pid)
+        wait_for(lambda: "Ray runtime started" in (self.base / f"{name}.log").read_text(), 180, f"{name} up")
+        return proc.pid
+
+    def kill(self, sid: int) -> list[int]:
+        pids = session_pids(sid)
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        return pids
+
+    def stop_all(self) -> list[int]:
+        for sid in self.sessions:
+            for pid in session_pids(sid):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while any(session_pids(s) for s in self.sessions) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return [pid for sid in self.sessions for pid in self.kill(sid)]
+
+
+def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if predicate():
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_grid_on_nodes_that_share_no_folder(mini_data_root: Path, tmp_path: Path) -> None:
+    runs, data, storage = tmp_path / "runs", tmp_path / "data", tmp_path / "storage"
+    runs.mkdir()
+    (runs / "driver-only").write_text("the driver's runs folder\n")
+    make_data_root(data, mini_data_root / "senteval")
+    data_copy = make_data_root(tmp_path / "worker-data", mini_data_root / "senteval")  # the worker's own
+    base = Path(f"/tmp/hc-{os.getpid()}")  # short: Ray's socket paths must fit 107 bytes
+    base.mkdir()
+    nodes = Nodes(base)
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    cli = [sys.executable, "-m", "harness.cli"]
+    common = ["--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs)]
+    try:
+        nodes.head(port)
+        (data_copy / STS_DEV).rename(data_copy / "sts-dev.kept")
+        first = nodes.worker("w1", address, [runs, data], data, data_copy)
+        (data_copy / "sts-dev.kept").rename(data_copy / STS_DEV)  # the next worker's copy is whole
+        worker_view = Path(f"/proc/{first}/root")  # the file system as the worker node sees it
+        assert (runs / "driver-only").is_file()
+        assert not (worker_view / runs.relative_to("/") / "driver-only").exists()
+        assert not (worker_view / data.relative_to("/") / STS_DEV).exists()
+
+        check = subprocess.run([*cli, "check", str(SMOKE_SPEC), *common, "--address", address],
+                               env=nodes.env, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert check.returncode == 1, check.stdout + check.stderr
+        problems = [ln for ln in check.stdout.splitlines() if "PROBLEM" in ln]
+        assert len(problems) == 1 and f"SentEval file missing: {data / STS_DEV}" in problems[0], check.stdout
+        assert "Ray at " in check.stdout and "2 node(s)" in check.stdout
+        # the worker gets the file back (through its own namespace's view of its tmpfs)
+        shutil.copy(data / STS_DEV, worker_view / data.relative_to("/") / STS_DEV)
+
+        grid = subprocess.Popen(
+            [*cli, "grid", str(SMOKE_SPEC), *common, "--address", address, "--trial-resources",
+             "worker_node=1", "--storage", str(storage), "--max-failures", "2", "--save-model", *SHORT],
+            env=dict(nodes.env, HARNESS_CHECKPOINT_EVERY_S="0"),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        nodes.sessions.append(grid.pid)
+        t0 = time.monotonic()
+        noted = runs / "resume"
+        wait_for(lambda: any(noted.glob("*.json")), 600, "a trial's first resume checkpoint")
+        (killed_run,) = [p.stem for p in noted.glob("*.json")]
+        step = json.loads((noted / f"{killed_run}.json").read_text())["step"]
+        assert nodes.kill(first), "the worker node's processes were gone already"
+        time.sleep(2.0)
+        nodes.worker("w2", address, [runs, data], data, data_copy)
+        out, _ = grid.communicate(timeout=900)
+        wall = time.monotonic() - t0
+    finally:
+        leftovers = nodes.stop_all()
+        shutil.rmtree(base, ignore_errors=True)
+    print(out)
+    print(f"grid wall time {wall:.1f} s; killed {killed_run} after its checkpoint at step {step}")
+    assert grid.returncode == 0, out
+    assert "grid: 2 finished, 0 failed of 2 trials" in out
+    assert f"retrying {killed_run}: " in out  # Tune's retry of the trial the lost node ran
+    store = RunStore(runs)
+    records = store.records()
+    assert sorted(r["run_id"] for r in records) == sorted({r["run_id"] for r in records})
+    assert len(records) == 2 and all(r["status"] == "finished" for r in records)
+    for record in records:
+        assert store.attempts(record["run_id"]) == []  # one record per run, no duplicate attempt
+        assert record["checkpoint"] == str(store.checkpoint_dir(record["run_id"]))
+        assert (store.checkpoint_dir(record["run_id"]) / "config.json").is_file()
+    killed = store.load(killed_run)
+    assert killed is not None and killed.get("resumed_from_step", 0) >= step, killed
+    assert not list(noted.glob("*.json"))  # the notes go when their runs finish
+    assert not [p for p in storage.rglob("*.pt")]  # so do the resume checkpoints
+    tables_out = ["--out", str(tmp_path / "tables")]
+    tables = subprocess.run([*cli, "tables", str(SMOKE_SPEC), *common, *SHORT, *tables_out],
+                            env=nodes.env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert tables.returncode == 0, tables.stdout + tables.stderr
+    lines = (tmp_path / "tables" / "smoke_grid.tex").read_text().splitlines()
+    measured = [lines[i + 1] for i, ln in enumerate(lines) if ln.startswith(("SimCSE-BERT-base &", "{*}\\,"))]
+    assert len(measured) == 2 and all("--" not in ln for ln in measured)
+    print(f"stopped {len(leftovers)} process(es) left by the nodes and the grid")
+    assert all(not session_pids(s) for s in nodes.sessions)

@@ -1,0 +1,58 @@
+"""``make gpu-check`` works the first time a GPU comes: the same script on this CPU with the tiny model
+runs every stage, writes its numbers and a calibration file, and the grid's cost model reads it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.config.hardware import cpu_id
+from harness.config.run_config import resolve_config
+from harness.grid.calibration import load_calibrations
+from harness.grid.cost import CostModel
+from tests.helpers import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+
+import gpu_check
+
+
+def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
+    data_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    argv = ["--device", "cpu", "--model", "random:tiny", "--steps", "4", "--bench-steps", "2"]
+    code = gpu_check.main([*argv, "--out", str(out), "--runs-dir", str(runs), "--data-dir", str(data_root)])
+    assert code == 0, capsys.readouterr().err
+    result = json.loads((out / "gpu_check.json").read_text())
+    stages = result["stages"]
+    assert set(stages) >= {"matmul peak", "step flops", "step against sentence-transformers", "proxies"}
+    assert not [name for name, numbers in stages.items() if "error" in numbers]
+    assert stages["step flops"]["tflop_per_step"] > 0
+    proxies = stages["proxies"]
+    assert proxies["compiled"]["graph_breaks"] == 0 and proxies["compiled"]["host_reads_per_step"] == 0
+    assert proxies["compiled"]["aten_ops_per_step"] < proxies["eager"]["aten_ops_per_step"]
+    trial = stages["paper-profile trial"]
+    assert trial["status"] == "finished" and trial["compiled"] is True and trial["sts_s"] > 0
+    assert result["achieved"]["share_of_peak"] > 0
+
+    (calibration,) = load_calibrations(runs)
+    assert calibration["device"] == "cpu" and calibration["step_s"] == pytest.approx(
+        result["achieved"]["step_ms"] / 1000
+    )
+    config = resolve_config(
+        "simcse",
+        None,
+        "cpu",
+        {"model": "random:tiny", "precision": "fp32", "threads": "none"},
+        data_root=data_root,
+    )
+    model = CostModel(device="cpu", calibrations=[calibration])
+    units, probe = model.units(config)
+    assert units.source.startswith(f"calibrated on {cpu_id()}") and "gpu_check.py" in units.source
+    assert units.step_s == calibration["step_s"] and probe == calibration["probe_s"]
+    assert units.sts_s["fp32"] == calibration["sts_s"]["fp32"]
+    assert CostModel(device="cuda", calibrations=[calibration]).units(config)[0].source != units.source

@@ -1,0 +1,91 @@
+"""Hand-edited or odd files in ``records/``: a record whose config no longer gives its run id (its
+numbers would land in another cell, or count twice for one seed) is named and skipped; a FIFO or a
+device named like a record is skipped, never waited on; the rest renders."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from harness.grid.plan import expand
+from harness.specs.parse import load_table_spec
+from harness.store.record import new_record
+from harness.store.run_store import RunStore
+from tests.helpers import SMOKE_SPEC, make_data_root
+
+
+@pytest.fixture(autouse=True)
+def no_hang() -> Iterator[None]:
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError("reading the records hung")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(60)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def finished(config: Any, avg: float) -> dict[str, Any]:
+    record = dict(new_record(config))
+    record.update(status="finished", final={"sts": {"STSBenchmark": avg, "avg": avg}}, best_stsb_dev=avg)
+    return record
+
+
+@pytest.fixture
+def two_seeds(tmp_path: Path) -> tuple[RunStore, Path, list[str]]:
+    """Two finished seeds of the smoke spec's SimCSE row."""
+    data = make_data_root(tmp_path / "data")
+    config = (
+        expand([load_table_spec(SMOKE_SPEC)], "smoke", seeds=1, data_root=data)
+        .cell("smoke_grid", "SimCSE-BERT-base")
+        .configs[0]
+    )
+    store = RunStore(tmp_path / "runs")
+    ids = []
+    for i, avg in enumerate((40.0, 42.0)):
+        seeded = config.replace(seed=config.seed + i)
+        store.save(finished(seeded, avg))
+        ids.append(seeded.run_id())
+    return store, data, ids
+
+
+def test_a_record_whose_config_was_edited_is_named_and_skipped(
+    two_seeds: tuple[RunStore, Path, list[str]], tmp_path: Path
+) -> None:
+    store, data, ids = two_seeds
+    edited = store.path(ids[1])
+    record = json.loads(edited.read_text(encoding="utf-8"))
+    record["config"]["seed"] = record["config"]["seed"] - 1  # now claims the first seed's config
+    edited.write_text(json.dumps(record), encoding="utf-8")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert [r["run_id"] for r in store.records()] == [ids[0]]
+    (said,) = [str(w.message) for w in caught]
+    assert said.startswith(f"skipping run record {edited}: its config gives run {ids[0]}")
+    assert "(edited by hand?)" in said
+    out = tmp_path / "tables"
+    common = ["--profile", "smoke", "--runs-dir", str(store.root), "--data-dir", str(data)]
+    with pytest.warns(RuntimeWarning, match="edited by hand"):
+        assert main(["tables", str(SMOKE_SPEC), *common, "--out", str(out)]) == 0
+    markdown = (out / "tables.md").read_text(encoding="utf-8")
+    assert "40.00" in markdown and "(n = 2)" not in markdown
+
+
+def test_a_fifo_among_the_records_is_skipped_not_waited_on(
+    two_seeds: tuple[RunStore, Path, list[str]],
+) -> None:
+    store, _, ids = two_seeds
+    os.mkfifo(store.records_dir / "stray.json")
+    with pytest.warns(RuntimeWarning, match=r"stray.json: run record .* is not a regular file but a FIFO"):
+        assert sorted(r["run_id"] for r in store.records()) == sorted(ids)

@@ -1,0 +1,160 @@
+"""A model folder is checked like data: tokenizer files present and consistent with the model's
+vocabulary, ``max_length`` within the encoder's positions; in ``check``, ``eval``, ``train`` and a
+grid's pre-flight, each failure one line and exit 2 (``check``: one problem line, exit 1) before
+any work."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.config.models import (
+    check_model_inputs,
+    model_folder_problems,
+    packaged_model_dir,
+    tokenizer_size,
+)
+from harness.encoder.loading import check_max_length, load_encoder
+from harness.errors import ConfigError, ModelLoadError
+from tests.helpers import SMOKE_SPEC, make_data_root
+
+TOKENIZER = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A whole tiny BERT folder: config, weights and the packaged tokenizer's files."""
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("models") / "tiny"
+    config = BertConfig(
+        vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+    )
+    BertModel(config).save_pretrained(folder)
+    for name in TOKENIZER:
+        shutil.copy(packaged_model_dir() / name, folder / name)
+    return folder
+
+
+def variant(
+    tiny: Path, tmp_path: Path, *, drop_tokenizer: bool = False, vocab_size: int | None = None
+) -> Path:
+    folder = tmp_path / "model"
+    shutil.copytree(tiny, folder)
+    if drop_tokenizer:
+        for name in TOKENIZER:
+            (folder / name).unlink()
+    if vocab_size is not None:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config["vocab_size"] = vocab_size
+        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+def error_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return [ln for ln in err.splitlines() if not ln.startswith("warning: ")]
+
+
+def test_a_whole_folder_has_no_problem(tiny_folder: Path) -> None:
+    assert model_folder_problems(str(tiny_folder), 32) == []
+    assert tokenizer_size(tiny_folder) == 30522
+    check_model_inputs(str(tiny_folder), 32)
+
+
+def test_a_folder_without_tokenizer_files_is_refused_everywhere(
+    tiny_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = variant(tiny_folder, tmp_path, drop_tokenizer=True)
+    data = make_data_root(tmp_path / "data")
+    runs = tmp_path / "runs"
+    with pytest.raises(ModelLoadError, match="no tokenizer files"):
+        load_encoder(str(folder))
+
+    assert (
+        main(["eval", "--model", str(folder), "--data-dir", str(data), "--output", str(tmp_path / "e.json")])
+        == 2
+    )
+    (line,) = error_lines(capsys)
+    assert f"model {folder}: no tokenizer files" in line and not (tmp_path / "e.json").exists()
+
+    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--output-dir", str(runs)]
+    assert main([*train, "--model", str(folder)]) == 2
+    (line,) = error_lines(capsys)
+    assert "no tokenizer files" in line and not (runs / "records").exists()
+
+    common = [str(SMOKE_SPEC), "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs)]
+    assert main(["grid", *common, "--override", f"model={folder}"]) == 2
+    (line,) = error_lines(capsys)
+    assert "no tokenizer files" in line
+    assert (
+        not (runs / "tune").exists() and not (runs / "grid.lock").exists() and not (runs / "records").exists()
+    )
+
+    assert main(["check", *common, "--override", f"model={folder}"]) == 1
+    problems = [ln for ln in capsys.readouterr().out.splitlines() if "PROBLEM" in ln and "SentEval" not in ln]
+    assert len(problems) == 1 and "no tokenizer files" in problems[0]
+
+
+def test_a_vocabulary_smaller_than_the_tokenizer_is_one_line(
+    tiny_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = variant(tiny_folder, tmp_path, vocab_size=20000)
+    data = make_data_root(tmp_path / "data")
+    assert model_folder_problems(str(folder)) == [
+        f"model {folder}: its tokenizer has 30522 tokens, more than the 20000 rows of the model's embedding "
+        "(vocab_size): ids past them cannot be embedded; use the model's own tokenizer"
+    ]
+    assert (
+        main(["eval", "--model", str(folder), "--data-dir", str(data), "--output", str(tmp_path / "e.json")])
+        == 2
+    )
+    (line,) = error_lines(capsys)
+    assert "more than the 20000 rows" in line
+    # the check after loading says the same of any encoder (a hub model has no folder to read first)
+    (folder / "vocab.txt").unlink()
+    (folder / "tokenizer.json").unlink()
+    shutil.copy(packaged_model_dir() / "vocab.txt", folder / "vocab.txt")
+    with pytest.raises(ModelLoadError, match="more than the 20000 rows"):
+        load_encoder(str(folder))
+
+
+def test_another_models_small_tokenizer_is_refused(tiny_folder: Path, tmp_path: Path) -> None:
+    folder = variant(tiny_folder, tmp_path)
+    for name in ("tokenizer.json", "vocab.txt"):
+        (folder / name).unlink()
+    (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n", encoding="utf-8")
+    (problem,) = model_folder_problems(str(folder))
+    assert "its tokenizer has 6 tokens, less than half of the model's 30522" in problem
+
+
+def test_max_length_beyond_the_positions_is_refused_before_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = make_data_root(tmp_path / "data")
+    runs = tmp_path / "runs"
+    line = "max_length 600 is more than the 512 positions of encoder random:tiny"
+    with pytest.raises(ConfigError, match=line):
+        check_model_inputs("random:tiny", 600)
+    with pytest.raises(ConfigError, match="max_length 513 is more than the 512 positions of encoder minilm"):
+        check_max_length(load_encoder("minilm"), 513)
+    check_max_length(load_encoder("minilm"), 512)
+
+    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--output-dir", str(runs)]
+    assert main([*train, "--max-length", "600"]) == 2
+    (err,) = error_lines(capsys)
+    assert line in err and not (runs / "records").exists()
+
+    common = [str(SMOKE_SPEC), "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs)]
+    assert main(["grid", *common, "--max-length", "600"]) == 2
+    (err,) = error_lines(capsys)
+    assert line in err and not (runs / "tune").exists() and not (runs / "records").exists()
+
+    assert main(["check", *common, "--max-length", "600"]) == 1
+    problems = [ln for ln in capsys.readouterr().out.splitlines() if "PROBLEM" in ln and "SentEval" not in ln]
+    assert len(problems) == 1 and line in problems[0]

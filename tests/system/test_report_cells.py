@@ -1,0 +1,145 @@
+"""No cell of the HTML report is hidden, checked cell by cell in headless Chromium at 1,280 and 1,920 px.
+
+The reports of the committed ``docs/demo`` and ``docs/night`` records (every night table: the widest
+tables there are) get a script that visits every cell of every table in a scroll box: it scrolls the
+box (and the page) until the cell is in view, then asks the browser which element is on top at the
+cell's left edge, centre and right edge (``document.elementFromPoint``). A cell under a sticky column,
+outside its scroll box or outside the window is reported with its text. The page itself must not
+scroll sideways, and the figures show at their natural width (the PNG's printed size at 96 px per
+inch), shrinking only to fit the window.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from tests.helpers import REPO_ROOT, chromium
+
+NIGHT_SPECS = [
+    "cpu_demo",
+    "simcsepp_table3",
+    "simcsepp_table2",
+    "whitenedcse_table3",
+    "whitenedcse_table6",
+    "whitenedcse_table5",
+    "simcsepp_table4",
+    "simcsepp_table1",
+    "whitenedcse_table4",
+    "simcsepp_table5",
+    "whitenedcse_table1",
+    "whitenedcse_table2",
+]
+
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const hidden = [];
+  let checked = 0;
+  for (const cell of document.querySelectorAll(".scroll > table td, .scroll > table th")) {
+    if (!cell.textContent.trim()) continue;
+    const box = cell.closest(".scroll");
+    box.scrollLeft = 0;
+    let r = cell.getBoundingClientRect();
+    let b = box.getBoundingClientRect();
+    if (r.right > b.right) box.scrollLeft += r.right - b.right;
+    r = cell.getBoundingClientRect();
+    window.scrollBy(0, r.top - 120);
+    r = cell.getBoundingClientRect();
+    b = box.getBoundingClientRect();
+    checked += 1;
+    const y = Math.min(r.top + 8, (r.top + r.bottom) / 2);
+    const on_top = [r.left + 2, (r.left + r.right) / 2, r.right - 2].every((x) => {
+      const el = document.elementFromPoint(x, y);
+      return el !== null && (el === cell || cell.contains(el));
+    });
+    const inside = r.left >= b.left - 1 && r.right <= b.right + 1 && r.left >= -1
+      && r.right <= document.documentElement.clientWidth + 1;
+    if (!on_top || !inside) hidden.push(cell.textContent.trim().slice(0, 40));
+  }
+  window.scrollTo(0, 0);
+  const figures = [...document.querySelectorAll("figure img")].map((img) => [
+    img.getBoundingClientRect().width, Number(img.getAttribute("width")),
+  ]);
+  const out = {
+    width: document.documentElement.clientWidth,
+    page: document.documentElement.scrollWidth,
+    checked, hidden, figures,
+  };
+  const pre = document.createElement("pre");
+  pre.id = "cells";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def _report(folder: Path, specs: list[str], tmp: Path) -> Path:
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    common = ["--profile", manifest["profile"], "--runs-dir", str(folder / "runs")]
+    common += [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    assert main(["tables", *specs, *common, "--out", str(tmp / "tables")]) == 0
+    assert main(["plots", *common, "--out", str(tmp / "plots")]) == 0
+    assert main(["report", *specs, *common, "--results", str(tmp)]) == 0
+    return tmp / "report.html"
+
+
+def _cells(exe: str, page: Path, width: int, home: Path) -> dict:
+    probe = page.with_name(f"cells-{page.name}")
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    proc = subprocess.run(
+        [
+            exe,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--window-size={width},1000",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            probe.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HOME": str(home)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = proc.stdout.split('<pre id="cells">', 1)[1].split("</pre>", 1)[0]
+    return json.loads(text.replace("&quot;", '"').replace("&amp;", "&"))
+
+
+@pytest.mark.parametrize(("folder", "specs"), [("demo", ["cpu_demo"]), ("night", NIGHT_SPECS)])
+def test_no_cell_of_the_report_is_hidden(tmp_path: Path, folder: str, specs: list[str]) -> None:
+    exe = chromium()
+    assert exe is not None
+    page = _report(REPO_ROOT / "docs" / folder, specs, tmp_path / "results")
+    for width in (1280, 1920):
+        layout = _cells(exe, page, width, tmp_path)
+        assert layout["width"] == width and layout["page"] <= width, layout  # no sideways page scroll
+        assert layout["checked"] > (300 if folder == "night" else 60), layout["checked"]
+        assert layout["hidden"] == [], (width, layout["hidden"])
+        assert layout["figures"]
+        for shown, natural in layout["figures"]:  # natural width, or the window's when narrower
+            assert natural > 0 and shown == pytest.approx(min(natural, width - 60), abs=40), layout["figures"]
+
+
+def test_the_probe_sees_a_cell_under_a_sticky_column(tmp_path: Path) -> None:
+    """The check itself: a table whose last column is sticky over a narrow box hides the cells under it."""
+    exe = chromium()
+    assert exe is not None
+    cells = "".join(f"<td>{i:04d} wide cell</td>" for i in range(30))
+    page = tmp_path / "sticky.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><style>.scroll{overflow-x:auto;width:600px}"
+        "td{white-space:nowrap;background:#fff;padding:4px}"
+        "td:last-child{position:sticky;right:0;width:300px;min-width:300px}</style></head><body>"
+        f'<div class="scroll"><table><tr>{cells}</tr></table></div></body></html>',
+        encoding="utf-8",
+    )
+    layout = _cells(exe, page, 1280, tmp_path)
+    assert layout["checked"] == 30 and layout["hidden"], layout
