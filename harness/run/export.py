@@ -137,40 +137,10 @@ def model_card(record: Mapping[str, Any], citation: str, pooler: str, whitening:
     config = record.get("config") or {}
     base = base_model(str(config.get("model", "")))
     method = str(config.get("method", "?"))
-    corpus = str(config.get("corpus_id", "")).split(":", 1)[0] or "?"
     steps = config.get("max_steps")
-    front = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity"]
-    if base:
-        front.append(f"base_model: {base}")
-    front += [
-        "tags:",
-        "- sentence-transformers",
-        "- sentence-similarity",
-        "- cse-harness",
-        f"- {method}",
-        "---",
-    ]
-    embedding = f"{ST_POOLING[pooler]} pooling" + (
-        " and the trained head (Dense, Tanh)" if pooler == "cls" else ""
-    )
-    if whitening:
-        embedding += (
-            f", then {whitening} whitening fitted on {config.get('post_whiten_sentences')} corpus sentences "
-            "(two Dense layers without activation: centring, then the whitening matrix)"
-        )
-    settings = [
-        ("profile", config.get("profile")),
-        ("corpus", f"{corpus} (content hash {str(config.get('corpus_id', '')).partition(':')[2] or '?'})"),
-        ("batch size", config.get("batch_size")),
-        ("max length", config.get("max_length")),
-        ("steps", "one epoch" if steps is None else steps),
-        ("learning rate", config.get("lr")),
-        ("warm-up steps", config.get("warmup_steps")),
-        ("seed", config.get("seed")),
-        ("precision", config.get("precision")),
-        ("method parameters", config.get("params") or {}),
-        ("training pooler", config.get("train_pooler")),
-    ]
+    front = _front_matter(base, method)
+    embedding = _embedding_text(config, pooler, whitening)
+    settings = _settings(config)
     best, step = record.get("best_stsb_dev"), record.get("best_step")
     lines = [
         *front,
@@ -213,6 +183,48 @@ def model_card(record: Mapping[str, Any], citation: str, pooler: str, whitening:
         "",
     ]
     return "\n".join(lines)
+
+
+def _front_matter(base: str | None, method: str) -> list[str]:
+    """The card's YAML header, as the hub reads it."""
+    front = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity"]
+    if base:
+        front.append(f"base_model: {base}")
+    tags = ["sentence-transformers", "sentence-similarity", "cse-harness", method]
+    return [*front, "tags:", *(f"- {tag}" for tag in tags), "---"]
+
+
+def _embedding_text(config: Mapping[str, Any], pooler: str, whitening: str | None) -> str:
+    """How the folder embeds a sentence, in words."""
+    embedding = f"{ST_POOLING[pooler]} pooling" + (
+        " and the trained head (Dense, Tanh)" if pooler == "cls" else ""
+    )
+    if whitening:
+        embedding += (
+            f", then {whitening} whitening fitted on {config.get('post_whiten_sentences')} corpus sentences "
+            "(two Dense layers without activation: centring, then the whitening matrix)"
+        )
+    return embedding
+
+
+def _settings(config: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The training settings the card lists."""
+    corpus_id = str(config.get("corpus_id", ""))
+    corpus, _, digest = corpus_id.partition(":")
+    steps = config.get("max_steps")
+    return [
+        ("profile", config.get("profile")),
+        ("corpus", f"{corpus or '?'} (content hash {digest or '?'})"),
+        ("batch size", config.get("batch_size")),
+        ("max length", config.get("max_length")),
+        ("steps", "one epoch" if steps is None else steps),
+        ("learning rate", config.get("lr")),
+        ("warm-up steps", config.get("warmup_steps")),
+        ("seed", config.get("seed")),
+        ("precision", config.get("precision")),
+        ("method parameters", config.get("params") or {}),
+        ("training pooler", config.get("train_pooler")),
+    ]
 
 
 def run_summary(record: Mapping[str, Any]) -> dict[str, Any]:
