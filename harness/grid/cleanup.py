@@ -14,7 +14,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 TEMP_PREFIX = "harness-ray-"
@@ -73,9 +73,25 @@ def pids_using(folder: Path) -> list[int]:
     return sorted(found)
 
 
-def stop_processes(pids: Sequence[int], grace_s: float = 2.0) -> None:
-    """SIGTERM the given processes, then SIGKILL those still there after ``grace_s``."""
+def start_times(pids: Sequence[int]) -> dict[int, int]:
+    """Each live process's start time in clock ticks since boot (Linux ``/proc``), by process id: what
+    tells a process from a later one that reuses its id."""
+    found = {}
+    for pid in pids:
+        if (start := _start_time(pid)) is not None:
+            found[pid] = start
+    return found
 
+
+def stop_processes(
+    pids: Sequence[int], grace_s: float = 2.0, started: Mapping[int, int] | None = None
+) -> None:
+    """SIGTERM the given processes, then SIGKILL those still there after ``grace_s``; return once
+    they are gone (or ``grace_s`` more has passed). With ``started`` (from :func:`start_times`), a
+    process whose start time differs is a later one that reuses the id, and is left alone."""
+
+    if started is not None:
+        pids = [pid for pid in pids if pid not in started or _start_time(pid) == started[pid]]
     for pid in pids:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGTERM)
@@ -87,6 +103,17 @@ def stop_processes(pids: Sequence[int], grace_s: float = 2.0) -> None:
     for pid in alive:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + grace_s
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [pid for pid in alive if _pid_running(pid)]
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _pid_running(pid: int) -> bool:

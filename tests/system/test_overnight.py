@@ -41,13 +41,27 @@ def start_grid(runs: Path, data: Path, *extra: str) -> subprocess.Popen[str]:
     )
 
 
-def stop_session(sid: int) -> list[int]:
-    """SIGKILL what is left of session ``sid`` by process id; return those ids."""
+def stop_session(sid: int, settle_s: float = 0.0) -> list[str]:
+    """SIGKILL what is left of session ``sid`` by process id; return those ids with their command
+    lines and parents (what the assertion message shows).
+
+    With ``settle_s``, processes still exiting get that long first: a process the driver waited for
+    can still be in the kernel's exit path (no command line, parent 1) when the driver returns on a
+    loaded machine; one that Ray leaked is still there after it.
+    """
+    deadline = time.monotonic() + settle_s
+    while session_pids(sid) and time.monotonic() < deadline:
+        time.sleep(0.1)
     left = session_pids(sid)
+    described = []
     for pid in left:
         with contextlib.suppress(OSError):
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[1]
+            described.append(f"{pid} (parent {parent}): {cmd[:200]}")
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-    return left
+    return described
 
 
 def freeze_session(sid: int) -> None:
@@ -145,7 +159,7 @@ def test_ctrl_c_stops_the_grid_marks_runs_interrupted_and_exits_130(
         out, err = grid.communicate(timeout=120)
     finally:
         grid.kill()
-        leftovers = stop_session(sid)
+        leftovers = stop_session(sid, settle_s=10)
     assert grid.returncode == 130, (out, err)
     assert "interrupted" in err
     records = RunStore(runs).records()
@@ -188,7 +202,7 @@ def test_sigkill_of_the_driver_at_a_random_moment_then_rerun(linked_root: Path, 
     finally:
         again.kill()
         stop_session(again.pid)
-    leftovers = stop_session(grid.pid)  # a SIGKILLed driver's agents: the second grid stops them
+    leftovers = stop_session(grid.pid, settle_s=10)  # a SIGKILLed driver's agents: the second grid stops them
     assert again.returncode == 0, (out, err)
     store = RunStore(runs)
     records = store.records()

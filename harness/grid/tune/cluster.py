@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from harness.errors import ConfigError, HarnessError
-from harness.grid.cleanup import TEMP_PREFIX, remove_stale_temp_dirs
+from harness.grid.cleanup import TEMP_PREFIX, pids_using, remove_stale_temp_dirs, start_times, stop_processes
 from harness.grid.memory import estimate_bytes
 from harness.grid.progress import (
     Log,
@@ -215,9 +215,14 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
             raise ConfigError(f"--address {address}: {_connect_error(exc)}") from None
         yield time.perf_counter() - start
     finally:
+        # the local Ray's processes, known by their logs in its folder while they still hold them
+        ours = start_times(pids_using(temp_root)) if temp_root is not None else {}
         with contextlib.suppress(Exception):
             ray.shutdown()
         if temp_root is not None:
+            # ray.shutdown() returns before every worker and agent has exited (on a loaded machine,
+            # seconds later, some with their files already closed): wait for them, stop stragglers
+            stop_processes(sorted({*ours, *pids_using(temp_root)}), started=ours)
             shutil.rmtree(temp_root, ignore_errors=True)
 
 

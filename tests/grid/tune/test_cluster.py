@@ -43,6 +43,36 @@ def test_a_local_grid_ignores_ray_address(tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
 
 
+def test_a_local_ray_leaves_no_process_behind_even_one_that_ignores_sigterm(tmp_path: Path) -> None:
+    # ray.shutdown() can return while a worker of the local Ray is still exiting (seen after Ctrl-C on
+    # a loaded machine). Stand-in for such a straggler: a process that holds a log in the session's
+    # folder and ignores SIGTERM. Leaving the session must stop it. In a subprocess, so that no Ray
+    # session of this test process is reused.
+    import subprocess
+    import sys
+
+    code = (
+        "import os, subprocess, sys, tempfile, time\n"
+        "from pathlib import Path\n"
+        "import ray, harness.grid.tune.cluster as t\n"
+        "with t.ray_session(address=None, smoke=True):\n"
+        "    root = next(Path(tempfile.gettempdir()).glob(f'harness-ray-{os.getpid()}-*'))\n"
+        "    straggler = subprocess.Popen([sys.executable, '-c', 'import signal, sys, time; "
+        'signal.signal(signal.SIGTERM, signal.SIG_IGN); f = open(sys.argv[1], "w"); '
+        "print(1, flush=True); time.sleep(600)', str(root / 'straggler.log')],\n"
+        "        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)\n"
+        "    straggler.stdout.readline()\n"
+        "start = time.monotonic()\n"
+        "print(straggler.poll() is not None, root.exists(), round(time.monotonic() - start, 1))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    stopped, folder_left, _ = done.stdout.split()
+    assert stopped == "True" and folder_left == "False", done.stdout
+
+
 def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
     ray_up: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
