@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.config.hardware import cpu_id
 from harness.config.run_config import resolve_config
-from harness.grid.calibrate import calibrate, uncalibrated
+from harness.grid.calibrate import calibrate, stratified_batches, uncalibrated
 from harness.grid.calibration import load_calibrations
 from harness.grid.cost import CostModel
 
@@ -32,3 +32,13 @@ def test_an_uncalibrated_setting_is_measured_once_and_read_after(data_root: Path
     assert uncalibrated([config], calibrated) == []
     elsewhere = CostModel(device="cpu", calibrations=[{**read, "device_name": "another processor"}])
     assert elsewhere.source(config) == builtin  # only this processor's
+
+
+def test_the_sample_is_the_middle_batch_of_each_quarter_of_the_length_sorted_pass() -> None:
+    # 20 batches of 2 (the last one short): batches 2, 7, 12 and 17, each as the pass cuts it
+    ordered = [f"s{i:02d}" for i in range(39)]
+    sample = stratified_batches(ordered, 2, strata=4)
+    assert sample == [["s04", "s05"], ["s14", "s15"], ["s24", "s25"], ["s34", "s35"]]
+    # fewer batches than strata: all of them
+    assert stratified_batches(ordered[:5], 2, strata=4) == [["s00", "s01"], ["s02", "s03"], ["s04"]]
+    assert stratified_batches([], 2) == []
