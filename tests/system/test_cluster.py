@@ -18,113 +18,24 @@ loaded cores, so marked slow.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import REPO_ROOT, SMOKE_SPEC, make_data_root, session_pids
-
-RAY = Path(sys.executable).with_name("ray")
-STS_DEV = Path("senteval") / "STS" / "STSBenchmark" / "sts-dev.csv"
-SHORT = ["--max-steps", "24", "--eval-every", "4"]  # long enough to be killed after a checkpoint
+from tests.helpers import SMOKE_SPEC, make_data_root, session_pids
+from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, free_port, needs_root, wait_for
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare"),
-    pytest.mark.skipif(not RAY.exists(), reason="the ray command is not installed beside this Python"),
+    needs_root,
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Nodes:
-    """The Ray processes this test started, each group in its own session (stopped by pid)."""
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.sessions: list[int] = []
-        self.env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), RAY_USAGE_STATS_ENABLED="0")
-        self.env.pop("RAY_AUTH_MODE", None)
-        # a lost node is noticed in seconds, not the default half minute
-        self.env.update(RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3")
-
-    def head(self, port: int) -> None:
-        cmd = [str(RAY), "start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1"]
-        cmd += ["--num-cpus", "1", "--num-gpus", "0", "--include-dashboard", "false"]
-        cmd += ["--disable-usage-stats", "--temp-dir", str(self.base / "h")]
-        pipe = subprocess.PIPE
-        proc = subprocess.Popen(
-            cmd, env=self.env, stdout=pipe, stderr=subprocess.STDOUT, text=True, start_new_session=True
-        )
-        self.sessions.append(proc.pid)
-        out, _ = proc.communicate(timeout=180)
-        assert proc.returncode == 0, out
-
-    def worker(self, name: str, address: str, hidden: list[Path], data: Path, data_copy: Path) -> int:
-        """A worker node in its own mount namespace: a tmpfs over each ``hidden`` path, its own
-        copy of the data root at ``data``; returns its namespace's first process id."""
-        tmp = self.base / name
-        tmp.mkdir()
-        mounts = "".join(f"mount -t tmpfs -o size=512m tmpfs {p}\n" for p in hidden)
-        script = (
-            f"set -e\n{mounts}cp -a {data_copy}/. {data}/\n"
-            f"exec {RAY} start --address {address} --node-ip-address 127.0.0.1 --num-cpus 1 --num-gpus 0 "
-            f"""--resources '{{"worker_node": 1}}' --disable-usage-stats --temp-dir {tmp}/r --block\n"""
-        )
-        log = (self.base / f"{name}.log").open("w")
-        proc = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-            # token auth as `ray start --head` set it up; the trials' own folders in this node's folder
-            env=dict(self.env, RAY_AUTH_MODE="token", TMPDIR=str(tmp)),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.sessions.append(proc.pid)
-        wait_for(lambda: "Ray runtime started" in (self.base / f"{name}.log").read_text(), 180, f"{name} up")
-        return proc.pid
-
-    def kill(self, sid: int) -> list[int]:
-        pids = session_pids(sid)
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        return pids
-
-    def stop_all(self) -> list[int]:
-        for sid in self.sessions:
-            for pid in session_pids(sid):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while any(session_pids(s) for s in self.sessions) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return [pid for sid in self.sessions for pid in self.kill(sid)]
-
-
-def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if predicate():
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_grid_on_nodes_that_share_no_folder(mini_data_root: Path, tmp_path: Path) -> None:
