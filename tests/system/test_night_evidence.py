@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 from harness.cli import main
@@ -107,3 +108,36 @@ def test_the_night_page_quotes_the_corrected_counts() -> None:
         "inconclusive"
     )
     assert quoted in page, quoted
+
+
+def test_the_until_decided_slice_is_its_records_its_state_and_the_claims_they_give(
+    data_root: Path, tmp_path: Path
+) -> None:
+    """docs/night/until-decided: the records a budgeted ``--until-decided`` grid added to the night's,
+    its state (sequential.json), the claims rendered from both, and the counts docs/night.md quotes."""
+    until = NIGHT / "until-decided"
+    state = json.loads((until / "sequential.json").read_text(encoding="utf-8"))
+    assert state["design"]["test"] == "sequential" and state["design"]["profile"] == "night"
+    night = {p.name for p in (NIGHT / "runs" / "records").glob("*.json")}
+    added = sorted((until / "records").glob("*.json"))
+    assert added and not {p.name for p in added} & night  # only runs the 5-seed night did not have
+    assert all(json.loads(p.read_text(encoding="utf-8"))["status"] == "finished" for p in added)
+    assert all(json.loads(p.read_text(encoding="utf-8"))["config"]["seed"] >= 47 for p in added)
+
+    store = tmp_path / "runs"
+    (store / "records").mkdir(parents=True)
+    for path in [*(NIGHT / "runs" / "records").glob("*.json"), *added]:
+        shutil.copy(path, store / "records")
+    shutil.copy(until / "sequential.json", store)
+    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
+    overrides = [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    args = ["claims", *manifest["specs"], "--profile", "night", *overrides, "--runs-dir", str(store)]
+    assert main([*args, "--data-dir", str(data_root), "--out", str(tmp_path / "claims")]) == 0
+    fresh = (tmp_path / "claims" / "claims.md").read_text(encoding="utf-8")
+    assert fresh == (until / "claims" / "claims.md").read_text(encoding="utf-8")
+    assert "95% CS" in fresh  # tested with the confidence sequence, not the fixed interval
+
+    page = " ".join(PAGE.read_text(encoding="utf-8").split())
+    counts = state["counts"]
+    quoted = f"decided {counts['decided']}, futile {counts['futile']}, undecided {counts['undecided']}"
+    assert f"after it: {quoted}" in page, quoted
