@@ -1,5 +1,8 @@
 """The evaluation tasks as data: every STS and transfer task is one value in a registry.
 
+Over 450 lines on purpose: the registry is data (some 120 lines of task definitions), and every
+view derived from it and the pre-flight read sit beside it, so that a task is added in one place.
+
 Everything else that names tasks is derived from :data:`STS_REGISTRY` and
 :data:`TRANSFER_REGISTRY`, at the time it is asked (so a task registered later is seen):
 
@@ -17,11 +20,6 @@ Everything else that names tasks is derived from :data:`STS_REGISTRY` and
 * what ``harness results --format mteb`` writes a task as (:func:`mteb_tasks`).
 
 Adding a task is its entry here plus its test (``CONTRIBUTING.md``, "Adding an evaluation task").
-The module is longer than most (about 470 lines) because it is the registry itself: the entries are
-data, and the derived views and the pre-flight read stay beside the one list a new task extends.
-
-(Over 450 lines on purpose: the registry is data, some 120 lines of task definitions, and every
-view derived from it sits beside it so that a task is added in one place.)
 """
 
 from __future__ import annotations

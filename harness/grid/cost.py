@@ -1,5 +1,9 @@
 """What a grid costs before it runs: seconds per run, hours per table, makespan on N parallel slots.
 
+Over 450 lines on purpose: the constants, the model that calibrates them from a runs folder's
+records and the estimates printed from it change together; the code that runs a grid imports
+only the few functions at the end.
+
 A run's estimate is the sum of its parts::
 
     steps x step_s x step_rows / 2        training (a SimCSE step scaled by the method's encoder rows:
@@ -23,10 +27,6 @@ named there), else from a SimCSE step measured for the encoder and the ratios of
 Every estimate says where its numbers came from. ``harness grid --dry-run`` prints the estimate and
 a grid starts its runs longest first (:func:`longest_first`), which shortens the makespan when runs
 of very different lengths share a few slots.
-
-(Over 450 lines on purpose: the constants, the model that calibrates them from a runs folder's
-records and the estimates printed from it change together; the code that runs a grid imports
-only the few functions at the end.)
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """Claims reporter: table specs' claims + run records -> claims.md, claims.tex, claims.json, forest plot.
 
+Over 450 lines on purpose: the three outputs, Markdown, LaTeX and JSON, render the same rows
+and stay beside the one function that builds them; the forest plots live in
+:mod:`harness.reporting.forest`.
+
 For every claim of every spec, under one profile: the paper's delta, the measured paired difference
 over seeds (mean and 95 % interval), the number of paired seeds, the verdict, its p-value, the p-value
 adjusted within the claim's family and the verdict after that correction (the family and the method
 named: :mod:`harness.reporting.correction`), and the smallest difference this many seeds could detect
 at the observed spread (see :mod:`harness.reporting.statistics`). The forest plots:
 :mod:`harness.reporting.forest`.
-
-(Over 450 lines on purpose: the three outputs, Markdown, LaTeX and JSON, render the same rows
-and stay beside the one function that builds them; the forest plots live in
-:mod:`harness.reporting.forest`.)
 """
 
 from __future__ import annotations

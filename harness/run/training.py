@@ -1,5 +1,8 @@
 """The training loop: one run = one :class:`~harness.config.run_config.RunConfig` -> one run record.
 
+Over 450 lines on purpose: one run's state and its steps read in order in one class; the step,
+the trajectory, the hooks and the end of a run live in their own modules.
+
 The shared recipe of METHODS.md section 1, method-agnostic:
 
 * seed Python, NumPy and torch from ``config.seed``; read the corpus (one sentence per line; an
@@ -32,8 +35,7 @@ the error propagates. The record is also written at the start and after every ev
 
 :func:`train_run` is the entry point; the run itself is a :class:`TrainingRun`, whose state lives on
 the object and whose steps (setup, start, probe, select, checkpoint, train loop, final evaluation)
-are its methods. (Over 450 lines on purpose: one run's state and its steps read in order in one
-class; the step, the trajectory, the hooks and the end of a run live in their own modules.)
+are its methods.
 """
 
 from __future__ import annotations
