@@ -52,6 +52,7 @@ from harness.evaluation.logreg import (
 )
 from harness.evaluation.readers import TaskText, Tokens, sort_split
 from harness.evaluation.tasks import check_names, transfer_task, transfer_task_names
+from harness.parent_death import die_with_parent
 
 BATCH_SIZE = 128
 """SentEval's ``params.batch_size``: sentences per encoder call."""
@@ -224,7 +225,10 @@ _WORKER_CONFIG: list[ClassifierConfig] = []
 _WORKER_ENGINE: list[str] = []
 
 
-def _init_worker(features: dict[str, TaskFeatures], config: ClassifierConfig, engine: str) -> None:
+def _init_worker(
+    features: dict[str, TaskFeatures], config: ClassifierConfig, engine: str, parent_pid: int
+) -> None:
+    die_with_parent(parent_pid)  # a run SIGKILLed mid-evaluation takes its classifiers with it
     torch.set_num_threads(1)
     _WORKER_FEATURES.clear()
     _WORKER_FEATURES.update(features)
@@ -339,7 +343,7 @@ def _classify_parallel(
         max_workers=workers,
         mp_context=_mp_context(),
         initializer=_init_worker,
-        initargs=(feats, config, engine),
+        initargs=(feats, config, engine, os.getpid()),
     )
     try:
         while ready or pending:

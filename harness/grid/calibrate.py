@@ -13,8 +13,12 @@ estimate reads; finished records still come first.
 
 from __future__ import annotations
 
-import multiprocessing
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,10 +27,16 @@ from typing import Any
 from harness.atomic import write_json
 from harness.config.hardware import cpu_id
 from harness.config.run_config import RunConfig
+from harness.errors import HarnessError
 from harness.grid.calibration import CALIBRATION_DIR, calibration_name
 from harness.grid.cost import CostModel, encoder_class
 from harness.store.provenance import now_iso
 
+WORKER = (
+    "import sys; from harness.parent_death import die_with_parent; die_with_parent(int(sys.argv[4])); "
+    "from harness.grid.calibrate import worker_main; worker_main(sys.argv[1:4])"
+)
+"""What each calibration process runs (``python -c``): bound to its parent before the heavy imports."""
 STEPS = 3
 """Timed steps per process (after one untimed)."""
 STRATA = 4
@@ -71,9 +81,7 @@ def calibrate(
             f"calibrating the estimate on this processor: {config.model}, {config.precision}, "
             f"{processes} trial(s) at once (once per processor and setting)"
         )
-        context = multiprocessing.get_context("spawn")
-        with context.Pool(processes) as pool:
-            rows = pool.starmap(_measure, [(config.to_dict(), str(data_root))] * processes)
+        rows = _measure_in_processes(config, data_root, processes)
         calibration = {
             "kind": "harness-calibration",
             "version": 1,
@@ -95,6 +103,44 @@ def calibrate(
         log(f"calibration written: {path}")
         written.append(calibration)
     return written
+
+
+def _measure_in_processes(config: RunConfig, data_root: Path, processes: int) -> list[dict[str, Any]]:
+    """Run :func:`_measure` in ``processes`` fresh Python processes at once; their results.
+
+    Plain child processes (not a multiprocessing pool, whose resource tracker outlives a SIGKILLed
+    parent): each ends with this process (:func:`harness.parent_death.die_with_parent`), so a driver
+    killed while it calibrates leaves nothing running.
+    """
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=path)
+    with tempfile.TemporaryDirectory(prefix="harness-calibrate-") as tmp:
+        config_file = Path(tmp) / "config.json"
+        config_file.write_text(json.dumps(config.to_dict()), encoding="utf-8")
+        outputs = [Path(tmp) / f"result-{i}.json" for i in range(processes)]
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", WORKER, str(config_file), str(data_root), str(out), str(os.getpid())],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for out in outputs
+        ]
+        try:
+            errors = [child.communicate()[1] for child in children]
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+        for child, err, out in zip(children, errors, outputs, strict=True):
+            if child.returncode != 0 or not out.exists():
+                last = (err or "").strip().splitlines()[-1:] or [f"exit code {child.returncode}"]
+                raise HarnessError(f"calibrating the estimate failed: {last[0]}")
+        return [json.loads(out.read_text(encoding="utf-8")) for out in outputs]
 
 
 def _measure(config_dict: dict[str, Any], data_root: str) -> dict[str, Any]:
@@ -151,3 +197,10 @@ def _seconds_per_sentence(encoder: Any, pooler: str, precision: str, batches: li
     for batch in batches:
         encoder.embed(batch, pooler, precision)
     return (time.perf_counter() - t0) / sum(len(b) for b in batches)
+
+
+def worker_main(argv: Sequence[str]) -> None:
+    """A calibration process's work: ``CONFIG_JSON DATA_ROOT OUTPUT_JSON``."""
+    config_file, data_root, output = argv
+    config_dict = json.loads(Path(config_file).read_text(encoding="utf-8"))
+    write_json(Path(output), _measure(config_dict, data_root))

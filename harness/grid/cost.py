@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.config.hardware import cpu_id as this_cpu
+from harness.config.models import TINY_MODEL
 from harness.config.run_config import RunConfig
 from harness.evaluation.tasks import sts_sentences
 from harness.run.footprint import footprint
@@ -123,13 +124,14 @@ _BUILTIN: dict[tuple[str, str, str], tuple[float, dict[str, float], str]] = {
 
 
 _COMPUTE: dict[str, float] = {
+    "tiny": 2 * 64**2 / (12 * 768**2),
     "minilm": 6 * 384**2 / (12 * 768**2),
     "bert-base": 1.0,
     "bert-large": 24 * 1024**2 / (12 * 768**2),
 }
-"""Per-token compute of each encoder class relative to bert-base (layers x width^2): MiniLM-L6
-0.125, bert-large 3.56. Scales a measured encoder's unit costs to an unmeasured one on the same
-device and precision."""
+"""Per-token compute of each encoder class relative to bert-base (layers x width^2): the smoke
+profile's random tiny BERT 0.001, MiniLM-L6 0.125, bert-large 3.56. Scales a measured encoder's
+unit costs to an unmeasured one on the same device and precision."""
 
 
 _GPU_SHARING: dict[str, dict[int, float]] = {
@@ -152,8 +154,11 @@ def sharing_slowdown(model: str, trials_per_gpu: int) -> float:
 
 
 def encoder_class(model: str) -> str:
-    """``minilm``, ``bert-large`` or ``bert-base`` (anything else): the encoder's size class."""
+    """``tiny`` (the smoke profile's random encoder), ``minilm``, ``bert-large`` or ``bert-base``
+    (anything else): the encoder's size class."""
     name = model.lower()
+    if name == TINY_MODEL:
+        return "tiny"
     if name == "minilm" or "minilm" in name:
         return "minilm"
     if "large" in name:

@@ -78,7 +78,7 @@ def estimate_bytes(config: RunConfig, device: str = "cpu") -> int:
     projector, MoCoSE's predictor): all measured (:func:`harness.run.footprint.footprint`). On a GPU
     these live in GPU memory and the host keeps the model, the data and the evaluation (the base).
     """
-    kind = "tiny" if config.model.lower() == "random:tiny" else encoder_class(config.model)
+    kind = encoder_class(config.model)
     base = _BASE_BYTES.get(kind, _BASE_BYTES["bert-base"])
     if device != "cpu":
         return int(base)

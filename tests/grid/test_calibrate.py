@@ -4,13 +4,23 @@ later estimate of that setting reads it."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from harness.config.hardware import cpu_id
 from harness.config.run_config import resolve_config
+from harness.errors import HarnessError
 from harness.grid.calibrate import calibrate, stratified_batches, uncalibrated
 from harness.grid.calibration import load_calibrations
 from harness.grid.cost import CostModel
+from tests.helpers import REPO_ROOT, session_pids
 
 
 def test_an_uncalibrated_setting_is_measured_once_and_read_after(data_root: Path, tmp_path: Path) -> None:
@@ -42,3 +52,57 @@ def test_the_sample_is_the_middle_batch_of_each_quarter_of_the_length_sorted_pas
     # fewer batches than strata: all of them
     assert stratified_batches(ordered[:5], 2, strata=4) == [["s00", "s01"], ["s02", "s03"], ["s04"]]
     assert stratified_batches([], 2) == []
+
+
+def _computing(sid: int) -> list[int]:
+    """Processes of session ``sid`` other than its leader that have loaded torch (past their start)."""
+    out = []
+    for pid in session_pids(sid):
+        with contextlib.suppress(OSError):
+            if pid != sid and "libtorch_cpu" in Path(f"/proc/{pid}/maps").read_text():
+                out.append(pid)
+    return out
+
+
+def test_a_driver_killed_while_it_calibrates_leaves_no_process(data_root: Path, tmp_path: Path) -> None:
+    """The calibration's processes end with the driver: nothing keeps computing for a dead grid."""
+    script = (
+        "from pathlib import Path; from harness.config.run_config import resolve_config; "
+        "from harness.grid.calibrate import calibrate; "
+        f"root = Path({str(data_root)!r}); "
+        "config = resolve_config('simcse', None, 'cpu', {'model': 'random:tiny'}, data_root=root); "
+        f"calibrate([config], Path({str(tmp_path / 'runs')!r}), root, slots=2)"
+    )
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(_computing(driver.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_computing(driver.pid)) == 2, "the two calibration processes did not start"
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+        time.sleep(0.5)
+        # Frozen now, a helper that had not ended with the driver would never end (a multiprocessing
+        # pool's workers and resource tracker notice a dead parent only later, by themselves).
+        for pid in session_pids(driver.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+        time.sleep(1.0)
+        assert session_pids(driver.pid) == []
+    finally:
+        for pid in session_pids(driver.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    assert not list((tmp_path / "runs").rglob("*.json"))  # killed before it wrote anything
+
+
+def test_a_failed_calibration_process_is_one_line(data_root: Path, tmp_path: Path) -> None:
+    config = resolve_config("simcse", None, "cpu", {"model": "random:tiny"}, data_root=data_root)
+    with pytest.raises(HarnessError, match=r"^calibrating the estimate failed: .*senteval"):
+        calibrate([config], tmp_path / "runs", tmp_path / "no-data", slots=1, log=lambda _: None)
