@@ -334,7 +334,13 @@ class TrainingRun:
             return
         if torch.device(dev).type != "cpu":
             return
-        slowdown = cpu_bf16_slowdown()
+        if self.config.precision == "bf16":
+            # Its draws from the global stream are part of every run that trains in bf16 on a CPU
+            # (every committed record's), so they stay there.
+            slowdown = cpu_bf16_slowdown()
+        else:  # only the final tasks in bf16: training draws as with fp32 evaluation
+            with torch.random.fork_rng(devices=[]):
+                slowdown = cpu_bf16_slowdown()
         if slowdown > 2.0:
             self.say(
                 f"[{self.run_id}] warning: bf16 matmuls are emulated on this CPU ({slowdown:.0f}x slower "

@@ -215,6 +215,22 @@ def test_bf16_on_a_cpu_that_emulates_it_is_announced(
     assert any("bf16 matmuls are emulated on this CPU (40x slower" in line for line in lines)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_training_does_not_depend_on_the_final_tasks_precision(
+    fakes: None, train_root: Path, precision: str
+) -> None:
+    """The same run with its final tasks in bf16 or fp32 trains alike, step for step (the bf16 check
+    drew from the global random stream when only the final tasks were bf16)."""
+    trained = []
+    for eval_precision in ("fp32", "bf16"):
+        config = smoke_config(
+            train_root, max_steps=2, eval_every=1, precision=precision, eval_precision=eval_precision
+        )
+        record = train_run(config, train_root, log=None)
+        trained.append([(p["step"], p["loss"], p["stsb_dev"]) for p in record["trajectory"]])
+    assert trained[0] == trained[1]
+
+
 @pytest.mark.parametrize(("precision", "eval_precision"), [("bf16", "fp32"), ("fp32", "bf16")])
 def test_dev_probes_use_the_training_precision_and_final_tasks_their_own(
     fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch, precision: str, eval_precision: str
