@@ -117,7 +117,7 @@ def _measure_in_processes(config: RunConfig, data_root: Path, processes: int) ->
     env = dict(os.environ, PYTHONPATH=path)
     with tempfile.TemporaryDirectory(prefix="harness-calibrate-") as tmp:
         config_file = Path(tmp) / "config.json"
-        config_file.write_text(json.dumps(config.to_dict()), encoding="utf-8")
+        write_json(config_file, config.to_dict())
         outputs = [Path(tmp) / f"result-{i}.json" for i in range(processes)]
         children = [
             subprocess.Popen(
