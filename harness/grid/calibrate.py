@@ -119,27 +119,40 @@ def _measure_in_processes(config: RunConfig, data_root: Path, processes: int) ->
         config_file = Path(tmp) / "config.json"
         write_json(config_file, config.to_dict())
         outputs = [Path(tmp) / f"result-{i}.json" for i in range(processes)]
-        children = [
-            subprocess.Popen(
-                [sys.executable, "-c", WORKER, str(config_file), str(data_root), str(out), str(os.getpid())],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for out in outputs
-        ]
+        logs = [Path(tmp) / f"stderr-{i}.txt" for i in range(processes)]
+        children = []
         try:
-            errors = [child.communicate()[1] for child in children]
+            for out, log in zip(outputs, logs, strict=True):
+                with log.open("w", encoding="utf-8") as stderr:  # a file: no pipe to fill and block on
+                    children.append(
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                "-c",
+                                WORKER,
+                                str(config_file),
+                                str(data_root),
+                                str(out),
+                                str(os.getpid()),
+                            ],
+                            env=env,
+                            stdout=subprocess.DEVNULL,
+                            stderr=stderr,
+                        )
+                    )
+            for child in children:
+                child.wait()
         finally:
             for child in children:
                 if child.poll() is None:
                     child.kill()
                     child.wait()
-        for child, err, out in zip(children, errors, outputs, strict=True):
+        for child, log, out in zip(children, logs, outputs, strict=True):
             if child.returncode != 0 or not out.exists():
-                last = (err or "").strip().splitlines()[-1:] or [f"exit code {child.returncode}"]
-                raise HarnessError(f"calibrating the estimate failed: {last[0]}")
+                last = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:]
+                raise HarnessError(
+                    f"calibrating the estimate failed: {(last or [f'exit code {child.returncode}'])[0]}"
+                )
         return [json.loads(out.read_text(encoding="utf-8")) for out in outputs]
 
 
