@@ -84,15 +84,18 @@ def score_saved(
             torch.set_num_threads(threads)
 
 
+def _curve(record: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Step, loss and dev score of each evaluation point (not its elapsed time)."""
+    return [(p["step"], p["loss"], p["stsb_dev"]) for p in record["trajectory"]]
+
+
 def compare(record: Mapping[str, Any], again: Mapping[str, Any], bf16: Mapping[str, float]) -> dict[str, Any]:
     """One run's row: training against the record, and per task fp32, bf16 and the record's bf16."""
     fp32, recorded = scores(again["final"]), scores(record["final"])
     return {
         "run_id": record["run_id"],
         "fp32_run_id": again["run_id"],
-        "training_bit_for_bit": record["trajectory"] == again["trajectory"]
-        or [(p["step"], p["loss"], p["stsb_dev"]) for p in record["trajectory"]]
-        == [(p["step"], p["loss"], p["stsb_dev"]) for p in again["trajectory"]],
+        "training_bit_for_bit": _curve(record) == _curve(again),
         "best_step": [record["best_step"], again["best_step"]],
         "best_stsb_dev": [record["best_stsb_dev"], again["best_stsb_dev"]],
         "tasks": {

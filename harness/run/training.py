@@ -40,6 +40,7 @@ are its methods.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -334,13 +335,12 @@ class TrainingRun:
             return
         if torch.device(dev).type != "cpu":
             return
-        if self.config.precision == "bf16":
-            # Its draws from the global stream are part of every run that trains in bf16 on a CPU
-            # (every committed record's), so they stay there.
+        # The check draws from the global random stream. A run that trains in bf16 keeps those draws
+        # (every committed record has them); one whose final tasks alone are bf16 draws from a fork,
+        # so that it trains as with fp32 final tasks.
+        trains_in_bf16 = self.config.precision == "bf16"
+        with contextlib.nullcontext() if trains_in_bf16 else torch.random.fork_rng(devices=[]):
             slowdown = cpu_bf16_slowdown()
-        else:  # only the final tasks in bf16: training draws as with fp32 evaluation
-            with torch.random.fork_rng(devices=[]):
-                slowdown = cpu_bf16_slowdown()
         if slowdown > 2.0:
             self.say(
                 f"[{self.run_id}] warning: bf16 matmuls are emulated on this CPU ({slowdown:.0f}x slower "
