@@ -48,7 +48,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="comma-separated harness variants timed side by side, each 'fp32' or 'bf16' with an optional "
         "'+bN' (N length buckets), '+fullcls' (full last layer), '+blas' (fp32 linear layers on "
         "PyTorch's default BLAS, not oneDNN), '+lookups' (one word-embedding lookup per bucket, not "
-        "one per call) and '+compile' (the compiled step: torch.compile, CUDA graphs on a GPU), "
+        "one per call), '+padded' (every bucket padded, not packed real tokens) and '+compile' "
+        "(the compiled step: torch.compile, CUDA graphs on a GPU), "
         "e.g. fp32+b4,fp32+b4+blas,bf16+b4,bf16+b4+lookups,bf16+compile "
         "(default: one, from --bf16); "
         "sentence-transformers runs in fp32 unless --bf16",
@@ -89,15 +90,19 @@ def build_ours(
 
     ``variant``: ``fp32`` or ``bf16``, optionally ``+bN`` for N length buckets, ``+fullcls`` for
     the full last layer instead of the [CLS]-only one, ``+blas`` for fp32 linear layers on
-    PyTorch's default BLAS instead of oneDNN, ``+lookups`` for a word-embedding lookup per bucket
-    and ``+compile`` for the compiled step ("" = from --bf16).
+    PyTorch's default BLAS instead of oneDNN, ``+lookups`` for a word-embedding lookup per bucket,
+    ``+padded`` for every bucket padded instead of packed real tokens and ``+compile`` for the
+    compiled step ("" = from --bf16).
     """
     spec = variant or ("bf16" if args.bf16 else "fp32")
     full_last_layer = "+fullcls" in spec
     blas = "+blas" in spec
     per_bucket = "+lookups" in spec
     compiled = "+compile" in spec
-    bare = spec.replace("+fullcls", "").replace("+blas", "").replace("+lookups", "").replace("+compile", "")
+    padded = "+padded" in spec
+    bare = spec
+    for flag in ("+fullcls", "+blas", "+lookups", "+compile", "+padded"):
+        bare = bare.replace(flag, "")
     precision, _, buckets = bare.partition("+b")
     from harness.config.run_config import resolve_config
     from harness.encoder.loading import load_encoder
@@ -126,6 +131,7 @@ def build_ours(
     encoder.cls_shortcut = not full_last_layer
     encoder.onednn_fp32 = not blas
     encoder.one_word_lookup = not per_bucket
+    encoder.packed_training = not padded
     method = get_method("simcse")(config.params, encoder.hidden_size).to(args.device)
     step = TrainStep(encoder, method, config, total, compile=compiled)
 

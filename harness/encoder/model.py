@@ -29,6 +29,7 @@ from torch import nn
 from harness.config.choices import POOLERS
 from harness.encoder.cpu_kernels import onednn_linears
 from harness.encoder.forward import bert_word_embeddings, cls_only_last_layer, edited_forward
+from harness.encoder.packed import packed_cls_states, packed_supported
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:  # the types only: importing the methods package here would import this module again
@@ -97,6 +98,9 @@ class SentenceEncoder(nn.Module):
         self.one_word_lookup = True
         """Length-bucketed training calls look the word embeddings up once for all buckets
         (:meth:`TrainingEncode._features`); False = one lookup per bucket (benchmarks compare)."""
+        self.packed_training = True
+        """Training calls with a [CLS] pooler run on the real tokens only where the model allows it
+        (:meth:`packed_features`); False = every bucket padded (benchmarks compare the two)."""
 
     @property
     def device(self) -> torch.device:
@@ -158,6 +162,39 @@ class SentenceEncoder(nn.Module):
         with self._forward_context(batch, pooler):
             outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
         return self._pool(outputs, batch, pooler)
+
+    def can_pack(self, pooler: str) -> bool:
+        """Whether :meth:`packed_features` computes this training call: enabled, a [CLS] pooler with
+        the [CLS]-only last layer, right padding, the CPU, a model :func:`packed_supported` accepts."""
+        return (
+            self.packed_training
+            and self.cls_shortcut
+            and pooler in ("cls_before_pooler", "cls")
+            and self.device.type == "cpu"
+            and getattr(self.tokenizer, "padding_side", "right") == "right"
+            and packed_supported(self.model)
+        )
+
+    def packed_features(
+        self, batch: dict[str, torch.Tensor], pooler: str, length_buckets: int
+    ) -> torch.Tensor:
+        """Pooled features ``[n, d]`` of a training call computed on its real tokens only, with the
+        dropout masks of the ``length_buckets``-bucketed forward (:func:`packed_cls_states`; the same
+        features up to float rounding). Only where :meth:`can_pack`."""
+        context = (
+            onednn_linears(self.model)
+            if self.onednn_fp32 and self.device.type == "cpu"
+            else contextlib.nullcontext()
+        )
+        with context:
+            states = packed_cls_states(self.model, batch, length_buckets)
+            if pooler == "cls":
+                pooler_layer = getattr(self.model, "pooler", None)
+                if pooler_layer is None:
+                    raise ConfigError(f"pooler 'cls' needs a pooler layer, and {self.name} has none")
+                pooled: torch.Tensor = pooler_layer(states[:, None])
+                return pooled
+        return states
 
     def edited_features(
         self,

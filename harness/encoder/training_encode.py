@@ -30,6 +30,12 @@ class TrainingEncode:
     allocation the CPU must fault in) once per call instead of once per bucket. The forward values are
     the same; the gradient is the same sum in another order.
 
+    Where :meth:`SentenceEncoder.can_pack` (a BERT encoder with a [CLS] pooler on the CPU), a call
+    without edits runs on its real tokens only (:func:`~harness.encoder.packed.packed_cls_states`):
+    the linear layers skip the padding the buckets leave, attention still runs bucket by bucket,
+    and dropout draws the bucketed forward's masks, so the features are the same up to float
+    rounding and the random stream is the same.
+
     ``encoder=`` (a :class:`SentenceEncoder`, e.g. a method's momentum copy of the run's encoder)
     runs one call on that module instead, through the same pooler and length buckets.
 
@@ -115,6 +121,8 @@ class TrainingEncode:
 
         if encoder.compiled and edit is None and not tokens:  # one shape per call: no buckets
             return encoder.features(batch, self.pooler, compiled=True)
+        if edit is None and not tokens and encoder.can_pack(self.pooler):  # real tokens only
+            return encoder.packed_features(batch, self.pooler, self.length_buckets)
         n = int(batch["attention_mask"].shape[0])
         buckets = min(self.length_buckets, n)
         if buckets <= 1 or getattr(encoder.tokenizer, "padding_side", "right") != "right":

@@ -190,8 +190,8 @@ def test_paper_form_with_phi_1_and_no_noise_is_simcse(encoder, batch):
     out, grads = loss_and_grads("dclr", {"loss_form": "paper", "phi": 1.0, "noise_times": 0}, encoder, batch)
     torch.testing.assert_close(out.loss, ref_out.loss, rtol=1e-5, atol=1e-6)
     assert len(grads) == len(ref_grads)
-    for a, b in zip(grads, ref_grads):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    for a, b in zip(grads, ref_grads):  # the same features; the two losses' sums differ in rounding
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=5e-6)
     assert float(out.metrics["dropped_negatives"]) == 0.0
 
 

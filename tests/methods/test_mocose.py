@@ -423,6 +423,7 @@ def test_key_dropout_decides_whether_the_key_branch_drops_out(key_dropout) -> No
     embedding layer drops out either way (it is the online module, in training mode)."""
     encoder = load_encoder("random:tiny", seed=6)
     encoder.train()
+    encoder.packed_training = False  # the dropout modules' own calls, which the hooks see
     method = MoCoSE(MoCoSEParams(key_dropout=key_dropout, queue_size=0, fgsm=0.0), encoder.hidden_size)
     method.bind(encoder)
     method.train()

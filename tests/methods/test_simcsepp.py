@@ -43,6 +43,7 @@ class RecordingEncode(TrainingEncode):
 
     def __init__(self, encoder) -> None:
         super().__init__(encoder)
+        encoder.packed_training = False  # the model's own forward, which the hook sees
         self.rates: list[list[float]] = []
         self.outputs: list[torch.Tensor] = []
         encoder.model.register_forward_pre_hook(lambda mod, args: self.rates.append(dropout_rates(mod)))

@@ -105,6 +105,7 @@ def test_train_run_completes_with_the_stateful_method(
 )
 def test_the_key_encoder_runs_through_the_runs_pooler_and_buckets(pooler: str, buckets: int) -> None:
     encoder = load_encoder("random:tiny", seed=0)
+    encoder.packed_training = False  # the bucketed calls, which the spy sees (the key copy inherits it)
     method = MomentumQueue(MomentumQueueParams(), encoder.hidden_size)
     method.bind(encoder)
     key = cast(SentenceEncoder, method.key_encoder)
