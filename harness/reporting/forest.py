@@ -51,6 +51,8 @@ LINE_IN = 0.26
 MAX_HEIGHT_IN = 9.0
 LABEL_CHARS = 60
 """Labels wrap at this many characters (about 3.3 in at 8 pt), so the intervals keep half the width."""
+X_TICKS = 6
+"""At most this many x intervals: the default's nine crowd the half width the intervals get."""
 FIGURES_TEX = "claims_figures.tex"
 CAPTIONS = "captions.json"
 STEM = "claims_forest_"
@@ -117,6 +119,7 @@ def draw_forest(
     """One table's claims (results of one spec) as a forest plot (no pyplot state)."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     lines = _lines(results)
     labels = [plot_text(textwrap.fill(text + _unmeasured(r), LABEL_CHARS)) for text, r in lines]
@@ -140,6 +143,7 @@ def draw_forest(
             tick.set_fontweight("bold")
     ax.tick_params(axis="y", length=0)
     ax.tick_params(axis="x", labelsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=X_TICKS))  # labels like "-0.75" apart on half the width
     ax.grid(axis="x", alpha=0.3)
     metrics = sorted({r.claim.metric for r in results if r.claim.metric})
     on = f" on {metrics[0]}" if len(metrics) == 1 else ""
