@@ -1,8 +1,15 @@
-"""How a claim's numbers and group read, shared by the claims tables and the forest plots."""
+"""How a claim's numbers, verdicts and group read, shared by the claims outputs and the forest plots."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from harness.specs.claim import Claim
+
+if TYPE_CHECKING:
+    from harness.reporting.statistics import ClaimResult
 
 MINUS = "\u2212"
 """The minus sign of every printed difference (a hyphen is no minus beside a ``+``)."""
@@ -34,3 +41,60 @@ def heading(claim: Claim) -> str:
 
 
 __all__ = ["MINUS", "PAPER_CITATIONS", "heading", "number"]
+
+
+VERDICT_TEXT = {
+    "holds": "holds",
+    "reversed": "reversed",
+    "inconclusive": "inconclusive",
+    "1 seed": "1 seed: no interval",
+    "no data": "no finished runs",
+    "not run": "not run here",
+}
+
+
+def interval_text(result: ClaimResult) -> str:
+    """A claim's interval as printed (``--`` where it has none)."""
+    s = result.summary
+    if s.low is None or s.high is None:
+        return "--"
+    return f"[{_bound(s.low)}, {_bound(s.high)}]"
+
+
+def _bound(value: float) -> str:
+    """An interval's end (a confidence sequence is unbounded at the first few seeds)."""
+    if math.isinf(value):
+        return "+inf" if value > 0 else f"{MINUS}inf"
+    return number(value)
+
+
+def p_text(value: float | None) -> str:
+    """A p-value as the outputs print it: three decimals, ``<0.001`` below that, ``--`` for none."""
+    if value is None:
+        return "--"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def claim_rows(results: Sequence[ClaimResult]) -> list[list[str]]:
+    """Each claim as the printed cells of every output: spec, statement, pair, paper delta, measured
+    mean, interval, n, verdict, p, adjusted p, corrected verdict, MDD."""
+    rows = []
+    for r in results:
+        s = r.summary
+        rows.append(
+            [
+                r.claim.spec,
+                r.claim.text,
+                r.claim.label,
+                number(r.claim.paper_delta),
+                number(s.mean),
+                interval_text(r),
+                str(s.n),
+                VERDICT_TEXT[s.verdict] + (" (repeat)" if r.same_as else ""),
+                p_text(s.p),
+                p_text(r.adjusted),
+                VERDICT_TEXT[r.corrected_verdict],
+                number(s.mdd, sign=False),
+            ]
+        )
+    return rows

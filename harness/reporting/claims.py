@@ -1,15 +1,12 @@
 """Claims reporter: table specs' claims + run records -> claims.md, claims.tex, claims.json, forest plot.
 
-Over 450 lines on purpose: the three outputs, Markdown, LaTeX and JSON, render the same rows
-and stay beside the one function that builds them; the forest plots live in
-:mod:`harness.reporting.forest`.
-
 For every claim of every spec, under one profile: the paper's delta, the measured paired difference
 over seeds (mean and 95 % interval), the number of paired seeds, the verdict, its p-value, the p-value
 adjusted within the claim's family and the verdict after that correction (the family and the method
 named: :mod:`harness.reporting.correction`), and the smallest difference this many seeds could detect
-at the observed spread (see :mod:`harness.reporting.statistics`). The forest plots:
-:mod:`harness.reporting.forest`.
+at the observed spread (see :mod:`harness.reporting.statistics`). Every output prints the cells of
+:func:`~harness.reporting.claim_text.claim_rows`; the LaTeX floats: :mod:`harness.reporting.claims_latex`;
+the forest plots: :mod:`harness.reporting.forest`.
 """
 
 from __future__ import annotations
@@ -23,26 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
 from harness.grid.plan import expand
-from harness.reporting.claim_text import MINUS, heading, number
+from harness.reporting.claim_text import MINUS, VERDICT_TEXT, claim_rows, heading, number, p_text
+from harness.reporting.claims_latex import render_latex
 from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis, correct
 from harness.reporting.forest import write_forests
-from harness.reporting.latex_text import latex_text
 from harness.reporting.statistics import ClaimResult, evaluate, seed_values
 from harness.reporting.tables.build import index_records
-from harness.reporting.tables.latex import text_em
 
 if TYPE_CHECKING:
     from harness.specs.model import TableSpec
     from harness.store.run_store import RunStore
-
-VERDICT_TEXT = {
-    "holds": "holds",
-    "reversed": "reversed",
-    "inconclusive": "inconclusive",
-    "1 seed": "1 seed: no interval",
-    "no data": "no finished runs",
-    "not run": "not run here",
-}
 
 
 def build_claims(
@@ -103,50 +90,6 @@ def _broadcast_untrained(values: list[dict[int, float]], fixed: list[bool]) -> l
             (value,) = values[side].values()
             out[side] = dict.fromkeys(other, value)
     return out
-
-
-def _interval(result: ClaimResult) -> str:
-    s = result.summary
-    if s.low is None or s.high is None:
-        return "--"
-    return f"[{_bound(s.low)}, {_bound(s.high)}]"
-
-
-def _bound(value: float) -> str:
-    """An interval's end (a confidence sequence is unbounded at the first few seeds)."""
-    if math.isinf(value):
-        return "+inf" if value > 0 else f"{MINUS}inf"
-    return number(value)
-
-
-def p_text(value: float | None) -> str:
-    """A p-value as the outputs print it: three decimals, ``<0.001`` below that, ``--`` for none."""
-    if value is None:
-        return "--"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
-
-
-def _rows(results: Sequence[ClaimResult]) -> list[list[str]]:
-    rows = []
-    for r in results:
-        s = r.summary
-        rows.append(
-            [
-                r.claim.spec,
-                r.claim.text,
-                r.claim.label,
-                number(r.claim.paper_delta),
-                number(s.mean),
-                _interval(r),
-                str(s.n),
-                VERDICT_TEXT[s.verdict] + (" (repeat)" if r.same_as else ""),
-                p_text(s.p),
-                p_text(r.adjusted),
-                VERDICT_TEXT[r.corrected_verdict],
-                number(s.mdd, sign=False),
-            ]
-        )
-    return rows
 
 
 def header(analysis: Analysis = DEFAULT_ANALYSIS) -> list[str]:
@@ -220,154 +163,13 @@ def render_markdown(
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),
     ]
-    for row in _rows(results):
+    for row in claim_rows(results):
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
     repeats = [r for r in results if r.same_as]
     lines += ["", totals(results), "", corrected_totals(results, analysis)]
     if repeats:
         lines += ["", "Repeats (the same runs compared on the same score as an earlier row; not counted):"]
         lines += [f"- {r.claim.spec}: {r.claim.label} = {r.same_as}" for r in repeats]
-    return "\n".join(lines) + "\n"
-
-
-def _tex(text: str) -> str:
-    """The table reporter's LaTeX typesetting (escapes, lambda/tau as math), ``>`` as math."""
-    return latex_text(text).replace(">", r"$>$")
-
-
-def _tex_number(text: str) -> str:
-    """A printed difference in LaTeX: the sign as math (``$-$0.18``, ``$+$0.54``), an en dash for none."""
-    if text.startswith(MINUS):
-        return "$-$" + text[1:]
-    if text.startswith("+"):
-        return "$+$" + text[1:]
-    return text.replace(MINUS, "$-$")
-
-
-CLAIM_COLUMN = r"p{0.27\linewidth}"
-"""The claim column of claims.tex: it wraps, so that the table spans the page at footnotesize type."""
-FLOAT_LINES = 52
-"""Estimated lines per claims float: a longer list continues in the next float. The estimate
-(:func:`_printed_lines`) is generous: 52 of its lines fill a two-column article's page under a
-three-line caption (the night's claims print unshrunk at 7 pt, nothing too large for the page)."""
-COLUMN_EM = 14.2
-"""The claim column's width in em of its 8 pt type (0.27 of a 469 pt text width, less the indent),
-for :func:`_printed_lines`."""
-
-
-def _printed_lines(text: str) -> int:
-    """How many lines ``text`` takes in the claim column (estimated from glyph widths)."""
-    return max(1, math.ceil(text_em(text) / COLUMN_EM))
-
-
-def _groups(results: Sequence[ClaimResult]) -> list[list[ClaimResult]]:
-    """Consecutive claims of one spec with one statement (an order, a sweep: several pairs)."""
-    out: list[list[ClaimResult]] = []
-    for r in results:
-        if out and (out[-1][0].claim.spec, out[-1][0].claim.text) == (r.claim.spec, r.claim.text):
-            out[-1].append(r)
-        else:
-            out.append([r])
-    return out
-
-
-def _numbers(result: ClaimResult) -> list[str]:
-    _spec, _text, _label, paper, measured, ci, n, verdict, _p, adjusted, corrected, mdd = _rows([result])[0]
-    ci = ci if ci == "--" else "[" + ", ".join(_tex_number(x) for x in ci[1:-1].split(", ")) + "]"
-    return [
-        _tex_number(paper),
-        _tex_number(measured),
-        ci.replace("$+$inf", "$+\\infty$").replace(
-            "$-$inf", "$-\\infty$"
-        ),  # an unbounded end of a confidence sequence
-        n,
-        _tex(verdict),
-        _tex(adjusted),
-        _tex(corrected),
-        _tex_number(mdd),
-    ]
-
-
-def _latex_chunks(results: Sequence[ClaimResult]) -> list[list[str]]:
-    """The claims as tabular rows under their paper table's heading; a statement that covers several
-    pairs is a line of its own with its pairs below it (indented, wrapped lines too); cut into floats
-    a page holds."""
-    chunks: list[list[str]] = [[]]
-    lines = 0
-    spec = None
-    for group in _groups(results):
-        first = group[0].claim
-        pairs = [(r, _tex(r.claim.label)) for r in group]
-        cost = _printed_lines(first.text) + sum(_printed_lines(r.claim.label) for r in group)
-        cost += 2 * (first.spec != spec)  # the heading and the space above it
-        if lines + cost > FLOAT_LINES and chunks[-1]:
-            chunks.append([])
-            lines, spec = 0, None
-        if first.spec != spec:
-            if chunks[-1]:
-                chunks[-1].append("\\addlinespace")
-            chunks[-1].append(
-                f"\\multicolumn{{{COLUMNS}}}{{@{{}}l}}{{\\textit{{{_tex(heading(first))}}}}} \\\\"
-            )
-            spec = first.spec
-        if len(group) == 1:
-            result, pair = pairs[0]
-            cell = rf"\raggedright {_tex(first.text)}\par\leftskip=1em\relax\textit{{{pair}}}"
-            chunks[-1].append(" & ".join([cell, *_numbers(result)]) + " \\\\")
-        else:
-            chunks[-1].append(f"\\multicolumn{{{COLUMNS}}}{{@{{}}l}}{{{_tex(first.text)}}} \\\\")
-            for result, pair in pairs:
-                cell = rf"\raggedright\leftskip=1em\relax\textit{{{pair}}}"
-                chunks[-1].append(" & ".join([cell, *_numbers(result)]) + " \\\\")
-        lines += cost
-    return chunks
-
-
-COLUMNS = 9
-"""Columns of claims.tex: claim, paper, measured, interval, n, verdict, adj. p, corrected, MDD."""
-
-
-def render_latex(results: Sequence[ClaimResult], profile: str, analysis: Analysis = DEFAULT_ANALYSIS) -> str:
-    """Booktabs ``table*`` floats of the claims, grouped under their paper table, at footnotesize type
-    with the claim text wrapping and every row naming its pair and score; a list longer than a page
-    continues in further floats under the same table number. Shrunk to the line width only where a
-    document's line is narrower than the table. The caption names the test and the correction
-    (family and method)."""
-    interval = "95\\% CS" if analysis.sequential else "95\\% CI"
-    cols = ["Claim: compared cells, score", "Paper $\\Delta$", "Measured $\\Delta$", interval, "$n$"]
-    cols += ["Verdict", "adj.\\ $p$", "Corrected", "MDD"]
-    chunks = _latex_chunks(results)
-    lines = [
-        "% Generated by `harness claims` from run records; do not edit by hand.",
-        "% needs \\usepackage{booktabs,graphicx}",
-    ]
-    for i, chunk in enumerate(chunks):
-        caption = (
-            f"Claims of the papers tested on paired seeds, profile {_tex(profile)}. Each row names the two "
-            "cells it compares (better $>$ worse, as the paper has them) and the score. Measured $\\Delta$: "
-            f"mean per-seed difference (better $-$ worse); {interval}: {_tex(analysis.test)}; "
-            f"adj.\\ $p$ and Corrected: {_tex(analysis.described)}; MDD: smallest difference "
-            "detectable with 80\\% power at this $n$ and spread."
-        )
-        lines += [
-            "\\begin{table*}[t]",
-            "\\centering",
-            "\\footnotesize",
-            "\\setbox0=\\hbox{%",
-            f"\\begin{{tabular}}{{@{{}}{CLAIM_COLUMN}rrlrlrlr@{{}}}}",
-            "\\toprule",
-            " & ".join(cols) + " \\\\",
-            "\\midrule",
-            *chunk,
-            "\\bottomrule",
-            "\\end{tabular}}%",
-            "\\leavevmode\\ifdim\\wd0>\\linewidth\\resizebox{\\linewidth}{!}{\\box0}\\else\\box0\\fi",
-        ]
-        if i:  # one table continued: its number again, not the next one
-            lines += ["\\addtocounter{table}{-1}", "\\caption{Claims of the papers, continued.}"]
-        else:
-            lines += [f"\\caption{{{caption}}}", "\\label{tab:claims}"]
-        lines.append("\\end{table*}")
     return "\n".join(lines) + "\n"
 
 

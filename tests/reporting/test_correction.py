@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.reporting.claims import render_latex, render_markdown, to_json
+from harness.reporting.claims import render_markdown, to_json
+from harness.reporting.claims_latex import render_latex
 from harness.reporting.correction import (
     Analysis,
     Member,

@@ -169,7 +169,7 @@ def test_every_table_prints_at_7pt_unshrunk_in_a_two_column_paper(tmp_path: Path
 def test_the_claims_print_at_7pt_unshrunk(tmp_path: Path, data_root: Path, folder: str) -> None:
     """claims.tex: full width, the claim text wrapping, a list longer than a page in several floats."""
     from harness.reporting.claims import build_claims
-    from harness.reporting.claims import render_latex as render_claims
+    from harness.reporting.claims_latex import render_latex as render_claims
 
     pdflatex()
     manifest = json.loads((REPO_ROOT / "docs" / folder / "manifest.json").read_text(encoding="utf-8"))
