@@ -34,7 +34,8 @@ from harness.grid.calibrate import MIN_GRID_S, calibrate, uncalibrated
 from harness.grid.calibration import load_calibrations
 from harness.grid.checks import Report, longest_lengths, runs_folder_problems
 from harness.grid.cleanup import remove_stale_temp_dirs
-from harness.grid.cost import CostModel, estimate_lines, hours, longest_first, makespan, scratch_line
+from harness.grid.cost import CostModel
+from harness.grid.estimate import estimate_lines, hours, longest_first, makespan, scratch_line
 from harness.grid.lock import GridLock
 from harness.grid.options import GridOptions, GridRequest
 from harness.grid.plan import (

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
 from harness.errors import HarnessError
-from harness.grid.cost import makespan
+from harness.grid.estimate import makespan
 from harness.run.training import Log
 from harness.store.bookkeeping import ensure_failed_record
 

@@ -38,7 +38,8 @@ from typing import Any
 from harness.atomic import write_json
 from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
-from harness.grid.cost import CostModel, hours, makespan
+from harness.grid.cost import CostModel
+from harness.grid.estimate import hours, makespan
 from harness.grid.launch import PlannedGrid, cost_model, longest_first_with_estimate, run_pending
 from harness.grid.lock import GridLock
 from harness.grid.plan import PlannedRun, attach_status, expand

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import harness.grid.progress as progress
-from harness.grid.cost import makespan
+from harness.grid.estimate import makespan
 from harness.grid.progress import GridProgress
 from harness.store.run_store import RunStore
 
