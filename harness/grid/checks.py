@@ -24,7 +24,8 @@ from harness.config.models import (
     packaged_model_dir,
 )
 from harness.errors import HarnessError
-from harness.evaluation.tasks import data_problems, sts_files, stsb_dev_file
+from harness.evaluation.data_check import data_problems
+from harness.evaluation.tasks import sts_files, stsb_dev_file
 from harness.evaluation.tasks import transfer_files as files
 from harness.grid.relay import index_path
 from harness.run.checkpoint import checkpoint_path

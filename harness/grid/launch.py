@@ -29,7 +29,7 @@ from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_data_root, senteval_dir
 from harness.config.run_config import RunConfig
 from harness.errors import DataError, HarnessError
-from harness.evaluation.tasks import data_problems
+from harness.evaluation.data_check import data_problems
 from harness.grid.calibrate import MIN_GRID_S, calibrate, uncalibrated
 from harness.grid.calibration import load_calibrations
 from harness.grid.checks import Report, longest_lengths, runs_folder_problems

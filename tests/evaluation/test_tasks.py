@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 from harness.errors import ConfigError
-from harness.evaluation import tasks
 from harness.evaluation import tasks as tasks_module
-from harness.evaluation.readers import StsPairs, TsvPairs
+from harness.evaluation.readers import TsvPairs
 from harness.evaluation.sts import run_sts, table_average
 from harness.evaluation.tasks import (
     COLUMN_LABELS,
@@ -29,7 +28,6 @@ from harness.evaluation.tasks import (
     StsPart,
     StsTask,
     check_names,
-    data_problems,
     sts_files,
     sts_sentences,
     sts_task_names,
@@ -37,7 +35,7 @@ from harness.evaluation.tasks import (
     transfer_task_names,
     year_task_names,
 )
-from tests.helpers import REPO_ROOT, SPECS, STS15, make_record, replace_line
+from tests.helpers import REPO_ROOT, SPECS, make_record
 
 TINY_PAIRS = (
     (4.5, "a cat sits on the red mat", "a cat is sitting on the red mat"),
@@ -308,29 +306,3 @@ def test_contributing_lists_what_the_test_only_task_touched() -> None:
     assert named == {"harness/evaluation/tasks.py", "tests/evaluation/test_<task>.py"}
     for name in ("STS_REGISTRY", "TRANSFER_REGISTRY", "StsTask", "TransferTask", "TsvPairs"):
         assert name in part and hasattr(tasks_module, name), name
-
-
-def test_check_passes_the_real_data_and_a_second_read_is_remembered(
-    copied_root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    read_parts: list[str] = []
-    real = tasks.StsTask.read_part
-
-    def counting(self: tasks.StsTask, senteval: Path, part: tasks.StsPart) -> StsPairs:
-        read_parts.append(f"{self.name}/{part.name}")
-        return real(self, senteval, part)
-
-    monkeypatch.setattr(tasks.StsTask, "read_part", counting)
-    monkeypatch.setattr(tasks, "_READ_OK", set())
-    senteval = copied_root / "senteval"
-    count, problems = data_problems(senteval, ["sts"])
-    assert problems == [] and count == len(read_parts) == 1 + sum(
-        len(t.parts_for()) for t in STS_REGISTRY.values()
-    )
-    assert data_problems(senteval, ["sts"]) == (count, [])
-    assert len(read_parts) == count  # nothing read again
-    gold = senteval / STS15 / "STS.gs.images.txt"
-    replace_line(gold, 2, "oops")  # a changed file is read again
-    count, problems = data_problems(senteval, ["sts"])
-    assert problems == [f"{gold}:2: gold score 'oops' is not a number"]
-    assert data_problems(senteval, ["none"])[0] == 1  # the STS-B dev probe only
