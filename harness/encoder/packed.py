@@ -7,9 +7,10 @@ norms and feed-forward blocks run on the call's real tokens packed into one ``[T
 the attention itself (scores, softmax, weighted sum) runs per bucket, padded to the bucket's width
 as before. The last layer computes [CLS] alone, as :func:`~harness.encoder.forward.cls_only_last_layer`.
 
-Dropout draws exactly the masks the bucketed forward draws. On the CPU each dropout draws one
-random number per element of its input, from the global generator, in call order; the bucketed
-forward draws, bucket after bucket, the embedding output's mask ``[n_b, w_b, d]`` and per layer
+Dropout draws exactly the masks the bucketed forward draws. On the CPU each dropout draws its mask
+from the global generator with ``bernoulli_`` on a tensor of its input's shape, in call order (what
+it takes from the generator depends only on that shape); the bucketed forward draws, bucket after
+bucket, the embedding output's mask ``[n_b, w_b, d]`` and per layer
 the attention probabilities' ``[n_b, heads, w_b, w_b]`` (``[n_b, heads, 1, w_b]`` in the [CLS]-only
 last layer) and the two hidden outputs' ``[n_b, w_b, d]`` (``[n_b, 1, d]``). This forward draws
 the same shapes in the same order before it computes anything, then keeps each hidden mask's
