@@ -107,7 +107,9 @@ class Nodes:
         return pids
 
     def stop_all(self) -> list[int]:
-        """SIGTERM every session, SIGKILL what is left after 10 s; return the killed ids."""
+        """SIGTERM every session, SIGKILL what is left after 10 s, and again until none is alive (a
+        process forked meanwhile, or one slow to die on a loaded machine; 30 s at most): the tests
+        then check that no process of a session is left. Returns the ids killed."""
         for sid in self.sessions:
             for pid in session_pids(sid):
                 with contextlib.suppress(OSError):
@@ -115,4 +117,12 @@ class Nodes:
         deadline = time.monotonic() + 10
         while any(session_pids(s) for s in self.sessions) and time.monotonic() < deadline:
             time.sleep(0.2)
-        return [pid for sid in self.sessions for pid in self.kill(sid)]
+        killed: list[int] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            alive = [pid for sid in self.sessions for pid in self.kill(sid)]
+            if not alive:
+                break
+            killed += [pid for pid in alive if pid not in killed]
+            time.sleep(0.2)
+        return killed
