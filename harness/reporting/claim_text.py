@@ -40,9 +40,6 @@ def heading(claim: Claim) -> str:
     return f"{cited}: {claim.title}" if claim.title else cited
 
 
-__all__ = ["MINUS", "PAPER_CITATIONS", "heading", "number"]
-
-
 VERDICT_TEXT = {
     "holds": "holds",
     "reversed": "reversed",
@@ -98,3 +95,15 @@ def claim_rows(results: Sequence[ClaimResult]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+__all__ = [
+    "MINUS",
+    "PAPER_CITATIONS",
+    "VERDICT_TEXT",
+    "claim_rows",
+    "heading",
+    "interval_text",
+    "number",
+    "p_text",
+]
