@@ -13,8 +13,9 @@ it takes from the generator depends only on that shape); the bucketed forward dr
 bucket, the embedding output's mask ``[n_b, w_b, d]`` and per layer
 the attention probabilities' ``[n_b, heads, w_b, w_b]`` (``[n_b, heads, 1, w_b]`` in the [CLS]-only
 last layer) and the two hidden outputs' ``[n_b, w_b, d]`` (``[n_b, 1, d]``). This forward draws
-the same shapes in the same order before it computes anything, then keeps each hidden mask's
-real-token rows. So the same seed drops the same units of the same tokens, the generator ends in
+the same shapes in the same order before it computes anything (:mod:`harness.encoder.keep_masks`:
+the same masks, drawn as int64 numbers for less time), then keeps each hidden mask's real-token
+rows. So the same seed drops the same units of the same tokens, the generator ends in
 the same state, and the result equals the bucketed forward's up to float rounding
 (tests/encoder/test_packed.py compares features, gradients and the generator's state).
 
@@ -34,6 +35,7 @@ import torch
 from torch import nn
 
 from harness.encoder.forward import bert_word_embeddings
+from harness.encoder.keep_masks import draw_keep_masks
 
 _LAYER_PARTS = (
     "attention.self.query",
@@ -128,14 +130,6 @@ def _rate(dropout: nn.Module) -> float:
     return float(getattr(dropout, "p", 0.0)) if dropout.training else 0.0
 
 
-def _draw(shape: tuple[int, ...], rate: float, device: torch.device) -> torch.Tensor | None:
-    """The keep mask a CPU dropout of ``rate`` draws for an input of ``shape`` (None at rate 0,
-    where dropout draws nothing)."""
-    if rate == 0.0:
-        return None
-    return torch.empty(shape, dtype=torch.bool, device=device).bernoulli_(1.0 - rate)
-
-
 def _dropout(x: torch.Tensor, keep: torch.Tensor | None, rate: float) -> torch.Tensor:
     """``x`` through dropout with a drawn mask: the mask in ``x``'s dtype divided by ``1 - rate`` in
     that dtype, times ``x`` (as PyTorch's CPU dropout computes it)."""
@@ -183,22 +177,20 @@ class _Masks:
             )
             for layer in layers
         ]
-        self.embedding: list[torch.Tensor | None] = []
-        self.layers: list[list[_Drawn]] = []
+        shapes: list[tuple[tuple[int, ...], float]] = []  # every mask, in the bucketed forward's order
         for bucket in buckets:
             n, w = int(bucket.rows.shape[0]), bucket.width
-            self.embedding.append(_draw((n, w, width), self.embedding_rate, device))
-            per_layer: list[_Drawn] = []
+            shapes.append(((n, w, width), 1.0 - self.embedding_rate))
             for i, (attention, hidden_a, hidden_b) in enumerate(self.rates):
                 lq = 1 if i == len(layers) - 1 else w
-                per_layer.append(
-                    (
-                        _draw((n, heads, lq, w), attention, device),
-                        _draw((n, lq, width), hidden_a, device),
-                        _draw((n, lq, width), hidden_b, device),
-                    )
-                )
-            self.layers.append(per_layer)
+                shapes += [((n, heads, lq, w), 1.0 - attention), ((n, lq, width), 1.0 - hidden_a)]
+                shapes.append(((n, lq, width), 1.0 - hidden_b))
+        drawn = iter(draw_keep_masks(shapes, device))
+        self.embedding: list[torch.Tensor | None] = []
+        self.layers: list[list[_Drawn]] = []
+        for _bucket in buckets:
+            self.embedding.append(next(drawn))
+            self.layers.append([(next(drawn), next(drawn), next(drawn)) for _ in self.rates])
 
 
 def _real_rows(masks: list[torch.Tensor | None], buckets: list[_Bucket]) -> torch.Tensor | None:
@@ -271,7 +263,7 @@ def packed_cls_states(model: nn.Module, batch: dict[str, torch.Tensor], length_b
         last = i == len(layers) - 1
         attention = layer.attention
         keys, values = padded(attention.self.key(hidden)), padded(attention.self.value(hidden))
-        residual = hidden[cls_at] if last else hidden
+        residual = hidden.index_select(0, cls_at) if last else hidden
         queries = attention.self.query(residual)
         if last:  # one [CLS] query per row, the rows in packed order
             sizes = [int(b.rows.shape[0]) for b in buckets]
@@ -282,7 +274,7 @@ def packed_cls_states(model: nn.Module, batch: dict[str, torch.Tensor], length_b
             _attend(q, k, v, b.keep, drawn[i][0], rates[0]).transpose(1, 2).reshape(-1, width)
             for q, k, v, b, drawn in zip(per_bucket, keys, values, buckets, masks.layers, strict=True)
         ]
-        context = torch.cat(contexts) if last else torch.cat(contexts)[dest]
+        context = torch.cat(contexts) if last else torch.cat(contexts).index_select(0, dest)
         pick = _cls_rows if last else (lambda ms: _real_rows(ms, buckets))
         out = _dropout(attention.output.dense(context), pick([d[i][1] for d in masks.layers]), rates[1])
         attended = attention.output.LayerNorm(out + residual)
@@ -291,4 +283,4 @@ def packed_cls_states(model: nn.Module, batch: dict[str, torch.Tensor], length_b
         )
         hidden = layer.output.LayerNorm(out + attended)
     order = torch.cat([b.rows for b in buckets])
-    return hidden[torch.argsort(order)]
+    return hidden.index_select(0, torch.argsort(order))
