@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 import torch
 
@@ -73,3 +76,41 @@ def test_a_build_that_draws_otherwise_is_detected(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(keep_masks, "_MATCHES", None)
     monkeypatch.setattr(keep_masks, "_LOW_53", (1 << 52) - 1)  # a different reading of the numbers
     assert not fast_draw_matches()
+
+
+def test_training_steps_give_the_same_losses_and_weights_to_the_last_bit(
+    data_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packed training steps with masks drawn fast and with bernoulli_: identical, not just close."""
+    from harness.config.run_config import resolve_config
+    from harness.encoder.loading import load_encoder
+    from harness.run.step import TrainStep
+    from methods import get_method
+    from tests.helpers import EMBED_SENTS
+
+    sentences = [*EMBED_SENTS, "a", "one two three four five six seven eight nine ten eleven"] * 3
+    config = resolve_config(
+        "simcse", None, "smoke", {"max_steps": 3, "batch_size": 8, "length_buckets": 4}, data_root=data_root
+    )
+    results, used = [], []
+    fast_draw = keep_masks._fast
+
+    def counted(*args: Any) -> None:
+        used.append(1)
+        fast_draw(*args)
+
+    monkeypatch.setattr(keep_masks, "_fast", counted)
+    for fast in (True, False):
+        monkeypatch.setattr(keep_masks, "_MATCHES", None if fast else False)
+        encoder = load_encoder("random:tiny", seed=0)
+        assert encoder.packed_training
+        torch.manual_seed(0)
+        step = TrainStep(encoder, get_method("simcse")(config.params, encoder.hidden_size), config, total=3)
+        losses = [float(step(sentences[i : i + 8], i + 1)[0]) for i in range(3)]
+        results.append((losses, [p.detach().clone() for p in encoder.parameters()], torch.get_rng_state()))
+        assert (len(used) > 0) == fast  # the masks came the way this arm says
+        used.clear()
+    (fast_losses, fast_weights, fast_rng), (losses, weights, rng) = results
+    assert fast_losses == losses and len(set(losses)) == 3
+    assert all(torch.equal(a, b) for a, b in zip(fast_weights, weights, strict=True))
+    assert torch.equal(fast_rng, rng)
