@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from harness.atomic import write_text
 from harness.errors import HarnessError
 from harness.grid.estimate import makespan
-from harness.run.training import Log
+from harness.run.evaluation_point import Log
 from harness.store.bookkeeping import ensure_failed_record
 
 if TYPE_CHECKING:

@@ -1,18 +1,40 @@
-"""The end of a run: the best encoder saved, the final tasks scored, scores that are not numbers refused."""
+"""The end of a run: the best state loaded, the best encoder saved, the final tasks scored, scores
+that are not numbers refused."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import torch
 from torch import nn
 
 from harness.atomic import atomic_folder
+from harness.config.hardware import torch_threads
 from harness.config.run_config import RunConfig
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.saved import save_post_whitening, save_sentence_head
 from harness.errors import TrainingError
-from harness.run.hooks import FINAL_SECONDS, EmbedFn, FinalEvaluator, Whitening, non_finite_scores
+from harness.run.hooks import (
+    FINAL_SECONDS,
+    EmbedFn,
+    FinalEvaluator,
+    Whitening,
+    fit_post_processing,
+    non_finite_scores,
+)
+from harness.store.record import RunRecord
+from harness.store.run_store import RunStore
+
+if TYPE_CHECKING:
+    from methods.base import Method
+
+ThreadsHook = Callable[[], int]
+"""``final_threads()``: how many threads the final evaluation may use now (a grid's trial asks its
+node's :class:`~harness.grid.slots.SlotBoard`: more than the run's own once cores fall idle)."""
 
 
 def save_encoder(
@@ -51,3 +73,99 @@ def check_final_scores(final: dict[str, Any]) -> None:
     if bad:
         shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
         raise TrainingError(f"final scores are not finite numbers: {shown}")
+
+
+class FinalStage:
+    """The end of :class:`~harness.run.training.TrainingRun`: the best state loaded, its head in the
+    pooler, the optional ``save_pretrained``, post-whitening and the final tasks (on more threads
+    where the grid hands the run idle cores). The attributes it reads are declared below and set by
+    the run's constructor and ``setup()``, the methods it calls (declared below too) are the run's."""
+
+    config: RunConfig
+    data_root: Path
+    record: RunRecord
+    run_id: str
+    say: Callable[[str], None]
+    encoder: SentenceEncoder
+    method: Method
+    sentences: list[str]
+    best: dict[str, Any]
+    train_time: float
+    eval_time: float
+    model_store: RunStore | None
+    final_evaluate: FinalEvaluator | None
+    final_threads: ThreadsHook | None
+
+    # the run's own (TrainingRun)
+    def embed_final(self, batch: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def head_into_pooler(self, required: bool) -> None:
+        raise NotImplementedError
+
+    def final_evaluation(self) -> None:
+        """The best state, its head in the pooler, the optional saved model, then the final tasks."""
+        self._load_best()
+        t0 = time.perf_counter()
+        embed, whitening = self._post_whitened(self.embed_final)
+        fitted = time.perf_counter() - t0
+        if self.model_store is not None:  # after the fit: the saved folder carries the whitening
+            self._save_model(self.model_store, whitening)
+        t1 = time.perf_counter()
+        if self.final_evaluate is not None:
+            with torch_threads(self._more_threads()):
+                self._final_tasks(self.final_evaluate, embed)
+        spent = fitted + time.perf_counter() - t1
+        self.record["final_time_s"] = round(spent, 3)
+        self.eval_time += spent
+        self.record["train_time_s"] = round(self.train_time, 3)
+        self.record["eval_time_s"] = round(self.eval_time, 3)
+
+    def _more_threads(self) -> int | None:
+        """The final tasks' threads where the grid hands this run more than its own (else None)."""
+        if self.final_threads is None or self.encoder.device.type != "cpu":
+            return None
+        own = torch.get_num_threads()
+        more = self.final_threads()
+        if more <= own:
+            return None
+        self.record["final_threads"] = more
+        self.say(f"[{self.run_id}] final evaluation on {more} threads (cores left idle by finished runs)")
+        return more
+
+    def _load_best(self) -> None:
+        if self.best["encoder"] is not None:
+            self.encoder.load_state_dict(self.best["encoder"])
+            self.method.restore_state(self.best["method"])
+        self.encoder.eval()
+        self.head_into_pooler(required=self.config.eval_pooler == "cls")
+
+    def _save_model(self, store: RunStore, whitening: Whitening | None) -> None:
+        target = store.checkpoint_dir(self.run_id)
+        save_encoder(target, self.encoder, self.config.method, self.method.sentence_head(), whitening)
+        self.record["checkpoint"] = str(target)
+        self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
+
+    def _post_whitened(self, embed: EmbedFn) -> tuple[EmbedFn, Whitening | None]:
+        """The final tasks' embed, post-processed as the config asks, and BERT-whitening's fitted
+        ``(kind, mu, W)`` (None without one, and for a flow, which has no such form)."""
+        config = self.config
+        if config.post_whiten == "none":
+            return embed, None
+        fit_on = self.sentences[: config.post_whiten_sentences]
+        self.say(
+            f"[{self.run_id}] fitting {config.post_whiten} post-processing on {len(fit_on)} corpus sentences"
+        )
+        return fit_post_processing(embed, fit_on, config.post_whiten, seed=config.seed)
+
+    def _final_tasks(self, evaluate: FinalEvaluator, embed: EmbedFn) -> None:
+        config = self.config
+        self.say(
+            f"[{self.run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode}, "
+            f"{config.eval_precision})"
+        )
+        final, seconds = final_scores(evaluate, embed, self.data_root, config)
+        self.record["final"] = final
+        if seconds is not None:
+            self.record["final_seconds"] = seconds
+        check_final_scores(final)

@@ -1,8 +1,5 @@
 """The training loop: one run = one :class:`~harness.config.run_config.RunConfig` -> one run record.
 
-Over 450 lines on purpose: one run's state and its steps read in order in one class; the step,
-the trajectory, the hooks and the end of a run live in their own modules.
-
 The shared recipe of METHODS.md section 1, method-agnostic:
 
 * seed Python, NumPy and torch from ``config.seed``; read the corpus (one sentence per line; an
@@ -43,13 +40,12 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from harness.config.datasets import data_checksums
 from harness.config.hardware import torch_threads
@@ -61,21 +57,20 @@ from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
 from harness.run import checkpoint as ckpt
 from harness.run import process_memory as memory
 from harness.run.data import batches, read_corpus, seed_everything, total_steps
-from harness.run.final import check_final_scores, final_scores, save_encoder
+from harness.run.evaluation_point import CheckpointHook, EvaluationPoints, Log, PointHook
+from harness.run.final import FinalStage, ThreadsHook
 from harness.run.hooks import (
     EmbedFn,
     FinalEvaluator,
-    Whitening,
     check_post_whitening_available,
     cpu_bf16_slowdown,
-    fit_post_processing,
     make_final_evaluator,
     make_probe,
 )
 from harness.run.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
-from harness.run.probe_cache import ProbeCache, probe_key
+from harness.run.probe_cache import ProbeCache
 from harness.run.step import TrainStep
-from harness.run.trajectory import PendingSteps, trajectory_point
+from harness.run.trajectory import PendingSteps
 from harness.store.provenance import now_iso
 from harness.store.record import RunRecord, Status, new_record, provenance
 from harness.store.run_store import RunStore
@@ -85,33 +80,8 @@ if TYPE_CHECKING:
     from harness.encoder.model import SentenceEncoder
     from methods.base import Method
 
-Log = Callable[[str], None]
-
-
-PointHook = Callable[[Mapping[str, Any]], None]
-"""``on_point(point)``: one evaluation point, as the trajectory has it plus ``total_steps`` and
-``best_stsb_dev`` (the best so far)."""
-
-
-ThreadsHook = Callable[[], int]
-"""``final_threads()``: how many threads the final evaluation may use now (a grid's trial asks its
-node's :class:`~harness.grid.slots.SlotBoard`: more than the run's own once cores fall idle)."""
-
-
-CheckpointHook = Callable[[Path, int], None]
-"""``on_checkpoint(path, step)``: the resume checkpoint of ``step`` was just written to ``path`` (a grid's
-trial hands it to Ray Tune's storage)."""
-
 
 # -- the run --------------------------------------------------------------------------------------
-def _cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
-
-
-def _fmt(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
-
-
 def train_run(
     config: RunConfig,
     data_root: Path,
@@ -179,7 +149,7 @@ def train_run(
     return run.execute(num_threads)
 
 
-class TrainingRun:
+class TrainingRun(EvaluationPoints, FinalStage):
     """One training run: its state, and the named steps :func:`train_run` takes in order.
 
     * :meth:`execute`: the shell around the steps: the record is saved at the start, its status,
@@ -189,9 +159,13 @@ class TrainingRun:
       the run's random draws;
     * :meth:`start`: continue from the resume checkpoint, or probe the starting encoder (step 0);
     * :meth:`train_loop`: the optimiser steps, with a :meth:`probe` at every evaluation point
-      (trajectory point, :meth:`select` of the best state by STS-B dev, log line, :meth:`checkpoint`);
+      (trajectory point, :meth:`select` of the best state by STS-B dev, log line, :meth:`checkpoint`;
+      these are :class:`~harness.run.evaluation_point.EvaluationPoints`');
     * :meth:`final_evaluation`: the best state loaded, the head copied into the pooler, the optional
-      ``save_pretrained``, post-whitening and the final tasks.
+      ``save_pretrained``, post-whitening and the final tasks (:class:`~harness.run.final.FinalStage`).
+
+    One object holds the run's state; the evaluation points and the end of the run are its parts in
+    their own modules, each declaring the attributes it reads.
 
     The hooks :func:`make_probe`, :func:`make_final_evaluator` and :func:`cpu_bf16_slowdown` are
     looked up in this module when they are called, so tests can replace them.
@@ -428,162 +402,3 @@ class TrainingRun:
                 self.train_time += time.perf_counter() - t0
                 self.probe(step)
                 t0 = time.perf_counter()
-
-    def probe(self, step: int) -> None:
-        """One evaluation point: STS-B dev probe, trajectory point, selection, log line, checkpoint."""
-        t0 = time.perf_counter()
-        if self.config.eval_pooler == "cls":
-            self.head_into_pooler(required=True)
-        scores = self._probe_scores(step)
-        self.step_fn.train()
-        self.eval_time += time.perf_counter() - t0
-        point = self._trajectory_point(step, scores)
-        self.record["trajectory"].append(point)
-        self.select(step, point)
-        self.record["train_time_s"] = round(self.train_time, 3)
-        self.record["eval_time_s"] = round(self.eval_time, 3)
-        self.save()
-        self.say(
-            f"[{self.run_id}] step {step}/{self.total} loss {_fmt(point['loss'])} "
-            f"stsb_dev {point['stsb_dev']:.2f} align {point['align']:.4f} uniform {point['uniform']:.4f} "
-            f"({point['elapsed_s']:.0f} s){' *' if self.record['best_step'] == step else ''}"
-        )
-        if self.on_point is not None:
-            self.on_point(
-                {**point, "total_steps": self.total, "best_stsb_dev": self.record.get("best_stsb_dev")}
-            )
-        if self.resume_path is not None and self.clock.due(step, self.total):  # last: no random draws after
-            self.checkpoint(step)
-
-    def _probe_scores(self, step: int) -> dict[str, float]:
-        """The STS-B dev scores; the starting encoder's (step 0, shared by every run) may be cached,
-        unless the method embeds with its own sentence head (whose fresh weights the key does not see)."""
-        cache = self.probe_cache
-        key = None
-        if step == 0 and cache is not None and self.method.sentence_head() is None:  # a head: no sharing
-            key = probe_key(
-                self.encoder.model,
-                self.probe_fn,
-                pooler=self.config.eval_pooler,
-                precision=self.config.precision,
-                device=self.encoder.device,
-            )
-        cached = cache.get(key) if cache is not None and key is not None else None
-        if cached is not None:
-            self.record["step0_probe_cached"] = True
-            return cached
-        scores = self.probe_fn(self.embed_probe)
-        if cache is not None and key is not None:
-            cache.put(key, scores, run_id=self.run_id, model=self.config.model)
-        return scores
-
-    def _trajectory_point(self, step: int, scores: dict[str, float]) -> dict[str, Any]:
-        """The trajectory point of ``step``: the probe's scores and the steps' mean loss and metrics."""
-        loss, metrics = self.pending.summary()
-        elapsed = time.perf_counter() - self.elapsed0
-        return trajectory_point(step, scores, loss, metrics, self.step_fn.lr, elapsed)
-
-    def select(self, step: int, point: Mapping[str, Any]) -> None:
-        """Keep the state of ``step`` (on the CPU) when its STS-B dev beats the best so far.
-
-        Step 0 is no candidate (SimCSE never selects the untrained encoder) unless the run has no
-        training steps.
-        """
-        candidate = step > 0 or self.total == 0
-        if candidate and point["stsb_dev"] > self.best["score"]:
-            self.best.update(
-                score=point["stsb_dev"],
-                step=step,
-                encoder=_cpu_state(self.encoder),
-                method=self.method.snapshot_state(),
-            )
-            self.record["best_step"] = step
-            self.record["best_stsb_dev"] = point["stsb_dev"]
-
-    def checkpoint(self, step: int) -> None:
-        """Write the resume checkpoint of the evaluation point ``step``."""
-
-        assert self.resume_path is not None
-        state = ckpt.training_state(
-            config=self.record["config"],
-            step=step,
-            encoder=self.encoder,
-            method=self.method,
-            optimizer=self.step_fn.optimizer,
-            scheduler=self.step_fn.scheduler,
-            best=self.best,
-            record=self.record,
-            train_time=self.train_time,
-            eval_time=self.eval_time,
-        )
-        ckpt.save_checkpoint(self.resume_path, state)
-        if self.on_checkpoint is not None:
-            self.on_checkpoint(self.resume_path, step)
-
-    # -- final evaluation ------------------------------------------------------------------------
-    def final_evaluation(self) -> None:
-        """The best state, its head in the pooler, the optional saved model, then the final tasks."""
-        self._load_best()
-        t0 = time.perf_counter()
-        embed, whitening = self._post_whitened(self.embed_final)
-        fitted = time.perf_counter() - t0
-        if self.model_store is not None:  # after the fit: the saved folder carries the whitening
-            self._save_model(self.model_store, whitening)
-        t1 = time.perf_counter()
-        if self.final_evaluate is not None:
-            with torch_threads(self._more_threads()):
-                self._final_tasks(self.final_evaluate, embed)
-        spent = fitted + time.perf_counter() - t1
-        self.record["final_time_s"] = round(spent, 3)
-        self.eval_time += spent
-        self.record["train_time_s"] = round(self.train_time, 3)
-        self.record["eval_time_s"] = round(self.eval_time, 3)
-
-    def _more_threads(self) -> int | None:
-        """The final tasks' threads where the grid hands this run more than its own (else None)."""
-        if self.final_threads is None or self.encoder.device.type != "cpu":
-            return None
-        own = torch.get_num_threads()
-        more = self.final_threads()
-        if more <= own:
-            return None
-        self.record["final_threads"] = more
-        self.say(f"[{self.run_id}] final evaluation on {more} threads (cores left idle by finished runs)")
-        return more
-
-    def _load_best(self) -> None:
-        if self.best["encoder"] is not None:
-            self.encoder.load_state_dict(self.best["encoder"])
-            self.method.restore_state(self.best["method"])
-        self.encoder.eval()
-        self.head_into_pooler(required=self.config.eval_pooler == "cls")
-
-    def _save_model(self, store: RunStore, whitening: Whitening | None) -> None:
-        target = store.checkpoint_dir(self.run_id)
-        save_encoder(target, self.encoder, self.config.method, self.method.sentence_head(), whitening)
-        self.record["checkpoint"] = str(target)
-        self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
-
-    def _post_whitened(self, embed: EmbedFn) -> tuple[EmbedFn, Whitening | None]:
-        """The final tasks' embed, post-processed as the config asks, and BERT-whitening's fitted
-        ``(kind, mu, W)`` (None without one, and for a flow, which has no such form)."""
-        config = self.config
-        if config.post_whiten == "none":
-            return embed, None
-        fit_on = self.sentences[: config.post_whiten_sentences]
-        self.say(
-            f"[{self.run_id}] fitting {config.post_whiten} post-processing on {len(fit_on)} corpus sentences"
-        )
-        return fit_post_processing(embed, fit_on, config.post_whiten, seed=config.seed)
-
-    def _final_tasks(self, evaluate: FinalEvaluator, embed: EmbedFn) -> None:
-        config = self.config
-        self.say(
-            f"[{self.run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode}, "
-            f"{config.eval_precision})"
-        )
-        final, seconds = final_scores(evaluate, embed, self.data_root, config)
-        self.record["final"] = final
-        if seconds is not None:
-            self.record["final_seconds"] = seconds
-        check_final_scores(final)

@@ -1,14 +1,18 @@
-"""The end of a run (harness.run.final): the final scores and the seconds each task group took, and a
-run whose final scores are not finite numbers failed, not finished."""
+"""The end of a run (harness.run.final): the final scores and the seconds each task group took, a
+run whose final scores are not finite numbers failed, not finished; the final tasks on the best
+state, post-whitening and flows on the final embeddings, and more threads for the final evaluation
+than for training."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import harness.run.training as train_mod
 from harness.config.run_config import resolve_config
@@ -17,7 +21,7 @@ from harness.run.final import check_final_scores, final_scores
 from harness.run.hooks import FINAL_SECONDS
 from harness.run.training import train_run
 from harness.store.run_store import RunStore
-from tests.helpers import final_with, smoke_config
+from tests.helpers import TRAIN_CORPUS, fake_probe, final_with, make_corpus_root, smoke_config
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf])
@@ -77,3 +81,124 @@ def test_the_check_of_the_final_scores_names_four_and_counts_the_rest() -> None:
     line = str(caught.value)
     assert line.startswith("final scores are not finite numbers: sts.STS12=nan, ")
     assert line.endswith(" and 2 more") and line.count("=nan") == 4
+
+
+# -- the best state's final scores, post-processing ------------------------------------------------
+def test_final_scores_come_from_the_best_checkpoint(
+    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[float] = []
+
+    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        seen.append(fake_probe(root)(embed)["stsb_dev"])
+        return {"sts": {"avg": 0.0}}
+
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    record = train_run(smoke_config(train_root, max_steps=3, eval_every=1), train_root, log=None)
+    assert seen == [pytest.approx(record["best_stsb_dev"], abs=1e-4)]
+
+
+def test_post_whitening_whitens_the_final_embeddings(
+    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    captured: dict[str, np.ndarray] = {}
+
+    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        captured["x"] = embed(TRAIN_CORPUS[:80]).astype(np.float64)
+        return {}
+
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    config = smoke_config(train_root, max_steps=0, post_whiten="zca", post_whiten_sentences=80)
+    train_run(config, train_root, log=None)
+    # With no training the encoder is the seeded random one: whitening must be fitted on the first 80
+    # corpus sentences and applied to the evaluation embeddings.
+    from harness.encoder.loading import load_encoder
+    from methods.whitening import apply_post_whitening, fit_post_whitening
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads or threads)  # as the run embedded: ZCA magnifies rounding
+    try:
+        raw = load_encoder("random:tiny", "cpu", seed=config.seed).embed(TRAIN_CORPUS[:80])
+    finally:
+        torch.set_num_threads(threads)
+    mu, w = fit_post_whitening(raw, "zca")
+    assert not np.allclose(captured["x"], raw, atol=1e-3)
+    np.testing.assert_allclose(captured["x"], apply_post_whitening(raw, mu, w), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["flow", "flow_glow"])
+def test_post_flow_evaluates_the_flows_latents(
+    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    captured: dict[str, np.ndarray] = {}
+
+    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
+        captured["z"] = embed(TRAIN_CORPUS[:80])
+        return {}
+
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    config = smoke_config(train_root, max_steps=0, post_whiten=kind, post_whiten_sentences=80, seed=7)
+    record = train_run(config, train_root, log=None)
+    assert record["status"] == "finished"
+    # No training: the flow is fitted (seeded by the run's seed) on the seeded random encoder's
+    # embeddings of the first 80 corpus sentences, and the final tasks score its latents.
+    from harness.encoder.loading import load_encoder
+    from methods.flow import READINGS, fit_flow
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(config.threads or threads)
+    try:
+        raw = load_encoder("random:tiny", "cpu", seed=config.seed).embed(TRAIN_CORPUS[:80])
+    finally:
+        torch.set_num_threads(threads)
+    fitted = fit_flow(raw, READINGS[kind], seed=config.seed)
+    assert not np.allclose(captured["z"], raw, atol=1e-3)
+    np.testing.assert_allclose(captured["z"], fitted.transform(raw), rtol=1e-4, atol=1e-4)
+
+
+# -- more threads for the final evaluation (train_run(final_threads=...)) ------------------------------
+SENTENCES = ["a man plays a guitar .", "a man is playing music .", "a cat sleeps .", "rain falls ."]
+
+
+def _probe(data_root: Path, token_lengths: Any = None) -> Callable[..., dict[str, float]]:
+    def probe(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
+        x = embed(list(SENTENCES)).astype(np.float64)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        return {"stsb_dev": float(100 * x[0] @ x[1]), "align": 0.0, "uniform": 0.0}
+
+    return probe
+
+
+def test_the_final_evaluation_alone_runs_on_the_threads_handed_out(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    seen: dict[str, int] = {}
+
+    def final(
+        embed: Callable[[list[str]], np.ndarray], data_root: Path, tasks: str, mode: str
+    ) -> dict[str, Any]:
+        seen["final"] = torch.get_num_threads()
+        x = embed(list(SENTENCES)).astype(np.float64)
+        return {"sts": {"STSB": float(x[0] @ x[1]), "avg": float(x[0] @ x[1])}}
+
+    monkeypatch.setattr(train_mod, "make_probe", _probe)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    data_root = make_corpus_root(tmp_path / "data", "\n".join(SENTENCES * 10) + "\n")
+    config = resolve_config("simcse", None, "smoke", {"max_steps": 2, "eval_every": 2}, data_root=data_root)
+    assert config.threads == 1
+    before = torch.get_num_threads()
+    plain = train_run(config, data_root, None, device="cpu", log=None)
+    asked: list[int] = []
+
+    def two() -> int:
+        asked.append(torch.get_num_threads())  # asked once, as the final evaluation starts
+        return 2
+
+    handed = train_run(config, data_root, None, device="cpu", log=None, final_threads=two)
+    assert asked == [1] and seen["final"] == 2 and handed["final_threads"] == 2
+    assert "final_threads" not in plain
+    assert handed["final"]["sts"]["avg"] == pytest.approx(plain["final"]["sts"]["avg"], abs=1e-5)
+    assert handed["best_stsb_dev"] == plain["best_stsb_dev"]  # training kept its one thread
+    assert torch.get_num_threads() == before
+    one = train_run(config, data_root, None, device="cpu", log=None, final_threads=lambda: 1)
+    assert "final_threads" not in one  # no more than its own: nothing to say

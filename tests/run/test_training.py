@@ -3,14 +3,13 @@
 The STS-B dev probe and the final evaluation are replaced by small deterministic stand-ins (a
 function of the embeddings of four fixed sentences, ``tests.helpers.fake_probe``), so these tests
 exercise the loop, not the evaluator; one test (slow) runs the real probe. A method's own sentence
-input, and more threads for the final evaluation than for training (a run's end:
-tests/run/test_final.py; its losses: tests/run/test_trajectory.py)."""
+input is here; a run's end in tests/run/test_final.py, its evaluation points in
+tests/run/test_evaluation_point.py, its losses in tests/run/test_trajectory.py."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from harness.run.probe_cache import CACHE_DIR
 from harness.run.training import train_run
 from harness.store.run_store import RunStore
 from methods.simcse import SimCSE
-from tests.helpers import TRAIN_CORPUS, fake_probe, final_with, make_corpus_root, smoke_config
+from tests.helpers import final_with, make_corpus_root, smoke_config
 
 
 def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, tmp_path: Path) -> None:
@@ -64,82 +63,10 @@ def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, t
     assert again["final"] == record["final"]
 
 
-def test_final_scores_come_from_the_best_checkpoint(
-    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    seen: list[float] = []
-
-    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
-        seen.append(fake_probe(root)(embed)["stsb_dev"])
-        return {"sts": {"avg": 0.0}}
-
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
-    record = train_run(smoke_config(train_root, max_steps=3, eval_every=1), train_root, log=None)
-    assert seen == [pytest.approx(record["best_stsb_dev"], abs=1e-4)]
-
-
 def test_zero_steps_only_evaluates(fakes: None, train_root: Path) -> None:
     record = train_run(smoke_config(train_root, max_steps=0), train_root, log=None)
     assert [p["step"] for p in record["trajectory"]] == [0]
     assert record["best_step"] == 0 and record["status"] == "finished"
-
-
-def test_post_whitening_whitens_the_final_embeddings(
-    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    captured: dict[str, np.ndarray] = {}
-
-    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
-        captured["x"] = embed(TRAIN_CORPUS[:80]).astype(np.float64)
-        return {}
-
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
-    config = smoke_config(train_root, max_steps=0, post_whiten="zca", post_whiten_sentences=80)
-    train_run(config, train_root, log=None)
-    # With no training the encoder is the seeded random one: whitening must be fitted on the first 80
-    # corpus sentences and applied to the evaluation embeddings.
-    from harness.encoder.loading import load_encoder
-    from methods.whitening import apply_post_whitening, fit_post_whitening
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads or threads)  # as the run embedded: ZCA magnifies rounding
-    try:
-        raw = load_encoder("random:tiny", "cpu", seed=config.seed).embed(TRAIN_CORPUS[:80])
-    finally:
-        torch.set_num_threads(threads)
-    mu, w = fit_post_whitening(raw, "zca")
-    assert not np.allclose(captured["x"], raw, atol=1e-3)
-    np.testing.assert_allclose(captured["x"], apply_post_whitening(raw, mu, w), rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("kind", ["flow", "flow_glow"])
-def test_post_flow_evaluates_the_flows_latents(
-    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch, kind: str
-) -> None:
-    captured: dict[str, np.ndarray] = {}
-
-    def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
-        captured["z"] = embed(TRAIN_CORPUS[:80])
-        return {}
-
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
-    config = smoke_config(train_root, max_steps=0, post_whiten=kind, post_whiten_sentences=80, seed=7)
-    record = train_run(config, train_root, log=None)
-    assert record["status"] == "finished"
-    # No training: the flow is fitted (seeded by the run's seed) on the seeded random encoder's
-    # embeddings of the first 80 corpus sentences, and the final tasks score its latents.
-    from harness.encoder.loading import load_encoder
-    from methods.flow import READINGS, fit_flow
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.threads or threads)
-    try:
-        raw = load_encoder("random:tiny", "cpu", seed=config.seed).embed(TRAIN_CORPUS[:80])
-    finally:
-        torch.set_num_threads(threads)
-    fitted = fit_flow(raw, READINGS[kind], seed=config.seed)
-    assert not np.allclose(captured["z"], raw, atol=1e-3)
-    np.testing.assert_allclose(captured["z"], fitted.transform(raw), rtol=1e-4, atol=1e-4)
 
 
 def test_bad_corpus_fails_the_record(fakes: None, train_root: Path, tmp_path: Path) -> None:
@@ -366,51 +293,3 @@ def test_a_text_without_a_head_stops_the_run_before_training(loop, tmp_path, mon
     with pytest.raises(RuntimeError, match="sentence_head"):
         train_run(config, root, RunStore(tmp_path / "runs"), log=None)
     assert loop["texts"] == []
-
-
-# -- more threads for the final evaluation (train_run(final_threads=...)) ------------------------------
-SENTENCES = ["a man plays a guitar .", "a man is playing music .", "a cat sleeps .", "rain falls ."]
-
-
-def _probe(data_root: Path, token_lengths: Any = None) -> Callable[..., dict[str, float]]:
-    def probe(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
-        x = embed(list(SENTENCES)).astype(np.float64)
-        x /= np.linalg.norm(x, axis=1, keepdims=True)
-        return {"stsb_dev": float(100 * x[0] @ x[1]), "align": 0.0, "uniform": 0.0}
-
-    return probe
-
-
-def test_the_final_evaluation_alone_runs_on_the_threads_handed_out(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    seen: dict[str, int] = {}
-
-    def final(
-        embed: Callable[[list[str]], np.ndarray], data_root: Path, tasks: str, mode: str
-    ) -> dict[str, Any]:
-        seen["final"] = torch.get_num_threads()
-        x = embed(list(SENTENCES)).astype(np.float64)
-        return {"sts": {"STSB": float(x[0] @ x[1]), "avg": float(x[0] @ x[1])}}
-
-    monkeypatch.setattr(train_mod, "make_probe", _probe)
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
-    data_root = make_corpus_root(tmp_path / "data", "\n".join(SENTENCES * 10) + "\n")
-    config = resolve_config("simcse", None, "smoke", {"max_steps": 2, "eval_every": 2}, data_root=data_root)
-    assert config.threads == 1
-    before = torch.get_num_threads()
-    plain = train_run(config, data_root, None, device="cpu", log=None)
-    asked: list[int] = []
-
-    def two() -> int:
-        asked.append(torch.get_num_threads())  # asked once, as the final evaluation starts
-        return 2
-
-    handed = train_run(config, data_root, None, device="cpu", log=None, final_threads=two)
-    assert asked == [1] and seen["final"] == 2 and handed["final_threads"] == 2
-    assert "final_threads" not in plain
-    assert handed["final"]["sts"]["avg"] == pytest.approx(plain["final"]["sts"]["avg"], abs=1e-5)
-    assert handed["best_stsb_dev"] == plain["best_stsb_dev"]  # training kept its one thread
-    assert torch.get_num_threads() == before
-    one = train_run(config, data_root, None, device="cpu", log=None, final_threads=lambda: 1)
-    assert "final_threads" not in one  # no more than its own: nothing to say

@@ -1,0 +1,174 @@
+"""A run's evaluation points: the STS-B dev probe, the trajectory point, the best state, the checkpoint.
+
+:class:`EvaluationPoints` is the part of :class:`~harness.run.training.TrainingRun` that runs at step
+0 and at every ``eval_every`` steps; the attributes it reads are declared below and set by the run's
+constructor and ``setup()``, the methods it calls (declared below too) are the run's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.config.run_config import RunConfig
+from harness.run import checkpoint as ckpt
+from harness.run.hooks import EmbedFn
+from harness.run.probe_cache import ProbeCache, probe_key
+from harness.run.step import TrainStep
+from harness.run.trajectory import PendingSteps, trajectory_point
+from harness.store.record import RunRecord
+
+if TYPE_CHECKING:
+    from harness.encoder.model import SentenceEncoder
+    from methods.base import Method
+
+Log = Callable[[str], None]
+
+PointHook = Callable[[Mapping[str, Any]], None]
+"""``on_point(point)``: one evaluation point, as the trajectory has it plus ``total_steps`` and
+``best_stsb_dev`` (the best so far)."""
+
+CheckpointHook = Callable[[Path, int], None]
+"""``on_checkpoint(path, step)``: the resume checkpoint of ``step`` was just written to ``path`` (a grid's
+trial hands it to Ray Tune's storage)."""
+
+
+def cpu_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of ``module``'s state on the CPU (the best state kept apart from the training one)."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+class EvaluationPoints:
+    """The probe of one evaluation point and what follows it: trajectory point, selection of the
+    best state by STS-B dev, the record saved, a log line, the hook, the resume checkpoint."""
+
+    config: RunConfig
+    record: RunRecord
+    run_id: str
+    say: Log
+    total: int
+    encoder: SentenceEncoder
+    method: Method
+    step_fn: TrainStep
+    probe_fn: Callable[[EmbedFn], dict[str, float]]
+    probe_cache: ProbeCache | None
+    pending: PendingSteps
+    best: dict[str, Any]
+    train_time: float
+    eval_time: float
+    elapsed0: float
+    clock: ckpt.CheckpointClock
+    resume_path: Path | None
+    on_point: PointHook | None
+    on_checkpoint: CheckpointHook | None
+
+    # the run's own (TrainingRun)
+    def save(self) -> None:
+        raise NotImplementedError
+
+    def embed_probe(self, batch: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def head_into_pooler(self, required: bool) -> None:
+        raise NotImplementedError
+
+    def probe(self, step: int) -> None:
+        """One evaluation point: STS-B dev probe, trajectory point, selection, log line, checkpoint."""
+        t0 = time.perf_counter()
+        if self.config.eval_pooler == "cls":
+            self.head_into_pooler(required=True)
+        scores = self._probe_scores(step)
+        self.step_fn.train()
+        self.eval_time += time.perf_counter() - t0
+        point = self._trajectory_point(step, scores)
+        self.record["trajectory"].append(point)
+        self.select(step, point)
+        self.record["train_time_s"] = round(self.train_time, 3)
+        self.record["eval_time_s"] = round(self.eval_time, 3)
+        self.save()
+        self.say(
+            f"[{self.run_id}] step {step}/{self.total} loss {_fmt(point['loss'])} "
+            f"stsb_dev {point['stsb_dev']:.2f} align {point['align']:.4f} uniform {point['uniform']:.4f} "
+            f"({point['elapsed_s']:.0f} s){' *' if self.record['best_step'] == step else ''}"
+        )
+        if self.on_point is not None:
+            self.on_point(
+                {**point, "total_steps": self.total, "best_stsb_dev": self.record.get("best_stsb_dev")}
+            )
+        if self.resume_path is not None and self.clock.due(step, self.total):  # last: no random draws after
+            self.checkpoint(step)
+
+    def _probe_scores(self, step: int) -> dict[str, float]:
+        """The STS-B dev scores; the starting encoder's (step 0, shared by every run) may be cached,
+        unless the method embeds with its own sentence head (whose fresh weights the key does not see)."""
+        cache = self.probe_cache
+        key = None
+        if step == 0 and cache is not None and self.method.sentence_head() is None:  # a head: no sharing
+            key = probe_key(
+                self.encoder.model,
+                self.probe_fn,
+                pooler=self.config.eval_pooler,
+                precision=self.config.precision,
+                device=self.encoder.device,
+            )
+        cached = cache.get(key) if cache is not None and key is not None else None
+        if cached is not None:
+            self.record["step0_probe_cached"] = True
+            return cached
+        scores = self.probe_fn(self.embed_probe)
+        if cache is not None and key is not None:
+            cache.put(key, scores, run_id=self.run_id, model=self.config.model)
+        return scores
+
+    def _trajectory_point(self, step: int, scores: dict[str, float]) -> dict[str, Any]:
+        """The trajectory point of ``step``: the probe's scores and the steps' mean loss and metrics."""
+        loss, metrics = self.pending.summary()
+        elapsed = time.perf_counter() - self.elapsed0
+        return trajectory_point(step, scores, loss, metrics, self.step_fn.lr, elapsed)
+
+    def select(self, step: int, point: Mapping[str, Any]) -> None:
+        """Keep the state of ``step`` (on the CPU) when its STS-B dev beats the best so far.
+
+        Step 0 is no candidate (SimCSE never selects the untrained encoder) unless the run has no
+        training steps.
+        """
+        candidate = step > 0 or self.total == 0
+        if candidate and point["stsb_dev"] > self.best["score"]:
+            self.best.update(
+                score=point["stsb_dev"],
+                step=step,
+                encoder=cpu_state(self.encoder),
+                method=self.method.snapshot_state(),
+            )
+            self.record["best_step"] = step
+            self.record["best_stsb_dev"] = point["stsb_dev"]
+
+    def checkpoint(self, step: int) -> None:
+        """Write the resume checkpoint of the evaluation point ``step``."""
+
+        assert self.resume_path is not None
+        state = ckpt.training_state(
+            config=self.record["config"],
+            step=step,
+            encoder=self.encoder,
+            method=self.method,
+            optimizer=self.step_fn.optimizer,
+            scheduler=self.step_fn.scheduler,
+            best=self.best,
+            record=self.record,
+            train_time=self.train_time,
+            eval_time=self.eval_time,
+        )
+        ckpt.save_checkpoint(self.resume_path, state)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(self.resume_path, step)
