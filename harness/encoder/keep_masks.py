@@ -9,7 +9,7 @@ int64 numbers and comparing them gives the same mask from the same generator, wh
 the same state, at about 60 % of the time: the generator is the serial part of a mask, and the
 conversion to a double is what this skips (measured in docs/speed.md).
 
-That is how this PyTorch build draws is a fact about its kernels, not a documented promise, so
+That this PyTorch build draws so is a fact about its kernels, not a documented promise, so
 :func:`fast_draw_matches` checks it once per process on private generators (masks and the
 generators' states, for probabilities above and below one half); where it does not hold, or off
 the CPU, :func:`draw_keep_masks` calls ``bernoulli_`` itself.
