@@ -1,4 +1,5 @@
-"""An encoder forward with an edit inside the embedding layer, and the last layer computed for [CLS] only."""
+"""An encoder forward with an edit inside the embedding layer, the last layer computed for [CLS] only,
+and the length buckets a training call is cut into."""
 
 from __future__ import annotations
 
@@ -23,6 +24,18 @@ def bert_word_embeddings(model: nn.Module) -> nn.Embedding | None:
         return None
     table = getattr(getattr(model, "embeddings", None), "word_embeddings", None)
     return table if isinstance(table, nn.Embedding) else None
+
+
+def length_buckets(mask: torch.Tensor, count: int) -> list[tuple[torch.Tensor, int]]:
+    """A right-padded call's rows cut into ``count`` length buckets, as ``(rows, width)``: the rows
+    sorted by token count (stable) in ``min(count, n)`` contiguous parts, each at its longest row's
+    width; one part of every row at the call's width where that is at most one."""
+    n, full = int(mask.shape[0]), int(mask.shape[1])
+    if min(count, n) <= 1:
+        return [(torch.arange(n, device=mask.device), full)]
+    lengths = mask.sum(dim=1)
+    parts = torch.tensor_split(torch.argsort(lengths, stable=True), min(count, n))
+    return [(rows, int(lengths[rows].max())) for rows in parts]
 
 
 def edited_forward(

@@ -181,12 +181,7 @@ class SentenceEncoder(nn.Module):
         """Pooled features ``[n, d]`` of a training call computed on its real tokens only, with the
         dropout masks of the ``length_buckets``-bucketed forward (:func:`packed_cls_states`; the same
         features up to float rounding). Only where :meth:`can_pack`."""
-        context = (
-            onednn_linears(self.model)
-            if self.onednn_fp32 and self.device.type == "cpu"
-            else contextlib.nullcontext()
-        )
-        with context:
+        with self._forward_context(batch, None):  # the oneDNN linears; the [CLS]-only layer is its own
             states = packed_cls_states(self.model, batch, length_buckets)
             if pooler == "cls":
                 pooler_layer = getattr(self.model, "pooler", None)

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from harness.encoder.forward import bert_word_embeddings
+from harness.encoder.forward import bert_word_embeddings, length_buckets
 from harness.encoder.keep_masks import draw_keep_masks
 
 _LAYER_PARTS = (
@@ -108,18 +108,10 @@ class _Bucket:
 
 
 def _buckets(mask: torch.Tensor, count: int) -> list[_Bucket]:
-    """The rows cut as :class:`~harness.encoder.training_encode.TrainingEncode` cuts them: one bucket
-    of every row at the call's width, or the rows sorted by token count (stable) in ``count``
-    contiguous parts, each at its longest row's width."""
-    n, full = int(mask.shape[0]), int(mask.shape[1])
-    lengths = mask.sum(dim=1)
-    if min(count, n) <= 1:
-        parts, widths = [torch.arange(n, device=mask.device)], [full]
-    else:
-        parts = list(torch.tensor_split(torch.argsort(lengths, stable=True), min(count, n)))
-        widths = [int(lengths[rows].max()) for rows in parts]
+    """The rows cut as :class:`~harness.encoder.training_encode.TrainingEncode` cuts them
+    (:func:`~harness.encoder.forward.length_buckets`), with each bucket's real tokens."""
     out = []
-    for rows, width in zip(parts, widths, strict=True):
+    for rows, width in length_buckets(mask, count):
         keep = mask[rows, :width].to(torch.bool)
         out.append(_Bucket(rows, width, keep.reshape(-1).nonzero().squeeze(1), keep[:, None, None, :]))
     return out

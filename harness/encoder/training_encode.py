@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from harness.encoder.forward import length_buckets
 from harness.encoder.model import SentenceEncoder, check_pooler, dropout_rate
 from harness.errors import ConfigError
 from methods.base import EmbeddingEdit, TokenFeatures
@@ -123,18 +124,14 @@ class TrainingEncode:
             return encoder.features(batch, self.pooler, compiled=True)
         if edit is None and not tokens and encoder.can_pack(self.pooler):  # real tokens only
             return encoder.packed_features(batch, self.pooler, self.length_buckets)
-        n = int(batch["attention_mask"].shape[0])
-        buckets = min(self.length_buckets, n)
-        if buckets <= 1 or getattr(encoder.tokenizer, "padding_side", "right") != "right":
+        cut = length_buckets(batch["attention_mask"], self.length_buckets)
+        if len(cut) <= 1 or getattr(encoder.tokenizer, "padding_side", "right") != "right":
             return one(batch, None)
-        lengths = batch["attention_mask"].sum(dim=1)
-        order = torch.argsort(lengths, stable=True)
         table = encoder.word_embeddings() if encoder.one_word_lookup else None
         words = table(batch["input_ids"]) if table is not None and "input_ids" in batch else None
         full_width = int(batch["attention_mask"].shape[1])
         parts = []
-        for rows in torch.tensor_split(order, buckets):
-            width = int(lengths[rows].max())
+        for rows, width in cut:
             part = {
                 k: v[rows, :width] for k, v in batch.items() if not (words is not None and k == "input_ids")
             }
@@ -145,4 +142,4 @@ class TrainingEncode:
                 out = nn.functional.pad(out, (0, 0, 0, full_width - width))
             parts.append(out)
         out = torch.cat(parts)
-        return out[torch.argsort(order)]
+        return out[torch.argsort(torch.cat([rows for rows, _ in cut]))]

@@ -146,3 +146,15 @@ def test_embedding_edits_need_a_bert_encoder(tiny):
         pytest.raises(ConfigError, match="need a BERT encoder"),
     ):
         TrainingEncode(tiny)(batch, embeddings=EmbeddingEdit(output=_identity))
+
+
+def test_length_buckets_sort_rows_stably_and_trim_each_part_to_its_longest_row() -> None:
+    from harness.encoder.forward import length_buckets
+
+    lengths = [3, 1, 2, 3, 1]
+    mask = torch.tensor([[1] * k + [0] * (4 - k) for k in lengths])
+    cut = length_buckets(mask, 2)
+    assert [(rows.tolist(), width) for rows, width in cut] == [([1, 4, 2], 2), ([0, 3], 3)]
+    assert [(rows.tolist(), width) for rows, width in length_buckets(mask, 1)] == [([0, 1, 2, 3, 4], 4)]
+    assert len(length_buckets(mask, 9)) == 5  # no more parts than rows
+    assert [w for _, w in length_buckets(mask[:1], 4)] == [4]  # one row: the call's width
