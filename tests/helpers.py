@@ -405,6 +405,27 @@ def cos(a: list[float], b: list[float]) -> float:
     return dot / na / nb if na > 0 and nb > 0 else 0.0
 
 
+def threshold_between(values: torch.Tensor, quantile: float = 0.5, margin: float = 1e-6) -> float:
+    """A threshold halfway across the widest gap between neighbouring ``values`` among the splits that
+    leave between ``quantile - 0.25`` and ``quantile + 0.25`` of them below, so that no value lies
+    within ``margin`` of it.
+
+    A threshold set at a data value (a median, say) puts that value on the boundary, where the
+    rounding of the processor's kernels decides its side; ``tests/system/test_repository_rules.py``
+    sends every data-derived threshold of the tests through here.
+    """
+    v = torch.sort(values.detach().flatten().double()).values
+    n = len(v)
+    # a split after v[k] leaves (k + 1) / n of the values below
+    ks = [k for k in range(n - 1) if abs((k + 1) / n - quantile) <= 0.25]
+    if not ks:
+        raise ValueError(f"{n} values leave no split near the {quantile} quantile")
+    k = max(ks, key=lambda k: float(v[k + 1] - v[k]))
+    if float(v[k + 1] - v[k]) / 2 <= margin:
+        raise ValueError(f"the widest gap near the {quantile} quantile is {float(v[k + 1] - v[k]):.3g}")
+    return float(v[k] + v[k + 1]) / 2
+
+
 def checked_params(name: str, hidden: int = 64, **overrides: Any) -> Any:
     """Method ``name``'s parameter record from ``overrides`` (as ``--set`` gives them), validated for
     an encoder of width ``hidden``."""

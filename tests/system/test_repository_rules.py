@@ -9,8 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 from methods import REGISTRY
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, threshold_between
 from tests.paper_tables import PAPER_TABLES, SHARED_PAPER_TABLES
 
 
@@ -140,6 +143,62 @@ def test_every_test_folder_is_a_package() -> None:
     folders = {folder for path in tests.rglob("test_*.py") for folder in path.relative_to(tests).parents}
     missing = sorted(str(tests / f) for f in folders if not (tests / f / "__init__.py").is_file())
     assert missing == []
+
+
+# -- tests that hold on every processor --------------------------------------------------------------
+DATA_THRESHOLD = re.compile(
+    r"\.(?:median|nanmedian|quantile|nanquantile|kthvalue)\("
+    r"|\bnp\.(?:median|nanmedian|percentile|nanpercentile|quantile|nanquantile)\("
+    r"|\bstatistics\.median"
+)
+"""Calls that return one of the data's own values (or an interpolation between two): a threshold set
+there puts a value on the boundary, where the processor's rounding decides its side."""
+
+
+def data_thresholds(root: Path) -> list[str]:
+    """Every line of the test modules under ``root`` that takes a median or quantile of data, except
+    in ``tests/helpers.py``, whose ``threshold_between`` puts a threshold in a gap between values."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "helpers.py" and path.parent.name == "tests":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if DATA_THRESHOLD.search(line.split("#", 1)[0]):
+                found.append(f"{path.relative_to(root).as_posix()}:{number}: {line.strip()}")
+    return found
+
+
+def test_no_test_sets_a_threshold_at_a_data_value() -> None:
+    """docs/correctness.md "Tests on every processor": a data-derived threshold goes through
+    ``tests.helpers.threshold_between``."""
+    assert data_thresholds(REPO_ROOT / "tests") == []
+
+
+def test_the_threshold_rule_finds_medians_and_quantiles(tmp_path: Path) -> None:
+    lines = [  # written apart so that this file does not trip the rule itself
+        "phi = float(sims." + "median())",
+        "q = x." + "quantile(0.3)",
+        "m = np." + "percentile(a, 50)  # ok?",
+        "# sims." + "median() in a comment",
+        "y = median_of(x)",
+    ]
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("\n".join(lines) + "\n")
+    (tmp_path / "tests" / "helpers.py").write_text("v = x." + "median()\n")
+    found = [f"tests/test_a.py:{i + 1}: {line}" for i, line in enumerate(lines[:3])]
+    assert data_thresholds(tmp_path) == found
+
+
+def test_threshold_between_keeps_every_value_away_from_the_boundary() -> None:
+    values = torch.tensor([0.1, 0.2, 0.2, 0.3, 0.35, 0.5, 0.52, 0.9, 0.9, 0.91], dtype=torch.float64)
+    phi = threshold_between(values)  # splits leaving 3 to 7 of the 10 below: the widest is 0.52 | 0.9
+    assert phi == pytest.approx((0.52 + 0.9) / 2)
+    assert float((values - phi).abs().min()) > 1e-6
+    assert threshold_between(values, quantile=0.3) == pytest.approx((0.35 + 0.5) / 2)  # 0.52 | 0.9 leaves 7
+    with pytest.raises(ValueError, match="no split"):
+        threshold_between(torch.tensor([0.4]))
+    with pytest.raises(ValueError, match="widest gap"):
+        threshold_between(torch.tensor([0.4, 0.4 + 1e-9, 0.4 + 2e-9, 0.4 + 3e-9], dtype=torch.float64))
 
 
 # -- the four-file promise of CONTRIBUTING.md, proved on a copy of the repository ---------------------
