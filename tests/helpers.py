@@ -405,6 +405,24 @@ def cos(a: list[float], b: list[float]) -> float:
     return dot / na / nb if na > 0 and nb > 0 else 0.0
 
 
+def assert_close_at_scale(
+    actual: torch.Tensor, expected: torch.Tensor, rel: float = 1e-4, scale: float | None = None
+) -> None:
+    """Every element of ``actual`` within ``rel * scale`` of ``expected``; ``scale`` defaults to the
+    largest magnitude in ``expected``.
+
+    For sums computed in another order (another batch shape, another processor's kernels): their
+    rounding is bounded by the magnitude of what was summed, not of the result, so an element that
+    cancels to near zero can differ by more than any elementwise relative tolerance allows. A
+    gradient's terms pass through the whole backward pass: give the largest gradient of the model as
+    ``scale`` (a LayerNorm's input gradient, or a key bias's, whose exact value is 0, is all
+    cancellation).
+    """
+    if scale is None:
+        scale = float(expected.detach().abs().max()) if expected.numel() else 0.0
+    torch.testing.assert_close(actual, expected, rtol=0.0, atol=rel * scale + 1e-12)
+
+
 def threshold_between(values: torch.Tensor, quantile: float = 0.5, margin: float = 1e-6) -> float:
     """A threshold halfway across the widest gap between neighbouring ``values`` among the splits that
     leave between ``quantile - 0.25`` and ``quantile + 0.25`` of them below, so that no value lies
