@@ -14,7 +14,7 @@ Pooler = Literal["cls_before_pooler", "cls", "avg", "avg_first_last", "avg_top2"
 FinalTasks = Literal["sts", "transfer", "all", "none"]
 TransferMode = Literal["fasttest", "test"]
 PostWhiten = Literal["none", "zca", "pca", "flow", "flow_glow"]
-Precision = Literal["fp32", "bf16"]
+Precision = Literal["fp32", "tf32", "bf16", "fp16"]
 
 POOLERS: tuple[str, ...] = typing.get_args(Pooler)
 """Poolers, as SimCSE names them. ``cls`` uses the model's pooler layer (after training, the trained
@@ -26,6 +26,7 @@ POST_WHITEN: tuple[str, ...] = typing.get_args(PostWhiten)
 ``pca``: :mod:`methods.whitening`) or BERT-flow (``flow``: the released code's flow, ``flow_glow``:
 Glow's reading of it; :mod:`methods.flow`)."""
 PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
+"""The arithmetic of training and evaluation (:mod:`harness.encoder.precision` says what each computes)."""
 
 __all__ = [
     "FINAL_TASKS",

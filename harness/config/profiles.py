@@ -31,6 +31,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "max_steps": None,
         "eval_every": 125,
         "lr": 3e-5,
+        "precision": "tf32",
         "final_tasks": "all",
         "transfer_mode": "test",
     },
@@ -61,5 +62,7 @@ brings the 5-seed replication grid of every claim under one night on 2 cores (``
 --profile night --seeds 5 --dry-run`` prints the estimate); without native bf16 its runs are the
 ``cpu`` profile's, ids included. ``demo``: ``cpu`` with 40 steps (dev probe every 20), what
 ``make run`` uses so that 3 methods x 3 seeds fit half an hour on 2 cores. ``paper``: the papers'
-setting (bert-base, 1M Wikipedia sentences, one epoch). ``smoke``: a tiny random BERT and four
-steps, for tests and CI only, never a result."""
+setting (bert-base, 1M Wikipedia sentences, one epoch), training in ``tf32`` (on a GPU, matrix
+products take TF32 inputs, no coarser than the fp16 autocast the papers' own scripts trained in;
+docs/correctness.md, "Arithmetic"); SentEval's fp32 for the final tasks. ``smoke``: a tiny random
+BERT and four steps, for tests and CI only, never a result."""

@@ -80,12 +80,15 @@ class RunSettings:
             BERT-whitening (``zca``, ``pca``) or BERT-flow (``flow``, ``flow_glow``: a normalising
             flow fitted by maximum likelihood, seeded by ``seed``; :mod:`methods.flow`).
         post_whiten_sentences: how many corpus sentences (the file's first) fit the post-processing.
-        precision: ``fp32`` or ``bf16``: autocast of the training forward pass and of the STS-B dev
-            probes (model selection). A profile or override may say ``auto``: bf16 where the
-            hardware has native bf16 (:func:`harness.config.hardware.auto_precision`), resolved here.
-        eval_precision: ``fp32`` (default: SentEval's numbers) or ``bf16`` (faster where the hardware
-            has native bf16; ``benchmarks/bench_sts_eval.py`` prints the speed and how far the STS
-            scores move, docs/correctness.md the measured deviation) for the final tasks.
+        precision: the arithmetic of training and of the STS-B dev probes (model selection):
+            ``fp32``, ``tf32`` (fp32 with TF32 matrix products on a GPU), ``bf16`` or ``fp16``
+            (autocast; fp16 with loss scaling), as :mod:`harness.encoder.precision` says. A profile
+            or override may say ``auto``: bf16 where the hardware has native bf16
+            (:func:`harness.config.hardware.auto_precision`), resolved here.
+        eval_precision: the same choices for the final tasks: ``fp32`` (default: SentEval's numbers)
+            or another (``bf16`` is faster where the hardware has native bf16;
+            ``benchmarks/bench_sts_eval.py`` prints the speed and how far the STS scores move,
+            docs/correctness.md the measured deviation).
         length_buckets: encode each training call's rows in this many length-sorted buckets, each
             padded only to its own longest row (1 = one padded block; see
             :class:`harness.encoder.training_encode.TrainingEncode`). Same loss function, less padding work.

@@ -30,6 +30,7 @@ from harness.config.choices import POOLERS
 from harness.encoder.cpu_kernels import onednn_linears
 from harness.encoder.forward import bert_word_embeddings, cls_only_last_layer, edited_forward
 from harness.encoder.packed import packed_cls_states, packed_supported
+from harness.encoder.precision import arithmetic
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:  # the types only: importing the methods package here would import this module again
@@ -267,7 +268,8 @@ class SentenceEncoder(nn.Module):
     ) -> np.ndarray:
         """Float32 embeddings ``[n, d]`` of exactly this batch (eval mode, no truncation).
 
-        ``precision="bf16"`` autocasts the forward pass to bfloat16 (the output is still float32).
+        ``precision`` is the forward pass's arithmetic (:mod:`harness.encoder.precision`; the output is
+        float32 whatever it is).
         ``head`` (a method's :meth:`~methods.base.Method.sentence_head`) replaces the pooler: the
         embedding is ``head(token_states, attention_mask)``, the head in eval mode too. The modules'
         training modes are restored afterwards.
@@ -277,13 +279,8 @@ class SentenceEncoder(nn.Module):
         self.eval()
         if head is not None:
             head.eval()
-        cast: contextlib.AbstractContextManager[Any] = (
-            torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
-            if precision == "bf16"
-            else contextlib.nullcontext()
-        )
         try:
-            with torch.inference_mode(), cast:
+            with torch.inference_mode(), arithmetic(precision, self.device.type):
                 batch = self.tokenize(sentences)
                 if head is None:
                     out = self.features(batch, pooler)

@@ -151,9 +151,12 @@ def training_state(
     record: Mapping[str, Any],
     train_time: float,
     eval_time: float,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> dict[str, Any]:
-    """What :func:`save_checkpoint` stores at an evaluation point (RNG states are added there)."""
+    """What :func:`save_checkpoint` stores at an evaluation point (RNG states are added there);
+    ``scaler``: an fp16 run's loss scale and its count of clean steps."""
     return {
+        **({"scaler": scaler.state_dict()} if scaler is not None else {}),
         "config": config,
         "step": step,
         "encoder": encoder.state_dict(),
@@ -176,6 +179,7 @@ def restore_training_state(
     scheduler: Any,
     best: dict[str, Any],
     record: Any,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> int:
     """Load a checkpoint's state into a freshly built run; return its step.
 
@@ -186,6 +190,8 @@ def restore_training_state(
     method.load_state_dict(state["method"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
+    if scaler is not None and "scaler" in state:
+        scaler.load_state_dict(state["scaler"])
     best.clear()
     best.update(state["best"])
     record.update(state["record"])

@@ -168,6 +168,7 @@ class EvaluationPoints:
             record=self.record,
             train_time=self.train_time,
             eval_time=self.eval_time,
+            scaler=self.step_fn.scaler,
         )
         ckpt.save_checkpoint(self.resume_path, state)
         if self.on_checkpoint is not None:

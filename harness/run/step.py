@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +10,7 @@ from torch import nn
 
 from harness.config.run_config import RunConfig
 from harness.encoder.loading import loader_beside
+from harness.encoder.precision import arithmetic, grad_scaler, matmul_arithmetic
 from harness.encoder.training_encode import TrainingEncode
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ class TrainStep:
             self.optimizer, linear_schedule(max(total, 1), config.warmup_steps)
         )
         self.device_type = encoder.device.type
+        self.scaler = grad_scaler(config.precision, self.device_type)
         self.compiled = compile
         if compile:  # after bind: a method's copies of the encoder stay eager
             encoder.compile_training("reduce-overhead" if self.device_type == "cuda" else None)
@@ -80,11 +81,6 @@ class TrainStep:
     def train(self) -> None:
         self.encoder.train()
         self.method.train()
-
-    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.config.precision == "bf16":
-            return torch.autocast(device_type=self.device_type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
 
     @property
     def lr(self) -> float:
@@ -95,13 +91,22 @@ class TrainStep:
         (its ``after_step`` hook's merged in), detached, as the device left them."""
         batch = self.encoder.tokenize(sentences, self.config.max_length, full_width=self.compiled)
         self.optimizer.zero_grad(set_to_none=True)
-        with self._autocast():
+        with arithmetic(self.config.precision, self.device_type):
             out = self.method.compute_loss(self.encode, batch, step)
         loss = out.loss
-        loss.backward()
+        with matmul_arithmetic(self.config.precision, self.device_type):
+            if self.scaler is None:
+                loss.backward()
+            else:
+                self.scaler.scale(loss).backward()
+                self.scaler.unscale_(self.optimizer)  # clipping sees the true gradients
         if self.config.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
-        self.optimizer.step()
+        if self.scaler is None:
+            self.optimizer.step()
+        else:  # skips the update where a gradient overflowed, and adapts the scale
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         self.scheduler.step()
         metrics = dict(out.metrics)
         metrics.update(self.method.after_step(step))

@@ -51,6 +51,7 @@ from harness.config.datasets import data_checksums
 from harness.config.hardware import torch_threads
 from harness.config.run_config import RunConfig
 from harness.encoder.loading import check_max_length, load_encoder
+from harness.encoder.precision import describe
 from harness.errors import ConfigError
 from harness.evaluation.runner import encoder_functions
 from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
@@ -281,6 +282,10 @@ class TrainingRun(EvaluationPoints, FinalStage):
         self.record["provenance"] = {
             **provenance(dev, torch.get_num_threads()),
             "compiled": self.compile,
+            "arithmetic": {
+                "training": describe(config.precision, torch.device(dev).type),
+                "evaluation": describe(config.eval_precision, torch.device(dev).type),
+            },
             "data": self._data_checksums(),
         }
         self.record["method_notes"] = config.params.describe(self.encoder.hidden_size)
@@ -376,6 +381,7 @@ class TrainingRun(EvaluationPoints, FinalStage):
             scheduler=self.step_fn.scheduler,
             best=self.best,
             record=self.record,
+            scaler=self.step_fn.scaler,
         )
         self.train_time, self.eval_time = float(resumed["train_time"]), float(resumed["eval_time"])
         last = self.record["trajectory"][-1] if self.record["trajectory"] else {}

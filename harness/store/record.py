@@ -69,6 +69,9 @@ class Provenance(TypedDict):
     host: str
     compiled: NotRequired[bool]
     """Whether the training forward ran compiled (:class:`harness.run.step.TrainStep`)."""
+    arithmetic: NotRequired[dict[str, str]]
+    """What the run's precisions computed on its device, ``training`` and ``evaluation``, in words
+    (:func:`harness.encoder.precision.describe`)."""
     data: NotRequired[dict[str, object]]
     """The data's checksums (:func:`harness.config.datasets.data_checksums`)."""
 

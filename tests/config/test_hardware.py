@@ -48,7 +48,7 @@ def test_cpu_profiles_resolve_auto_to_a_concrete_precision_in_the_id(fake_cpu, d
     assert emulated.precision == "fp32"
     assert native.run_id() != emulated.run_id()  # a different precision is a different run
     assert resolve_settings("smoke", {"precision": "AUTO"}, data_root=data_root).precision == "fp32"
-    assert resolve_settings("paper", require_corpus=False).precision == "fp32"  # the papers' setting
+    assert resolve_settings("paper", require_corpus=False).precision == "tf32"  # no auto: the same on any box
 
 
 def test_flags_and_model_are_read_from_proc_cpuinfo() -> None:
