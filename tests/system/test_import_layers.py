@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.helpers import REPO_ROOT
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("harness.errors", "harness.coerce", "harness.atomic", "harness.parent_death"),
+    ("harness.errors", "harness.coerce", "harness.atomic", "harness.removal", "harness.parent_death"),
     ("methods",),
     ("harness.config",),
     ("harness.encoder",),
@@ -26,8 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.cli",),
 )
 """From the bottom up: a module may import its own layer and the layers below it, never one above.
-The foundation (errors, coercion of typed values, atomic writes, helpers that end with their
-parent) serves everyone; methods know only
+The foundation (errors, coercion of typed values, atomic writes, guarded removals, helpers that
+end with their parent) serves everyone; methods know only
 the foundation; the harness's packages follow the life of a run and a grid up to the command line and
 the Python API (``harness.results``), which stand side by side at the top."""
 
