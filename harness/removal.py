@@ -97,7 +97,7 @@ def remove_owned(
         return False
     # the folder it lies in resolved, its own name not: a link is judged as a link, never followed
     where = os.path.join(os.path.realpath(target.parent), target.name)
-    roots = [os.path.realpath(r) for r in within]
+    roots = [os.path.realpath(r) for r in within if str(r)]  # never "": that is the working folder
     why = None if inside(where, roots, os.sep) else f"it is not inside {' or '.join(map(str, within))}"
     kind = _kind(info)
     entries: list[str] = []

@@ -27,7 +27,14 @@ from harness.grid.relay import (
 )
 from harness.grid.slots import SlotBoard
 from harness.grid.tracking import PRIVATE_KEYS, Tracking, public
+from harness.removal import Shape, remove_owned
 from harness.store.bookkeeping import short_error
+
+SAVED_IN_STORAGE = Shape(
+    "saved encoder in Tune's storage", r"checkpoint_\d{6}", folder=True, needs=("config.json",)
+)
+"""A finished run's saved encoder as Tune stores it (``save_pretrained``'s folder): Tune's copy goes
+once the driver has its own."""
 
 
 def trial_name(trial: Any) -> str:
@@ -94,7 +101,7 @@ class TuneProgress(GridProgress, tune.Callback):
             return
         if record.get("status") == "finished":
             with contextlib.suppress(OSError):
-                forget_checkpoint(self.store.root, run_id, keep_under=_experiment_path(trial))
+                forget_checkpoint(self.store.root, run_id, self.storage, keep_under=_experiment_path(trial))
 
     def on_checkpoint(
         self, iteration: int, trials: list[Any], trial: Any, checkpoint: Any, **info: Any
@@ -108,7 +115,7 @@ class TuneProgress(GridProgress, tune.Callback):
                 remember_checkpoint(self.store.root, run_id, checkpoint.path, self.storage, step)
                 # an earlier grid's checkpoint this run resumed from is superseded now: not left behind
                 with contextlib.suppress(OSError):
-                    drop_checkpoint(earlier, keep_under=_experiment_path(trial))
+                    drop_checkpoint(earlier, run_id, self.storage, keep_under=_experiment_path(trial))
             elif result.get("model"):
                 self._fetch_model(run_id, checkpoint)
         except WriteError as exc:
@@ -122,8 +129,7 @@ class TuneProgress(GridProgress, tune.Callback):
         with atomic_folder(target, replace=True) as building:
             checkpoint.to_directory(str(building))
         if "://" not in self.storage:
-            with contextlib.suppress(Exception):
-                checkpoint.filesystem.delete_dir(checkpoint.path)
+            remove_owned(checkpoint.path, [self.storage], SAVED_IN_STORAGE)
         self.line(f"saved encoder of {run_id}: {target}")
 
     def on_step_end(self, iteration: int, trials: list[Any], **info: Any) -> None:

@@ -129,6 +129,52 @@ def test_the_earlier_grids_checkpoint_goes_once_the_run_checkpoints_again(tmp_pa
     assert new.is_dir() and earlier_checkpoint(runs, "r-1")["path"] == str(newer)  # type: ignore[index]
 
 
+def checkpointing_trial(storage: Path) -> SimpleNamespace:
+    return SimpleNamespace(
+        config={"run_entry": {"run_id": "r-1"}},
+        last_result={"resume_step": 4},
+        storage=SimpleNamespace(experiment_fs_path=str(storage / "grid-2")),
+    )
+
+
+def test_a_note_naming_a_folder_of_the_user_is_replaced_and_the_folder_stays(tmp_path: Path) -> None:
+    runs, storage = tmp_path / "runs", tmp_path / "tune"
+    user = tmp_path / "thesis"
+    user.mkdir()
+    (user / "r-1.pt").write_text("mine")
+    remember_checkpoint(runs, "r-1", str(user), str(tmp_path / "elsewhere"), 2)
+    progress = TuneProgress(1, RunStore(runs), lambda _line: None)
+    progress.storage, progress.unwritable = str(storage), {}
+    new = storage / "grid-2" / "r-1_00000" / "checkpoint_000001"
+    with pytest.warns(RuntimeWarning, match=f"left {user} alone"):
+        progress.on_checkpoint(1, [], checkpointing_trial(storage), SimpleNamespace(path=str(new)))
+    assert (user / "r-1.pt").read_text() == "mine"
+    assert earlier_checkpoint(runs, "r-1")["path"] == str(new)  # type: ignore[index]
+
+
+def test_tunes_copy_of_a_saved_encoder_goes_and_nothing_else(tmp_path: Path) -> None:
+    import pyarrow.fs
+
+    runs, storage = tmp_path / "runs", tmp_path / "tune"
+    progress = TuneProgress(1, RunStore(runs), lambda _line: None)
+    progress.storage = str(storage)
+    tunes = storage / "grid-2" / "r-1_00000" / "checkpoint_000002"
+    user = tmp_path / "my-model"
+    for folder in (tunes, user):
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text("{}")
+
+    def checkpoint(path: Path) -> SimpleNamespace:
+        copy = lambda into: (Path(into) / "config.json").write_text("{}")  # noqa: E731
+        return SimpleNamespace(path=str(path), filesystem=pyarrow.fs.LocalFileSystem(), to_directory=copy)
+
+    progress._fetch_model("r-1", checkpoint(tunes))
+    assert not tunes.exists() and (runs / "checkpoints" / "r-1" / "config.json").is_file()
+    with pytest.warns(RuntimeWarning, match=f"left {user} alone.*not inside {storage}"):
+        progress._fetch_model("r-1", checkpoint(user))
+    assert (user / "config.json").is_file()
+
+
 # -- a lost node: the waiting lines and the grid's stop ------------------------------------------------
 def trial(run_id: str, status: str) -> Any:
     factory = SimpleNamespace(required_resources=dict(NEED))

@@ -298,3 +298,30 @@ def test_final_scores_reach_every_tracker_and_the_record_none(ray_up: float, tmp
         assert results[-1]["final/transfer/avg"] == pytest.approx(record["final"]["transfer"]["avg"])
     if "wandb" in trackers:  # offline files under the runs folder: the history holds the finals
         assert list((store.root / "wandb").rglob("*.wandb"))
+
+
+def test_a_resume_note_naming_a_folder_of_the_user_never_costs_the_folder(
+    ray_up: float, tmp_path: Path
+) -> None:
+    """A runs folder copied from elsewhere or edited by hand: the run's record is gone and its resume
+    note names a folder of the user's in another storage. The grid runs the run, forgets the note
+    and leaves the folder, with one warning naming it."""
+    data_root = make_corpus_root(tmp_path / "data")
+    store = RunStore(tmp_path / "runs")
+    config = (
+        expand([load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke", data_root=data_root)
+        .runs[0]
+        .config
+    )
+    user = tmp_path / "thesis"
+    user.mkdir()
+    (user / "chapter1.tex").write_text("mine")
+    (store.root / "resume").mkdir(parents=True)
+    (store.root / "resume" / f"{config.run_id()}.json").write_text(
+        json.dumps({"path": str(user), "storage": str(tmp_path / "elsewhere"), "step": 2})
+    )
+    with pytest.warns(RuntimeWarning, match=f"left {user} alone"):
+        report = driver.run_trials([config], data_root, store, GridRequest(SMOKE_CLUSTER, fake_train))
+    assert report.finished == 1, report.failed
+    assert (user / "chapter1.tex").read_text() == "mine"
+    assert not (store.root / "resume").exists()
