@@ -14,7 +14,8 @@ run depends on:
 * the run's config (``RunConfig.to_dict()``): a checkpoint of another config is never loaded.
 
 A resumed run therefore produces the same trajectory and final numbers as an uninterrupted one
-(timings aside). The checkpoint is deleted when the run finishes.
+(timings aside). The checkpoint is deleted when the run finishes: that file alone, a regular file
+in ``<runs>/resume`` (:mod:`harness.removal`; anything else there is left with a warning).
 
 Writing a bert-base checkpoint (encoder, optimiser moments and best state: about 1.7 GB) costs
 seconds, so not every evaluation point writes one: the first one does, then one at most every
@@ -25,9 +26,9 @@ that much training.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
+import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +39,7 @@ import torch
 
 from harness.atomic import atomic_write
 from harness.errors import ConfigError
+from harness.removal import Shape, remove_owned
 
 FORMAT_VERSION = 1
 DEFAULT_EVERY_S = 300.0
@@ -198,12 +200,15 @@ def restore_training_state(
     return int(state["step"])
 
 
-def remove_checkpoint(path: Path) -> None:
-    """Delete a run's checkpoint (the run finished)."""
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    with contextlib.suppress(OSError):
-        path.parent.rmdir()  # only when empty
+def remove_checkpoint(store_root: Path | str, run_id: str) -> None:
+    """Delete ``run_id``'s checkpoint (the run finished), and ``<runs>/resume`` once it is empty."""
+    path = checkpoint_path(store_root, run_id)
+    remove_owned(path, [path.parent], Shape(f"resume checkpoint of {run_id}", re.escape(path.name)))
+    remove_owned(path.parent, [store_root], RESUME_FOLDER)
+
+
+RESUME_FOLDER = Shape("resume folder", "resume", folder=True, empty=True)
+"""``<runs>/resume``: removed once it is empty (other runs' checkpoints and notes keep it)."""
 
 
 __all__ = [

@@ -245,8 +245,8 @@ class TrainingRun(EvaluationPoints, FinalStage):
                 self._end(status, f"{type(exc).__name__}: {exc}")
                 raise
         self._end("finished")
-        if self.resume_path is not None:
-            ckpt.remove_checkpoint(self.resume_path)
+        if self.store is not None:
+            ckpt.remove_checkpoint(self.store.root, self.run_id)
         return self.record
 
     def _end(self, status: Status, error: str | None = None) -> None:

@@ -208,3 +208,26 @@ def test_a_good_checkpoint_interval_passes(monkeypatch: pytest.MonkeyPatch) -> N
     assert ckpt.every_from_env(strict=True) == 0.0
     monkeypatch.setenv(ckpt.EVERY_ENV, "")
     assert ckpt.every_from_env(strict=True) == ckpt.DEFAULT_EVERY_S
+
+
+def test_a_finished_run_removes_its_checkpoint_file_and_nothing_else(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    path = ckpt.save_checkpoint(ckpt.checkpoint_path(runs, "r1"), {"step": 1})
+    (runs / "resume" / "r2.json").write_text("{}")  # another run's note keeps the folder
+    ckpt.remove_checkpoint(runs, "r1")
+    assert not path.exists() and (runs / "resume" / "r2.json").is_file()
+    (runs / "resume" / "r2.json").unlink()
+    # a folder, or a link to a file of the user's, where the checkpoint file would be: left alone
+    user = tmp_path / "user.pt"
+    user.write_bytes(b"mine")
+    ckpt.checkpoint_path(runs, "r2").mkdir()
+    ckpt.checkpoint_path(runs, "r3").symlink_to(user)
+    with pytest.warns(RuntimeWarning, match=r"r2\.pt alone.*it is a folder"):
+        ckpt.remove_checkpoint(runs, "r2")
+    with pytest.warns(RuntimeWarning, match=r"r3\.pt alone.*it is a link"):
+        ckpt.remove_checkpoint(runs, "r3")
+    assert ckpt.checkpoint_path(runs, "r2").is_dir() and ckpt.checkpoint_path(runs, "r3").is_symlink()
+    ckpt.checkpoint_path(runs, "r2").rmdir()
+    ckpt.checkpoint_path(runs, "r3").unlink()
+    ckpt.remove_checkpoint(runs, "r4")  # nothing of r4's: the empty resume folder goes
+    assert user.read_bytes() == b"mine" and not (runs / "resume").exists()
