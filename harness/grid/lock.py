@@ -7,6 +7,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -14,9 +15,11 @@ from typing import Any
 
 from harness.atomic import WriteError, failed_write
 from harness.errors import GridLockedError
+from harness.removal import Shape, remove_owned
 from harness.store.provenance import now_iso
 
 LOCK_NAME = "grid.lock"
+LOCK_SHAPE = Shape("grid lock", re.escape(LOCK_NAME))
 _HELD: list[GridLock] = []
 """The locks this process holds (released by :func:`release_held_locks` when the process must end at
 once: the Ray head was lost)."""
@@ -150,9 +153,10 @@ class GridLock:
         fd, self._fd = self._fd, None
         with contextlib.suppress(ValueError):
             _HELD.remove(self)
-        with contextlib.suppress(OSError):
-            self.path.unlink()
-        os.close(fd)  # closing releases the flock
+        try:  # the lock file this grid made, unless another process put another in its place
+            remove_owned(self.path, [self.path.parent], LOCK_SHAPE, made=os.fstat(fd))
+        finally:
+            os.close(fd)  # closing releases the flock
 
     def __enter__(self) -> GridLock:
         self.acquire()

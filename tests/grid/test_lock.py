@@ -51,3 +51,14 @@ def test_a_lock_from_another_host_is_refused(tmp_path: Path) -> None:
     (tmp_path / "grid.lock").write_text(json.dumps(other))
     with pytest.raises(GridLockedError, match=r"elsewhere\.example.*delete the lock file"):
         GridLock.of(tmp_path).acquire()
+
+
+def test_a_lock_file_another_process_put_in_its_place_is_left_with_a_warning(tmp_path: Path) -> None:
+    lock = GridLock.of(tmp_path / "runs")
+    lock.acquire()
+    theirs = tmp_path / "runs" / "theirs"
+    theirs.write_text('{"pid": 1}')
+    os.replace(theirs, lock.path)  # not the file this grid made and locked
+    with pytest.warns(RuntimeWarning, match=f"left {lock.path} alone.*not the grid lock this process made"):
+        lock.release()
+    assert json.loads(lock.path.read_text()) == {"pid": 1}
