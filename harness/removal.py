@@ -76,20 +76,19 @@ def inside(path: str, roots: Sequence[str], sep: str = "/") -> bool:
 
 def left_alone(path: str | os.PathLike[str], why: str) -> None:
     """The one warning line of a path the harness does not remove."""
-    warnings.warn(f"left {path} alone (not removed): {why}", RuntimeWarning, stacklevel=3)
+    warnings.warn(f"left {path} alone (not removed): {why}", RuntimeWarning, stacklevel=2)
 
 
-def remove_owned(
+def owned(
     path: str | os.PathLike[str],
     within: Sequence[str | os.PathLike[str]],
     shape: Shape,
     *,
     made: os.stat_result | None = None,
 ) -> bool:
-    """Remove ``path`` (a file, or a folder with what it holds) when it lies inside one of ``within``
-    and has ``shape`` (and, with ``made``, is still that very file: same device and inode); else leave
-    it with one warning line naming it. A missing path, or a folder that must be empty and is not,
-    is left without a word. Returns whether it was removed (a failed removal is ignored)."""
+    """Whether ``path`` may be removed: it lies inside one of ``within`` and has ``shape`` (and, with
+    ``made``, is still that very file: same device and inode). A path that may not is named in one
+    warning line; a missing path, or a folder that must be empty and is not, is not, without a word."""
     target = Path(path)
     try:
         info = target.lstat()
@@ -115,16 +114,30 @@ def remove_owned(
     if why is not None:
         left_alone(target, why)
         return False
+    return True
+
+
+def remove_owned(
+    path: str | os.PathLike[str],
+    within: Sequence[str | os.PathLike[str]],
+    shape: Shape,
+    *,
+    made: os.stat_result | None = None,
+) -> bool:
+    """Remove ``path`` (a file, or a folder with what it holds) when :func:`owned` says it may be;
+    else leave it (named in one warning line). Returns whether it was removed (a failed removal is
+    ignored: it is cleaning up)."""
+    if not owned(path, within, shape, made=made):
+        return False
+    target = Path(path)
     with contextlib.suppress(OSError):
-        if kind == "folder":
-            if shape.empty:
-                target.rmdir()
-            else:
-                shutil.rmtree(target)
-        else:
+        if not target.is_dir():
             target.unlink()
-        return True
-    return False
+        elif shape.empty:
+            target.rmdir()
+        else:  # as much as can go (a file still held open elsewhere), as before
+            shutil.rmtree(target, ignore_errors=True)
+    return not target.exists()
 
 
 def _kind(info: os.stat_result) -> str:
@@ -149,4 +162,4 @@ def _ends(path: Path, size: int) -> bytes:
         return b""
 
 
-__all__ = ["MARK_BYTES", "Shape", "inside", "left_alone", "remove_owned"]
+__all__ = ["MARK_BYTES", "Shape", "inside", "left_alone", "owned", "remove_owned"]

@@ -3,23 +3,37 @@
 A locally started Ray keeps its session files in ``<tmp>/harness-ray-<driver pid>-*`` (see
 :func:`harness.grid.tune.cluster.ray_session`). A driver killed with SIGKILL cannot remove it, and a
 few Ray agents survive it. :func:`remove_stale_temp_dirs` finds the folders whose driver is gone, stops the
-processes that still hold files in them (by their process ids) and removes the folders.
+processes that still hold files in them (by their process ids) and removes the folders. Only a
+folder of the harness's name and content is touched (:mod:`harness.removal`): anything else there is
+left, its processes too, with one warning line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.removal import Shape, owned, remove_owned
+
 TEMP_PREFIX = "harness-ray-"
 TRIAL_PREFIX = "harness-trial-"
 """A grid trial's own folder on its node: ``<tmp>/harness-trial-<worker pid>-*`` (see harness.grid.tune)."""
+RAY_FOLDER = Shape(
+    "grid's Ray session folder", rf"{TEMP_PREFIX}\d+-[a-z0-9_]+", folder=True, holds=(r"session_.+",)
+)
+"""What a local grid's Ray keeps in its folder (``tempfile.mkdtemp``'s name): its sessions only."""
+TRIAL_FOLDER = Shape(
+    "grid trial's folder",
+    rf"{TRIAL_PREFIX}\d+-[a-z0-9_]+",
+    folder=True,
+    holds=("resume", "checkpoints", "finished", "records"),
+)
+"""What a trial keeps in its folder (a run store's layout, :class:`harness.grid.tune.trial.TrialStore`)."""
 
 
 def remove_stale_temp_dirs(root: Path | None = None) -> list[Path]:
@@ -28,11 +42,11 @@ def remove_stale_temp_dirs(root: Path | None = None) -> list[Path]:
     removed = []
     for path in root.glob(f"{TEMP_PREFIX}*-*"):
         pid_text = path.name[len(TEMP_PREFIX) :].split("-", 1)[0]
-        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+        if not pid_text.isdigit() or _pid_alive(int(pid_text)) or not owned(path, [root], RAY_FOLDER):
             continue
         stop_processes(pids_using(path))
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
+        if remove_owned(path, [root], RAY_FOLDER):
+            removed.append(path)
     return removed
 
 
@@ -43,8 +57,7 @@ def remove_stale_trial_dirs(root: Path | None = None) -> list[Path]:
     removed = []
     for path in root.glob(f"{TRIAL_PREFIX}*-*"):
         pid_text = path.name[len(TRIAL_PREFIX) :].split("-", 1)[0]
-        if pid_text.isdigit() and not _pid_alive(int(pid_text)):
-            shutil.rmtree(path, ignore_errors=True)
+        if pid_text.isdigit() and not _pid_alive(int(pid_text)) and remove_owned(path, [root], TRIAL_FOLDER):
             removed.append(path)
     return removed
 

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 
 def test_stale_ray_temp_dirs_are_removed(tmp_path: Path) -> None:
     from harness.grid.cleanup import remove_stale_temp_dirs
@@ -73,3 +75,26 @@ def test_a_process_id_reused_by_a_later_process_is_left_alone(tmp_path: Path) ->
         other.kill()
         other.wait()
     assert start_times([other.pid]) == {}
+
+
+def test_a_folder_of_another_shape_under_the_harness_s_names_is_left_with_a_warning(tmp_path: Path) -> None:
+    from harness.grid.cleanup import remove_stale_temp_dirs, remove_stale_trial_dirs
+
+    dead = int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout
+    )
+    ray_like = tmp_path / f"harness-ray-{dead}-backup"
+    trial_like = tmp_path / f"harness-trial-{dead}-notes"
+    named_like = tmp_path / f"harness-ray-{dead}-My Photos"
+    for folder in (ray_like, trial_like, named_like):
+        folder.mkdir()
+        (folder / "thesis.tex").write_text("mine")
+    ours = tmp_path / f"harness-trial-{dead}-abc_12"
+    (ours / "resume").mkdir(parents=True)
+    with pytest.warns(RuntimeWarning) as caught:
+        assert remove_stale_temp_dirs(tmp_path) == []
+        assert remove_stale_trial_dirs(tmp_path) == [ours]
+    said = sorted(str(w.message) for w in caught)
+    assert len(said) == 3 and all("it holds thesis.tex" in line or "its name is not" in line for line in said)
+    assert all((folder / "thesis.tex").read_text() == "mine" for folder in (ray_like, trial_like, named_like))
+    assert not ours.exists()
