@@ -14,7 +14,8 @@ final evaluation used (``final_threads``).
 The board is a folder in the node's temporary directory, named after the grid: each trial puts a
 file named by its process id there while it runs; the driver writes how many runs have not
 started yet (``pending``). On a node without the driver's ``pending`` file (another node of a
-cluster) a trial keeps its own threads.
+cluster) a trial keeps its own threads. The driver removes the board at the end only in that shape
+(:mod:`harness.removal`): a folder of that name holding anything else is left with a warning.
 """
 
 from __future__ import annotations
@@ -22,15 +23,23 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from harness.atomic import write_text
+from harness.removal import Shape, remove_owned
 
 PENDING = "pending"
 """The board's file that the driver writes: the number of the grid's runs not started yet."""
+PREFIX = "harness-slots-"
+BOARD = Shape(
+    "grid's slot board",
+    rf"{PREFIX}[A-Za-z0-9_.+-]+",
+    folder=True,
+    holds=(PENDING, r"\d+", r"\.pending\..*\.tmp"),
+)
+"""The board as the grid writes it: the driver's count and one file per live trial (its pid)."""
 
 
 class SlotBoard:
@@ -43,7 +52,7 @@ class SlotBoard:
     def for_grid(cls, name: str) -> SlotBoard:
         """The board of the grid named ``name`` (the Tune experiment's name) on this node."""
         safe = re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
-        return cls(Path(tempfile.gettempdir()) / f"harness-slots-{safe}")
+        return cls(Path(tempfile.gettempdir()) / f"{PREFIX}{safe}")
 
     # -- the driver's side ------------------------------------------------------------------------
     def set_pending(self, count: int) -> None:
@@ -51,8 +60,8 @@ class SlotBoard:
         write_text(self.path / PENDING, str(max(0, count)))
 
     def remove(self) -> None:
-        """The grid ended: its board goes."""
-        shutil.rmtree(self.path, ignore_errors=True)
+        """The grid ended: its board goes (only in the board's shape, in the temporary folder)."""
+        remove_owned(self.path, [tempfile.gettempdir()], BOARD)
 
     # -- a trial's side ---------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -101,4 +110,4 @@ def _alive(pid: int) -> bool:
     return True
 
 
-__all__ = ["PENDING", "SlotBoard"]
+__all__ = ["BOARD", "PENDING", "PREFIX", "SlotBoard"]

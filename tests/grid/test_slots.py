@@ -10,11 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.grid.slots import PENDING, SlotBoard
 
 
 def test_no_threads_are_handed_out_while_runs_wait_or_without_the_driver(tmp_path: Path) -> None:
-    board = SlotBoard(tmp_path / "board")
+    board = SlotBoard(tmp_path / "harness-slots-g")
     with board.joined():
         assert board.threads(1, cores=2) == 1  # no pending file: another node, or no driver
         board.set_pending(1)
@@ -30,7 +32,7 @@ def test_no_threads_are_handed_out_while_runs_wait_or_without_the_driver(tmp_pat
 def test_the_cores_are_shared_among_the_live_trials_and_a_dead_ones_file_is_not_counted(
     tmp_path: Path,
 ) -> None:
-    board = SlotBoard(tmp_path / "board")
+    board = SlotBoard(tmp_path / "harness-slots-g")
     board.set_pending(0)
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -51,7 +53,19 @@ def test_the_cores_are_shared_among_the_live_trials_and_a_dead_ones_file_is_not_
 
 
 def test_a_bad_pending_file_hands_out_nothing(tmp_path: Path) -> None:
-    board = SlotBoard(tmp_path / "board")
+    board = SlotBoard(tmp_path / "harness-slots-g")
     board.path.mkdir()
     (board.path / PENDING).write_text("lots")
     assert board.pending() is None and board.threads(1, cores=8) == 1
+
+
+def test_a_board_folder_holding_anything_else_is_left_with_a_warning(tmp_path: Path) -> None:
+    board = SlotBoard(tmp_path / "harness-slots-g")
+    board.set_pending(2)
+    (board.path / "notes.txt").write_text("mine")
+    with pytest.warns(RuntimeWarning, match=f"left {board.path} alone.*it holds notes.txt"):
+        board.remove()
+    assert (board.path / "notes.txt").read_text() == "mine"
+    (board.path / "notes.txt").unlink()
+    board.remove()
+    assert not board.path.exists()

@@ -240,7 +240,7 @@ class _Trial:
 
 
 def test_the_driver_counts_the_runs_not_started_once_each(tmp_path: Path) -> None:
-    board = SlotBoard(tmp_path / "board")
+    board = SlotBoard(tmp_path / "harness-slots-g")
     progress = TuneProgress(3, RunStore(tmp_path / "runs"), lambda _line: None)
     progress.board = board
     board.set_pending(3)
