@@ -40,9 +40,12 @@ from typing import Any
 from harness.atomic import WriteError, atomic_write, failed_write, strict_json
 from harness.config.inputs import read_input_text
 from harness.errors import ConfigError, HarnessError
+from harness.removal import Shape, remove_owned
 from harness.store.record import check_record
 
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+ATTEMPT = Shape("run attempt", r"\d+\.json")
+"""An attempt file, ``records/<run_id>.attempts/<n>.json``: the only thing the store removes."""
 
 
 class RunStore:
@@ -124,9 +127,8 @@ class RunStore:
                 self._write_new_attempt(run_id, current, mark=False)
         became = self._attempt_of(run_id, record) if record.get("status") == "finished" else None
         self._write(dict(record), target)
-        if became is not None:
-            with contextlib.suppress(OSError):  # the attempt is the record now
-                (self.attempts_dir(run_id) / f"{became}.json").unlink()
+        if became is not None:  # the attempt is the record now
+            remove_owned(self._attempt_path(run_id, became), [self.attempts_dir(run_id)], ATTEMPT)
         return target
 
     def _attempt_of(self, run_id: str, record: Mapping[str, Any]) -> int | None:
@@ -170,7 +172,7 @@ class RunStore:
         except BaseException:
             with contextlib.suppress(OSError):
                 if path.stat().st_size == 0:
-                    path.unlink()
+                    remove_owned(path, [self.attempts_dir(run_id)], ATTEMPT)
             raise
 
     def _write(self, record: Mapping[str, Any], target: Path) -> Path:

@@ -179,3 +179,17 @@ def test_a_failed_attempt_write_leaves_no_empty_attempt_file(
         store.save({"run_id": "r1", "status": "running", "started_at": "t1", "host": "h"})
     assert list(store.attempts_dir("r1").glob("*.json")) == []
     assert json.loads(store.path("r1").read_text()) == finished
+
+
+def test_an_attempt_that_became_the_record_goes_only_as_the_store_s_own_file(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "runs")
+    store.save(make_record("r-2", final={"sts": {"avg": 70.0}}, started_at="t0", host="h"))
+    again = make_record("r-2", status="running", started_at="t1", host="h")
+    user = tmp_path / "my-copy.json"  # the user's copy of the attempt, linked into the store
+    user.write_text(json.dumps({**again, "attempt": 1}))
+    store.attempts_dir("r-2").mkdir()
+    (store.attempts_dir("r-2") / "1.json").symlink_to(user)
+    with pytest.warns(RuntimeWarning, match=r"1\.json alone.*it is a link"):
+        store.save(dict(again, status="finished", final={"sts": {"avg": 71.0}}))
+    assert (store.attempts_dir("r-2") / "1.json").is_symlink() and user.is_file()
+    assert store.load("r-2")["final"]["sts"]["avg"] == 71.0  # type: ignore[index]
