@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
+from harness.removal import Shape, remove_owned
 from harness.reporting.claim_text import MINUS, heading, number
 from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis
 from harness.reporting.figures import save_png_pdf
@@ -271,7 +272,7 @@ def write_forests(
     """``claims_forest_<spec>.{png,pdf}`` per table, ``claims_figures.tex`` and ``captions.json``
     (the captions, for the HTML report); forest plots of
     other tables (an earlier run of the command) and the one-figure ``claims_forest.*`` of older
-    versions are removed."""
+    versions are removed (only files matplotlib wrote: :data:`STALE_PLOT`)."""
     import matplotlib.pyplot as plt
 
     written: list[Path] = []
@@ -288,8 +289,13 @@ def write_forests(
     keep = {p.name for p in written}
     for stale in [*out_dir.glob(f"{STEM}*"), *out_dir.glob("claims_forest.*")]:
         if stale.name not in keep and stale.suffix in (".png", ".pdf"):
-            stale.unlink()
+            remove_owned(stale, [out_dir], STALE_PLOT)
     return written
+
+
+STALE_PLOT = Shape("forest plot", r"claims_forest(_[A-Za-z0-9_.+-]+)?\.(png|pdf)", mark=b"Matplotlib")
+"""A forest plot this command wrote earlier (matplotlib names itself in every PNG and PDF it saves):
+a file of that name that matplotlib did not write is the user's, and stays."""
 
 
 __all__ = ["draw_forest", "figures_tex", "forest_caption", "forest_stem", "write_forests"]

@@ -13,6 +13,7 @@ import pytest
 
 from harness.cli import main
 from harness.grid.plan import expand
+from harness.reporting.figures import save_png_pdf
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
 from tests.helpers import NIGHT, REPO_ROOT, make_record
@@ -167,7 +168,9 @@ def test_claims_writes_one_forest_plot_per_table_and_drops_stale_ones(
     overrides = [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
     out = tmp_path / "claims"
     out.mkdir()
-    (out / "claims_forest.png").write_bytes(b"old")  # the one big figure of earlier versions
+    import matplotlib.pyplot as plt
+
+    save_png_pdf(plt.figure(), out / "claims_forest")  # the one big figure of earlier versions
     args = ["claims", "cpu_demo", "whitenedcse_table4", "--profile", "night", *overrides]
     args += ["--runs-dir", str(NIGHT / "runs"), "--data-dir", str(data_root), "--out", str(out)]
     assert main(args) == 0

@@ -11,7 +11,7 @@ import pytest
 
 from harness.reporting.claim_text import MINUS
 from harness.reporting.claims import build_claims
-from harness.reporting.forest import VERDICT_STYLE, draw_forest, forest_caption
+from harness.reporting.forest import VERDICT_STYLE, draw_forest, forest_caption, write_forests
 from harness.specs.find import load_table_specs
 from harness.store.run_store import RunStore
 from tests.helpers import NIGHT
@@ -52,3 +52,21 @@ def night_claims(data_root: Path) -> list:
     return build_claims(
         specs, RunStore(NIGHT / "runs"), "night", overrides=manifest["overrides"], data_root=data_root
     )
+
+
+def test_stale_forest_plots_go_and_a_file_of_the_user_s_under_their_name_stays(
+    night_claims: list, tmp_path: Path
+) -> None:
+    import matplotlib.pyplot as plt
+
+    from harness.reporting.figures import save_png_pdf
+
+    figure = plt.figure()
+    stale = save_png_pdf(figure, tmp_path / "claims_forest_gone_table")  # an earlier run's table
+    plt.close(figure)
+    user = tmp_path / "claims_forest_mine.png"
+    user.write_bytes(b"\x89PNG drawn in another program")
+    with pytest.warns(RuntimeWarning, match=f"left {user} alone.*not that of a forest plot") as caught:
+        written = write_forests(night_claims, "night", tmp_path)
+    assert len(caught) == 1 and user.read_bytes().startswith(b"\x89PNG drawn")
+    assert not any(p.exists() for p in stale) and all(p.exists() for p in written)
