@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from harness.errors import HarnessError
+from harness.removal import Shape, why_not
 
 FULL_DISK_BYTES = 1 << 20
 """Below this much free space on its disk an output folder counts as full before any work starts."""
@@ -237,22 +238,26 @@ def save_figure(fig: Any, target: str | os.PathLike[str], **savefig: Any) -> Pat
 
 
 @contextlib.contextmanager
-def atomic_folder(target: str | os.PathLike[str], *, replace: bool = False) -> Iterator[Path]:
+def atomic_folder(target: str | os.PathLike[str], *, replace: Shape | None = None) -> Iterator[Path]:
     """Build a folder under a temporary sibling name (yielded) and rename it to ``target`` at the end.
 
-    ``target`` must not exist or be an empty folder, unless ``replace``: then an existing folder is
-    replaced (moved aside, the new one renamed in, the old one removed). On any failure the
-    temporary folder is removed and ``target`` is as it was; failures of the machine raise
-    :class:`WriteError`. An interrupt waits until the folder is in place (:func:`raise_or_hold`).
+    ``target`` must not exist or be an empty folder, unless ``replace``: then an existing folder in
+    that shape (what the harness writes there, :mod:`harness.removal`) is replaced (moved aside, the
+    new one renamed in, the old one removed); a folder of another shape is left as it is and a
+    :class:`WriteError` names it before any work. On any failure the temporary folder is removed and
+    ``target`` is as it was; failures of the machine raise :class:`WriteError`. An interrupt waits
+    until the folder is in place (:func:`raise_or_hold`).
     """
     with _whole(), _atomic_folder(Path(target), replace) as building:
         yield building
 
 
 @contextlib.contextmanager
-def _atomic_folder(path: Path, replace: bool) -> Iterator[Path]:
+def _atomic_folder(path: Path, replace: Shape | None) -> Iterator[Path]:
     tmp: Path | None = None
     building = False
+    if replace is not None:
+        _check_replaced(path, replace)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
@@ -260,7 +265,8 @@ def _atomic_folder(path: Path, replace: bool) -> Iterator[Path]:
         building = True
         yield tmp
         building = False
-        if replace and path.is_dir() and any(path.iterdir()):
+        if replace is not None and path.is_dir() and any(path.iterdir()):
+            _check_replaced(path, replace)
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
             os.replace(path, old)  # onto the empty folder just made
             os.replace(tmp, path)
@@ -276,6 +282,19 @@ def _atomic_folder(path: Path, replace: bool) -> Iterator[Path]:
         if failure is not None and failure is not exc:
             raise failure from exc
         raise
+
+
+def _check_replaced(path: Path, shape: Shape) -> None:
+    """Raise :class:`WriteError` when ``path`` holds something that is not a ``shape`` (the user's)."""
+    if not (path.is_dir() and not path.is_symlink() and not any(path.iterdir())):
+        why = why_not(path, [path.parent], shape)
+        if why:
+            raise WriteError(
+                f"{path} is not a {shape.what} the harness wrote ({why}): it is left as it is; move it "
+                "away or choose another folder",
+                path,
+                errno.EEXIST,
+            )
 
 
 def _mode_for(path: Path, default: int) -> int:

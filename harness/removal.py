@@ -86,35 +86,48 @@ def owned(
     *,
     made: os.stat_result | None = None,
 ) -> bool:
-    """Whether ``path`` may be removed: it lies inside one of ``within`` and has ``shape`` (and, with
-    ``made``, is still that very file: same device and inode). A path that may not is named in one
-    warning line; a missing path, or a folder that must be empty and is not, is not, without a word."""
+    """Whether ``path`` may be removed (:func:`why_not`). A path that may not is named in one warning
+    line; a missing path, or a folder that must be empty and is not, is not, without a word."""
+    why = why_not(path, within, shape, made=made)
+    if why:
+        left_alone(path, why)
+    return why is None
+
+
+def why_not(
+    path: str | os.PathLike[str],
+    within: Sequence[str | os.PathLike[str]],
+    shape: Shape,
+    *,
+    made: os.stat_result | None = None,
+) -> str | None:
+    """Why ``path`` may not be removed, or None when it may: it lies inside one of ``within`` and has
+    ``shape`` (and, with ``made``, is still that very file: same device and inode). A missing path, or
+    a folder that must be empty and is not, gives ``""`` (nothing to remove, nothing to say)."""
     target = Path(path)
     try:
         info = target.lstat()
     except OSError:
-        return False
+        return ""
     # the folder it lies in resolved, its own name not: a link is judged as a link, never followed
     where = os.path.join(os.path.realpath(target.parent), target.name)
     roots = [os.path.realpath(r) for r in within if str(r)]  # never "": that is the working folder
-    why = None if inside(where, roots, os.sep) else f"it is not inside {' or '.join(map(str, within))}"
+    if not inside(where, roots, os.sep):
+        return f"it is not inside {' or '.join(map(str, within))}"
     kind = _kind(info)
     entries: list[str] = []
     head = b""
-    if why is None and kind == "folder":
+    if kind == "folder":
         with contextlib.suppress(OSError):
             entries = sorted(os.listdir(target))
         if shape.empty and entries:
-            return False
-    elif why is None and kind == "file" and shape.mark is not None:
+            return ""
+    elif kind == "file" and shape.mark is not None:
         head = _ends(target, info.st_size)
-    why = why or shape.problem(target.name, kind, entries, head)
+    why = shape.problem(target.name, kind, entries, head)
     if why is None and made is not None and (info.st_dev, info.st_ino) != (made.st_dev, made.st_ino):
         why = f"it is not the {shape.what} this process made (another process replaced it)"
-    if why is not None:
-        left_alone(target, why)
-        return False
-    return True
+    return why
 
 
 def remove_owned(
@@ -162,4 +175,4 @@ def _ends(path: Path, size: int) -> bytes:
         return b""
 
 
-__all__ = ["MARK_BYTES", "Shape", "inside", "left_alone", "owned", "remove_owned"]
+__all__ = ["MARK_BYTES", "Shape", "inside", "left_alone", "owned", "remove_owned", "why_not"]

@@ -16,6 +16,9 @@ import torch
 
 from harness import atomic
 from harness.atomic import WriteError, atomic_folder, atomic_write, write_text
+from harness.removal import Shape
+
+MODEL = Shape("model", "model", folder=True, needs=("weights",))
 
 
 def test_a_text_write_replaces_the_target_and_leaves_no_temporary_file(tmp_path: Path) -> None:
@@ -73,12 +76,12 @@ def test_a_half_built_folder_is_removed_and_an_earlier_one_kept(tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []
     with atomic_folder(target) as building:
         (building / "weights").write_text("first")
-    with pytest.raises(RuntimeError), atomic_folder(target, replace=True) as building:
+    with pytest.raises(RuntimeError), atomic_folder(target, replace=MODEL) as building:
         (building / "weights").write_text("second, cut off")
         raise RuntimeError("the save failed")
     assert [p.name for p in tmp_path.iterdir()] == ["model"]
     assert (target / "weights").read_text() == "first"
-    with atomic_folder(target, replace=True) as building:
+    with atomic_folder(target, replace=MODEL) as building:
         (building / "weights").write_text("second")
     assert [p.name for p in tmp_path.iterdir()] == ["model"]
     assert (target / "weights").read_text() == "second"
@@ -88,6 +91,20 @@ def test_a_half_built_folder_is_removed_and_an_earlier_one_kept(tmp_path: Path) 
         (building / "weights").write_text("third")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "model"]
     assert (empty / "weights").read_text() == "third"
+
+
+def test_a_folder_replaced_must_be_the_harness_s_else_it_stays_and_the_write_is_refused(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "thesis.tex").write_text("mine")
+    built = []
+    refused = pytest.raises(WriteError, match=f"{target} is not a model the harness wrote .it lacks weights")
+    with refused, atomic_folder(target, replace=MODEL) as building:
+        built.append(building)
+    assert built == [] and [p.name for p in tmp_path.iterdir()] == ["model"]
+    assert (target / "thesis.tex").read_text() == "mine"
 
 
 def test_only_a_failed_write_becomes_a_write_error(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from harness.atomic import atomic_folder, atomic_write
 from harness.config.datasets import DATASETS, HUB_REPO, SENTEVAL_SHA256, Dataset, check_senteval, file_sha256
 from harness.config.models import hub_offline
 from harness.errors import ConfigError, DataError, did_you_mean
+from harness.removal import Shape
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -163,7 +164,7 @@ def _lay_out(data_root: Path, dataset: Dataset, downloaded: Path, expected: str 
                 f"the archive lacks {len(checked.missing)} file(s) the evaluation reads: not used",
                 [f"missing {name}" for name in checked.missing],
             )
-        with atomic_folder(target, replace=True) as building:
+        with atomic_folder(target, replace=_unpacked_shape(target, top)) as building:
             for child in top.iterdir():
                 shutil.move(str(child), building / child.name)
     problems = [f"differs from the validated copy: {name}" for name in checked.different]
@@ -171,6 +172,14 @@ def _lay_out(data_root: Path, dataset: Dataset, downloaded: Path, expected: str 
     if problems:
         detail += f", {len(problems)} differ from the validated copy"
     return Fetched(dataset.name, not problems, detail, problems)
+
+
+def _unpacked_shape(target: Path, top: Path) -> Shape:
+    """What a fetch replaces: a folder holding only what the archive holds at its top (and SentEval's
+    task folders); one holding anything else (a task the user added) stays, and the fetch says so."""
+    tasks = {name.split("/", 1)[0] for name in SENTEVAL_SHA256}
+    names = tuple(re.escape(n) for n in sorted(tasks | {child.name for child in top.iterdir()}))
+    return Shape(f"{target.name} folder", re.escape(target.name), folder=True, holds=names)
 
 
 def _unpack(archive: Path, into: Path) -> None:

@@ -27,7 +27,7 @@ from harness.run.hooks import (
     non_finite_scores,
 )
 from harness.store.record import RunRecord
-from harness.store.run_store import RunStore
+from harness.store.run_store import SAVED_ENCODER, RunStore
 
 if TYPE_CHECKING:
     from methods.base import Method
@@ -48,7 +48,7 @@ def save_encoder(
     folder survives a failure), the method's sentence head beside them when it has one, and the
     post-whitening the run fitted (``(kind, mu, W)``) when it used one."""
     hf_model: Any = encoder.model
-    with atomic_folder(target, replace=True) as building:
+    with atomic_folder(target, replace=SAVED_ENCODER) as building:
         hf_model.save_pretrained(str(building))
         encoder.tokenizer.save_pretrained(str(building))
         if head is not None:  # the run's sentence embedding is not the encoder's: say so beside it

@@ -45,6 +45,8 @@ from harness.store.record import check_record
 
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 ATTEMPT = Shape("run attempt", r"\d+\.json")
+SAVED_ENCODER = Shape("saved encoder", _ID_PATTERN.pattern.strip("^$"), folder=True, needs=("config.json",))
+"""``checkpoints/<run_id>/``: ``save_pretrained``'s folder, which a later save of the run replaces."""
 """An attempt file, ``records/<run_id>.attempts/<n>.json``: the only thing the store removes."""
 
 

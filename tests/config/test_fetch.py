@@ -61,6 +61,27 @@ def test_an_archive_unpacks_inside_its_folder_and_its_task_folders_are_found(tmp
         fetch._task_root(tmp_path / "empty")
 
 
+def test_a_fetch_replaces_a_data_folder_only_when_it_holds_nothing_the_archive_does_not(
+    tmp_path: Path,
+) -> None:
+    from harness.atomic import WriteError, atomic_folder
+
+    top = tmp_path / "unpacked"
+    (top / "STS").mkdir(parents=True)
+    target = tmp_path / "data" / "senteval"
+    (target / "STS").mkdir(parents=True)
+    (target / "MYTASK").mkdir()  # a task the user added
+    shape = fetch._unpacked_shape(target, top)
+    refused = pytest.raises(WriteError, match=f"{target} is not a senteval folder .*it holds MYTASK")
+    with refused, atomic_folder(target, replace=shape):
+        pass
+    assert (target / "MYTASK").is_dir()
+    (target / "MYTASK").rmdir()
+    with atomic_folder(target, replace=fetch._unpacked_shape(target, top)) as building:
+        (building / "STS").mkdir()
+    assert [p.name for p in target.iterdir()] == ["STS"]
+
+
 def test_an_offline_fetch_with_nothing_in_its_cache_downloads_nothing(tmp_path: Path) -> None:
     lines: list[str] = []
     (result,) = fetch.fetch(

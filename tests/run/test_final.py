@@ -202,3 +202,24 @@ def test_the_final_evaluation_alone_runs_on_the_threads_handed_out(
     assert torch.get_num_threads() == before
     one = train_run(config, data_root, None, device="cpu", log=None, final_threads=lambda: 1)
     assert "final_threads" not in one  # no more than its own: nothing to say
+
+
+def test_a_saved_encoder_replaces_only_an_earlier_saved_encoder(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from harness.atomic import WriteError
+    from harness.run.final import save_encoder
+
+    def saves(name: str) -> SimpleNamespace:
+        return SimpleNamespace(save_pretrained=lambda folder: (Path(folder) / name).write_text("{}"))
+
+    encoder: Any = SimpleNamespace(model=saves("config.json"), tokenizer=saves("vocab.txt"))
+    target = RunStore(tmp_path / "runs").checkpoint_dir("r1")
+    save_encoder(target, encoder, "simcse", None)
+    save_encoder(target, encoder, "simcse", None)  # a later save of the run replaces its own
+    assert sorted(p.name for p in target.iterdir()) == ["config.json", "vocab.txt"]
+    (target / "config.json").unlink()
+    (target / "notes.txt").write_text("mine")
+    with pytest.raises(WriteError, match=f"{target} is not a saved encoder the harness wrote"):
+        save_encoder(target, encoder, "simcse", None)
+    assert sorted(p.name for p in target.iterdir()) == ["notes.txt", "vocab.txt"]

@@ -29,6 +29,7 @@ from harness.grid.slots import SlotBoard
 from harness.grid.tracking import PRIVATE_KEYS, Tracking, public
 from harness.removal import Shape, remove_owned
 from harness.store.bookkeeping import short_error
+from harness.store.run_store import SAVED_ENCODER
 
 SAVED_IN_STORAGE = Shape(
     "saved encoder in Tune's storage", r"checkpoint_\d{6}", folder=True, needs=("config.json",)
@@ -126,7 +127,7 @@ class TuneProgress(GridProgress, tune.Callback):
         export`` reads it there); with a local storage Tune's copy is then removed (one copy kept)."""
 
         target = self.store.checkpoint_dir(run_id)
-        with atomic_folder(target, replace=True) as building:
+        with atomic_folder(target, replace=SAVED_ENCODER) as building:
             checkpoint.to_directory(str(building))
         if "://" not in self.storage:
             remove_owned(checkpoint.path, [self.storage], SAVED_IN_STORAGE)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from harness.atomic import WriteError
 from harness.grid.capacity import CapacityWatch
 from harness.grid.options import GridRequest
 from harness.grid.plan import expand
@@ -173,6 +174,11 @@ def test_tunes_copy_of_a_saved_encoder_goes_and_nothing_else(tmp_path: Path) -> 
     with pytest.warns(RuntimeWarning, match=f"left {user} alone.*not inside {storage}"):
         progress._fetch_model("r-1", checkpoint(user))
     assert (user / "config.json").is_file()
+    # the driver's copy replaces only an earlier saved encoder, not a folder of the user's there
+    (runs / "checkpoints" / "r-1" / "config.json").rename(runs / "checkpoints" / "r-1" / "mine.json")
+    with pytest.raises(WriteError, match="is not a saved encoder the harness wrote"):
+        progress._fetch_model("r-1", checkpoint(user))
+    assert [p.name for p in (runs / "checkpoints" / "r-1").iterdir()] == ["mine.json"]
 
 
 # -- a lost node: the waiting lines and the grid's stop ------------------------------------------------
