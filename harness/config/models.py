@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from harness.errors import ConfigError, ModelLoadError
+from harness.errors import ConfigError, HarnessError, ModelLoadError
 
 KNOWN_HIDDEN_SIZES: dict[str, int] = {
     "bert-base-uncased": 768,
@@ -166,7 +166,7 @@ def _config_hidden_size(path: Path, name: str) -> int:
         raise ModelLoadError(f"cannot read the hidden size of encoder {name!r} from {path}: {exc}") from None
 
 
-# -- a model folder, checked like data ----------------------------------------------------------------
+# -- an encoder, checked before its weights load --------------------------------------------------------
 TOKENIZER_FILES: tuple[str, ...] = (
     "tokenizer.json",
     "vocab.txt",
@@ -182,6 +182,14 @@ OFFSET_POSITIONS = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camem
 """Model types whose position ids start after the padding index (RoBERTa's 514 positions hold 512
 tokens)."""
 
+RANDOM_POSITIONS = 512
+"""The positions of the random encoders (BertConfig's default, what load_encoder builds); their
+tokenizer, the packaged one, states the same length."""
+
+UNSTATED_LENGTH = 10**9
+"""A tokenizer ``model_max_length`` at or above this is transformers' placeholder for a tokenizer
+that states no length (1e30), not a length."""
+
 
 def usable_positions(config: dict[str, Any]) -> int | None:
     """How many tokens an encoder of this ``config.json`` takes (None: the config does not say)."""
@@ -194,115 +202,149 @@ def usable_positions(config: dict[str, Any]) -> int | None:
     return positions
 
 
-def tokenizer_size(folder: Path) -> int | None:
-    """The number of token ids the tokenizer files of ``folder`` can produce (largest id + 1), read
-    from the files alone; None when only a SentencePiece model says (not read here)."""
-    sizes: list[int] = []
-    fast = folder / "tokenizer.json"
-    if fast.is_file():
-        data = json.loads(fast.read_text(encoding="utf-8"))
-        vocab = (data.get("model") or {}).get("vocab")
-        if isinstance(vocab, dict) and vocab:
-            sizes.append(max(int(v) for v in vocab.values()) + 1)
-        elif isinstance(vocab, list):
-            sizes.append(len(vocab))
-        added = [int(t["id"]) for t in data.get("added_tokens") or [] if isinstance(t, dict) and "id" in t]
-        if added:
-            sizes.append(max(added) + 1)
-    words = folder / "vocab.txt"
-    if words.is_file():
-        lines = words.read_text(encoding="utf-8").split("\n")
-        sizes.append(len(lines) - (1 if lines and lines[-1] == "" else 0))
-    for name in ("vocab.json", "added_tokens.json"):
-        path = folder / name
-        if path.is_file():
-            ids = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(ids, dict) and ids:
-                sizes.append(max(int(v) for v in ids.values()) + 1)
-    return max(sizes) if sizes else None
+def load_tokenizer(path: str, local_files_only: bool = False) -> Any:
+    """The tokenizer of a folder or hub name, as the harness loads every tokenizer."""
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    return AutoTokenizer.from_pretrained(path, local_files_only=local_files_only)
 
 
-def model_folder_problems(name: str, max_length: int | None = None) -> list[str]:
-    """What is wrong with the local encoder folder ``name`` (an empty list: nothing, or not a folder):
-    its ``config.json`` readable, tokenizer files present and no larger than the model's vocabulary
-    (nor less than half of it: another model's tokenizer), and ``max_length`` within its positions.
+def stated_length(tokenizer: Any) -> int | None:
+    """The longest input ``tokenizer`` states for its model (``model_max_length``), None if unstated."""
+    length = getattr(tokenizer, "model_max_length", None)
+    if not isinstance(length, int) or isinstance(length, bool) or length >= UNSTATED_LENGTH:
+        return None
+    return length
 
-    Read from the files alone (no weights, no transformers), in seconds, by ``check``, ``eval``,
-    ``train``, ``export`` and a grid's pre-flight.
+
+def model_problems(name: str | None, max_length: int | None = None) -> list[HarnessError]:
+    """What is wrong with encoder ``name`` for a run or an evaluation, before its weights load: the
+    ONE check that ``check``, ``eval``, ``train``, ``grid`` (and ``export``, ``load_encoder``) make.
+
+    A folder (a local one, or the packaged encoder's): ``config.json`` readable, tokenizer files
+    present and loadable, then :func:`encoder_problems` (vocabulary, positions). A random encoder:
+    its size and ``max_length`` within its positions; a hub name: ``max_length`` against the
+    positions of its cached config, if any (the rest is checked once it loads). An empty list: none.
+    Each problem is one line: :class:`ModelLoadError` for the model, :class:`ConfigError` for a
+    setting (``max_length``).
     """
-    folder = Path(name).expanduser()
+    name = name or DEFAULT_MODEL
+    if name.startswith("random:"):
+        if name.split(":", 1)[1] not in RANDOM_SIZES:
+            sizes = " or random:".join(RANDOM_SIZES)
+            return [ConfigError(f"unknown random encoder {name!r}; choose random:{sizes}")]
+        return max_length_problems(name, RANDOM_POSITIONS, max_length)
+    folder = packaged_model_dir() if name == DEFAULT_MODEL else Path(name).expanduser()
+    if folder.exists():
+        return _folder_problems(name, folder, max_length)
+    if name.startswith((".", "/", "~")) or Path(name).suffix != "":
+        return [ModelLoadError(f"model path does not exist: {name}")]
+    return max_length_problems(name, _cached_positions(name), max_length)
+
+
+def check_model_inputs(name: str | None, max_length: int | None = None) -> None:
+    """:func:`model_problems`, the first one raised (one error line, exit 2) before anything loads.
+
+    Raises:
+        ModelLoadError: a problem of the model; ConfigError: ``max_length`` beyond its positions.
+    """
+    problems = model_problems(name, max_length)
+    if problems:
+        raise problems[0]
+
+
+def tokenizer_files_problem(name: str, folder: Path) -> ModelLoadError | None:
+    """A folder without tokenizer files, which transformers would still load (special tokens only)."""
+    if any((folder / f).is_file() for f in TOKENIZER_FILES):
+        return None
+    return ModelLoadError(
+        f"model {name}: no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...): transformers would "
+        "build a tokenizer of special tokens only and every word would become [UNK]; copy the "
+        "tokenizer's files into the folder (save_pretrained of the tokenizer writes them)"
+    )
+
+
+def _folder_problems(name: str, folder: Path, max_length: int | None) -> list[HarnessError]:
     if not folder.is_dir():
-        return []
+        return [ModelLoadError(f"model {name}: {folder} is a file, not a model folder")]
     config_path = folder / "config.json"
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
         if not isinstance(config, dict):
             raise ValueError("not a JSON object")
     except FileNotFoundError:
-        return [f"model {name}: local folder without config.json"]
+        return [ModelLoadError(f"model {name}: local folder without config.json")]
     except (OSError, ValueError) as exc:
-        return [f"model {name}: cannot read {config_path}: {first_line(exc)}"]
-    problems = []
-    if not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        return [ModelLoadError(f"model {name}: cannot read {config_path}: {first_line(exc)}")]
+    missing = tokenizer_files_problem(name, folder)
+    if missing is not None:  # the positions are still checked: check lists every problem
+        return [missing, *max_length_problems(name, usable_positions(config), max_length)]
+    try:
+        tokenizer = load_tokenizer(str(folder), local_files_only=True)
+    except Exception as exc:  # transformers raises OSError, ValueError, JSON and tokenizers errors
+        return [
+            ModelLoadError(f"model {name}: its tokenizer cannot be loaded: {first_line(exc)}"),
+            *max_length_problems(name, usable_positions(config), max_length),
+        ]
+    return encoder_problems(name, config, tokenizer, max_length)
+
+
+def encoder_problems(
+    name: str, config: dict[str, Any], tokenizer: Any, max_length: int | None = None
+) -> list[HarnessError]:
+    """What a model's config and its loaded tokenizer must agree on: every token id has a row of
+    the embedding, and the positions hold what the harness tokenizes to (training's ``max_length``;
+    evaluation embeds sentences whole, up to the tokenizer's stated length)."""
+    problems = vocabulary_problems(name, len(tokenizer), config.get("vocab_size"))
+    positions = usable_positions(config)
+    problems += max_length_problems(name, positions, max_length)
+    length = stated_length(tokenizer)
+    if positions is not None and length is not None and length > positions:
         problems.append(
-            f"model {name}: no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...): transformers would "
-            "build a tokenizer of special tokens only and every word would become [UNK]; copy the "
-            "tokenizer's files into the folder (save_pretrained of the tokenizer writes them)"
+            ModelLoadError(
+                f"model {name}: its tokenizer takes inputs of up to {length} tokens (model_max_length), "
+                f"more than the model's {positions} positions (max_position_embeddings): evaluation "
+                "embeds each sentence whole, so a longer one cannot be embedded; use a model whose "
+                "positions hold its tokenizer's length"
+            )
         )
-    else:
-        try:
-            tokens = tokenizer_size(folder)
-        except (OSError, ValueError, TypeError) as exc:
-            tokens = None
-            problems.append(f"model {name}: cannot read its tokenizer files: {first_line(exc)}")
-        problems += vocabulary_problems(name, tokens, config.get("vocab_size"))
-    problems += max_length_problems(name, usable_positions(config), max_length)
     return problems
 
 
-def vocabulary_problems(name: str, tokens: int | None, vocab: Any) -> list[str]:
+def vocabulary_problems(name: str, tokens: int, vocab: Any) -> list[HarnessError]:
     """A tokenizer that produces ids past the embedding's rows, or knows less than half of them."""
-    if tokens is None or not isinstance(vocab, int) or isinstance(vocab, bool):
+    if not isinstance(vocab, int) or isinstance(vocab, bool):
         return []
     if tokens > vocab:
         return [
-            f"model {name}: its tokenizer has {tokens} tokens, more than the {vocab} rows of the model's "
-            "embedding (vocab_size): ids past them cannot be embedded; use the model's own tokenizer"
+            ModelLoadError(
+                f"model {name}: its tokenizer has {tokens} tokens, more than the {vocab} rows of the "
+                "model's embedding (vocab_size): ids past them cannot be embedded; use the model's own "
+                "tokenizer"
+            )
         ]
     if tokens < vocab // 2:
         return [
-            f"model {name}: its tokenizer has {tokens} tokens, less than half of the model's {vocab} "
-            "(vocab_size): the tokenizer of another model?"
+            ModelLoadError(
+                f"model {name}: its tokenizer has {tokens} tokens, less than half of the model's {vocab} "
+                "(vocab_size): the tokenizer of another model?"
+            )
         ]
     return []
 
 
-def max_length_problems(name: str, positions: int | None, max_length: int | None) -> list[str]:
+def max_length_problems(name: str, positions: int | None, max_length: int | None) -> list[HarnessError]:
     """``max_length`` beyond the encoder's positions (None when either is unknown: no problem)."""
     if positions is None or max_length is None or max_length <= positions:
         return []
     return [
-        f"max_length {max_length} is more than the {positions} positions of encoder {name}: lower "
-        f"--max-length (or the profile's max_length) to at most {positions}"
+        ConfigError(
+            f"max_length {max_length} is more than the {positions} positions of encoder {name}: lower "
+            f"--max-length (or the profile's max_length) to at most {positions}"
+        )
     ]
-
-
-def model_positions(name: str | None) -> int | None:
-    """The tokens encoder ``name`` takes, from its config, without the hub (None: not known here)."""
-    name = name or DEFAULT_MODEL
-    if name.startswith("random:"):
-        return 512  # BertConfig's default, what load_encoder builds
-    if name == DEFAULT_MODEL:
-        path = packaged_model_dir() / "config.json"
-    elif Path(name).expanduser().exists():
-        path = Path(name).expanduser() / "config.json"
-    else:
-        return _cached_positions(name)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return usable_positions(data) if isinstance(data, dict) else None
 
 
 def _cached_positions(name: str) -> int | None:
@@ -319,20 +361,3 @@ def _cached_positions(name: str) -> int | None:
     except Exception:
         return None
     return usable_positions(data) if isinstance(data, dict) else None
-
-
-def check_model_inputs(name: str | None, max_length: int | None = None) -> None:
-    """:func:`model_folder_problems` and the positions of a packaged, random or cached encoder, as one
-    error line (the first problem) before anything loads.
-
-    Raises:
-        ModelLoadError: a folder problem; ConfigError: ``max_length`` beyond the positions.
-    """
-    name = name or DEFAULT_MODEL
-    problems = model_folder_problems(name, max_length)
-    if problems:
-        raise ModelLoadError(problems[0])
-    if not Path(name).expanduser().is_dir():
-        too_long = max_length_problems(name, model_positions(name), max_length)
-        if too_long:
-            raise ConfigError(too_long[0])

@@ -11,22 +11,15 @@ import torch
 from harness.config.models import (
     DEFAULT_MODEL,
     RANDOM_SIZES,
+    check_model_inputs,
+    encoder_problems,
     first_line,
     hub_offline,
-    max_length_problems,
-    model_folder_problems,
+    load_tokenizer,
     packaged_model_dir,
-    usable_positions,
-    vocabulary_problems,
 )
 from harness.encoder.model import SentenceEncoder
 from harness.errors import ConfigError, ModelLoadError
-
-
-def load_tokenizer(path: str, local_files_only: bool = False) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(path, local_files_only=local_files_only)
 
 
 def load_encoder(
@@ -39,6 +32,8 @@ def load_encoder(
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     name = name or DEFAULT_MODEL
+    if name != DEFAULT_MODEL:  # a missing path, a folder without a loadable tokenizer, ...
+        check_model_inputs(name)
     try:
         if name == DEFAULT_MODEL:
             path = str(packaged_model_dir())
@@ -46,22 +41,12 @@ def load_encoder(
             tokenizer = load_tokenizer(path)
         elif name.startswith("random:"):
             size = name.split(":", 1)[1]
-            if size not in RANDOM_SIZES:
-                raise ConfigError(
-                    f"unknown random encoder {name!r}; choose random:{' or random:'.join(RANDOM_SIZES)}"
-                )
             tokenizer = load_tokenizer(str(packaged_model_dir()))
             config = BertConfig(vocab_size=tokenizer.vocab_size, **RANDOM_SIZES[size])
             with torch.random.fork_rng():
                 torch.manual_seed(seed)
                 model = BertModel(config)
         else:
-            looks_like_path = name.startswith((".", "/", "~")) or Path(name).suffix != ""
-            if looks_like_path and not Path(name).expanduser().exists():
-                raise ModelLoadError(f"model path does not exist: {name}")
-            folder_problems = model_folder_problems(name)
-            if folder_problems:  # no tokenizer files, another model's tokenizer, ...
-                raise ModelLoadError(folder_problems[0])
             local = Path(name).expanduser().exists()
             path = str(Path(name).expanduser()) if local else name
             offline = not local and hub_offline()  # a cached hub model loads without asking the hub
@@ -71,20 +56,19 @@ def load_encoder(
         raise
     except Exception as exc:  # from_pretrained raises OSError, ValueError, HTTP errors, ...
         raise ModelLoadError(f"cannot load encoder {name!r}: {first_line(exc)}") from exc
-    problems = vocabulary_problems(name, len(tokenizer), getattr(model.config, "vocab_size", None))
-    if problems:  # token ids the embedding has no row for, or another model's tokenizer
-        raise ModelLoadError(problems[0])
     encoder = SentenceEncoder(model, tokenizer, name)
+    check_loaded(encoder)  # what loaded: a hub model had no folder to read first
     return encoder.to(device)
 
 
-def check_max_length(encoder: SentenceEncoder, max_length: int | None) -> None:
-    """Raise :class:`ConfigError` when ``max_length`` is beyond the loaded encoder's positions."""
+def check_loaded(encoder: SentenceEncoder, max_length: int | None = None) -> None:
+    """The loaded encoder checked as its folder is (:func:`~harness.config.models.encoder_problems`:
+    vocabulary, positions against ``max_length`` and the tokenizer's length); the first problem raised."""
     model_config: Any = getattr(encoder.model, "config", None)
     config = model_config.to_dict() if model_config is not None else {}
-    problems = max_length_problems(encoder.name, usable_positions(config), max_length)
+    problems = encoder_problems(encoder.name, config, encoder.tokenizer, max_length)
     if problems:
-        raise ConfigError(problems[0])
+        raise problems[0]
 
 
 def loader_beside(encoder: SentenceEncoder) -> Callable[[str], SentenceEncoder]:

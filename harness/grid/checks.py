@@ -18,9 +18,7 @@ from harness.config.models import (
     DEFAULT_MODEL,
     hidden_size_of,
     hub_offline,
-    max_length_problems,
-    model_folder_problems,
-    model_positions,
+    model_problems,
     packaged_model_dir,
 )
 from harness.errors import HarnessError
@@ -74,45 +72,40 @@ def needed_data_files(senteval: Path, final_tasks: set[str]) -> list[Path]:
 
 
 def check_model(name: str, report: Report, max_length: int | None = None) -> None:
-    """Packaged, random, local or cached: never a download, never a wait when offline; a local folder
-    checked like data (config, tokenizer files against the vocabulary), and ``max_length`` (the
-    longest the runs ask of it) within the encoder's positions."""
+    """The encoder checked as every command checks it (:func:`~harness.config.models.model_problems`:
+    a folder's config and tokenizer, vocabulary, positions against ``max_length``, the longest the
+    runs ask of it, and the tokenizer's length); a hub name must be in the local cache: never a
+    download, never a wait when offline."""
 
     try:
-        if name == DEFAULT_MODEL:
-            where = f"packaged ({packaged_model_dir()})"
-        elif name.startswith("random:"):
-            where = "random weights (tests only)"
-        elif Path(name).expanduser().exists():
-            local = Path(name).expanduser()
-            problems = model_folder_problems(name, max_length) if local.is_dir() else []
-            if not local.is_dir():
-                problems = [f"model {name}: {local} is a file, not a model folder"]
-            for text in problems:
-                report.problem(text)
-            if problems:
-                return
-            where = f"local folder {local}"
-        else:
-            cached = _hub_cache_files(name)
-            if not cached:
-                offline = hub_offline()
-                text = (
-                    f"model {name}: not in the local Hugging Face cache"
-                    + (" and the hub is offline or unreachable" if offline else "")
-                    + '; download it once where the hub is reachable (e.g. `python -c "from '
-                    f"transformers import AutoModel; AutoModel.from_pretrained('{name}')\"`)"
-                )
-                report.problem(text)
-                return
-            where = f"cached ({', '.join(cached)})"
-        too_long = max_length_problems(name, model_positions(name), max_length)
-        for text in too_long:
+        problems = [str(p) for p in model_problems(name, max_length)]
+        where = None if problems else _where(name)
+        if not problems and where is None:
+            offline = hub_offline()
+            problems.append(
+                f"model {name}: not in the local Hugging Face cache"
+                + (" and the hub is offline or unreachable" if offline else "")
+                + '; download it once where the hub is reachable (e.g. `python -c "from '
+                f"transformers import AutoModel; AutoModel.from_pretrained('{name}')\"`)"
+            )
+        for text in problems:
             report.problem(text)
-        if not too_long:
+        if not problems:
             report.ok(f"model {name}: {where}, hidden size {hidden_size_of(name)}")
     except HarnessError as exc:
         report.problem(f"model {name}: {exc}")
+
+
+def _where(name: str) -> str | None:
+    """Where encoder ``name`` loads from, for the ok line (None: a hub name not in the cache)."""
+    if name == DEFAULT_MODEL:
+        return f"packaged ({packaged_model_dir()})"
+    if name.startswith("random:"):
+        return "random weights (tests only)"
+    if Path(name).expanduser().exists():
+        return f"local folder {Path(name).expanduser()}"
+    cached = _hub_cache_files(name)
+    return f"cached ({', '.join(cached)})" if cached else None
 
 
 def _hub_cache_files(name: str) -> list[str]:

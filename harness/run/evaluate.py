@@ -93,7 +93,7 @@ def check_inputs(options: EvalOptions) -> EvalInputs:
     check_device(options.device)
     if options.model:  # a saved run whose sentence embedding is its method's head, not a pooler
         check_encoder_only(options.model, "harness eval")
-        check_model_inputs(options.model)  # a folder's tokenizer files, read before the weights load
+    check_model_inputs(options.model)  # config, tokenizer, vocabulary, positions: before the weights load
     pipeline = None
     if options.pooler is None and is_st_folder(options.model):
         pipeline = read_st_folder(str(options.model))

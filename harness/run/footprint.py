@@ -26,8 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from harness.config.models import packaged_model_dir
-from harness.encoder.loading import load_tokenizer
+from harness.config.models import load_tokenizer, packaged_model_dir
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.training_encode import TrainingEncode
 from methods import get_method

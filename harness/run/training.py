@@ -50,7 +50,7 @@ import torch
 from harness.config.datasets import data_checksums
 from harness.config.hardware import torch_threads
 from harness.config.run_config import RunConfig
-from harness.encoder.loading import check_max_length, load_encoder
+from harness.encoder.loading import check_loaded, load_encoder
 from harness.encoder.precision import describe
 from harness.errors import ConfigError
 from harness.evaluation.runner import encoder_functions
@@ -275,7 +275,7 @@ class TrainingRun(EvaluationPoints, FinalStage):
         )
         self._warn_if_bf16_is_emulated(dev)
         self.encoder = load_encoder(config.model, dev, seed=config.seed)
-        check_max_length(self.encoder, config.max_length)  # not at the first long sentence
+        check_loaded(self.encoder, config.max_length)  # not at the first long sentence
         self.compile = (
             self.compile_request if self.compile_request is not None else torch.device(dev).type == "cuda"
         )
