@@ -42,3 +42,54 @@ def test_hidden_size_lookup_never_asks_an_offline_hub(
         enc.hidden_size_of("someone/not-cached-anywhere")
     assert asked == []  # HF_HUB_OFFLINE: not even a connection attempt
     enc.hidden_size_of.cache_clear()
+
+
+def short_folder(folder: Path, stated: int | None = None) -> Path:
+    """A model folder of 16 positions without weights (the check reads none) and the packaged
+    tokenizer, whose stated length is 512 unless ``stated``."""
+    import shutil
+
+    from harness.config.models import packaged_model_dir
+
+    folder.mkdir()
+    config = {"model_type": "bert", "hidden_size": 32, "vocab_size": 30522, "max_position_embeddings": 16}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        shutil.copy(packaged_model_dir() / name, folder / name)
+    if stated is not None:
+        tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tokenizer_config["model_max_length"] = stated
+        (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config), encoding="utf-8")
+    return folder
+
+
+def test_the_positions_hold_what_training_and_evaluation_tokenize_to(tmp_path: Path) -> None:
+    from harness.config.models import model_problems
+    from harness.errors import ConfigError
+
+    folder = short_folder(tmp_path / "short")
+    (short,) = model_problems(str(folder))  # evaluation embeds sentences whole: the tokenizer's 512
+    assert isinstance(short, ModelLoadError) and str(short).startswith(
+        f"model {folder}: its tokenizer takes inputs of up to 512 tokens (model_max_length), more than "
+        "the model's 16 positions (max_position_embeddings)"
+    )
+    fits = short_folder(tmp_path / "fits", stated=16)
+    assert model_problems(str(fits), 16) == []
+    (too_long,) = model_problems(str(fits), 17)  # training's max_length
+    assert isinstance(too_long, ConfigError) and "max_length 17 is more than the 16 positions" in str(
+        too_long
+    )
+
+
+def test_a_name_that_is_no_model_folder_is_one_problem(tmp_path: Path) -> None:
+    from harness.config.models import model_problems
+
+    (missing,) = model_problems(str(tmp_path / "no" / "model"))
+    assert str(missing) == f"model path does not exist: {tmp_path / 'no' / 'model'}"
+    (tmp_path / "weights.bin").write_bytes(b"")
+    (a_file,) = model_problems(str(tmp_path / "weights.bin"))
+    assert (
+        str(a_file)
+        == f"model {tmp_path / 'weights.bin'}: {tmp_path / 'weights.bin'} is a file, not a model folder"
+    )
+    assert model_problems("minilm", 512) == [] and model_problems("random:tiny", 512) == []

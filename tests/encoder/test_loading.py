@@ -26,3 +26,17 @@ def test_bad_pooler_and_models():
     with pytest.raises(ConfigError, match="random:huge"):
         load_encoder("random:huge")
     assert hidden_size_of("random:tiny") == 64
+
+
+def test_a_loaded_encoder_is_checked_as_its_folder_is() -> None:
+    from harness.encoder.loading import check_loaded
+
+    encoder = load_encoder("random:tiny")
+    check_loaded(encoder, 512)
+    with pytest.raises(ConfigError, match="max_length 513 is more than the 512 positions"):
+        check_loaded(encoder, 513)
+    encoder.tokenizer.model_max_length = 1024  # a hub tokenizer stating more than the model holds
+    with pytest.raises(
+        ModelLoadError, match=r"up to 1024 tokens \(model_max_length\), more than the model's 512"
+    ):
+        check_loaded(encoder)

@@ -83,3 +83,19 @@ def test_gpus_asked_for_on_a_machine_without_one_are_a_problem(monkeypatch: pyte
     assert report.lines == ["  note     no CUDA GPU here: trials run on the CPU"] * 2 and not report.problems
     check_gpus(0.5, report)
     assert report.problems == ["--gpus-per-trial 0.5 but this machine has no CUDA GPU"]
+
+
+def test_a_model_is_checked_as_every_command_checks_it(tmp_path: Path) -> None:
+    report = Report()
+    folder = tmp_path / "short"
+    folder.mkdir()
+    config = {"model_type": "bert", "hidden_size": 32, "vocab_size": 30522, "max_position_embeddings": 16}
+    (folder / "config.json").write_text(json.dumps(config))
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        shutil.copy(packaged_model_dir() / name, folder / name)
+    check_model(str(folder), report, 16)  # within the positions, the tokenizer's 512 not
+    check_model(str(tmp_path / "no" / "model"), report)
+    assert len(report.problems) == 2 and report.problems[0].startswith(
+        f"model {folder}: its tokenizer takes inputs of up to 512 tokens"
+    )
+    assert report.problems[1] == f"model path does not exist: {tmp_path / 'no' / 'model'}"
