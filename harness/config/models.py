@@ -1,4 +1,5 @@
-"""Where encoders come from, without loading their weights: names, hidden sizes, the hub."""
+"""Where encoders come from, without loading their weights: names, hidden sizes, the hub, and the one
+check of an encoder (its config and tokenizer) that every command makes before work."""
 
 from __future__ import annotations
 
