@@ -27,11 +27,12 @@ import torch
 from torch import nn
 
 from harness.config.choices import POOLERS
+from harness.config.models import usable_positions
 from harness.encoder.cpu_kernels import onednn_linears
 from harness.encoder.forward import bert_word_embeddings, cls_only_last_layer, edited_forward
 from harness.encoder.packed import packed_cls_states, packed_supported
 from harness.encoder.precision import arithmetic
-from harness.errors import ConfigError
+from harness.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # the types only: importing the methods package here would import this module again
     from methods.base import EmbeddingEdit
@@ -90,6 +91,9 @@ class SentenceEncoder(nn.Module):
         self.tokenizer = tokenizer
         self.name = name
         self.hidden_size = int(getattr(model, "config").hidden_size)  # noqa: B009
+        to_dict = getattr(getattr(model, "config", None), "to_dict", None)
+        self.positions = usable_positions(to_dict()) if callable(to_dict) else None
+        """The tokens the model takes (None: its config does not say); evaluation checks each batch."""
         self.cls_shortcut = True
         """CLS poolers compute the last layer at [CLS] only (:func:`cls_only_last_layer`); False =
         the full last layer (benchmarks compare the two)."""
@@ -282,6 +286,7 @@ class SentenceEncoder(nn.Module):
         try:
             with torch.inference_mode(), arithmetic(precision, self.device.type):
                 batch = self.tokenize(sentences)
+                self._check_positions(batch)
                 if head is None:
                     out = self.features(batch, pooler)
                 else:
@@ -291,6 +296,16 @@ class SentenceEncoder(nn.Module):
             if head is not None:
                 head.train(head_training)
         return out.float().cpu().numpy()
+
+    def _check_positions(self, batch: dict[str, torch.Tensor]) -> None:
+        """A sentence longer than the positions, which evaluation never truncates: one error line,
+        not an index error deep in the model (the checks before work read no sentence)."""
+        tokens = int(batch["input_ids"].shape[1])
+        if self.positions is not None and tokens > self.positions:
+            raise DataError(
+                f"a sentence of {tokens} tokens is longer than the {self.positions} positions of encoder "
+                f"{self.name}: evaluation embeds each sentence whole; use an encoder with more positions"
+            )
 
     def word_embeddings(self) -> nn.Embedding | None:
         """The word-embedding table of a BERT encoder, whose ``inputs_embeds`` input is exactly its

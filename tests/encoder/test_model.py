@@ -10,6 +10,7 @@ from harness.config.choices import POOLERS
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import dropout_off, dropout_rates
 from harness.encoder.training_encode import TrainingEncode
+from harness.errors import DataError
 from tests.helpers import EMBED_SENTS, TOKEN_SENTS, reference_states
 
 
@@ -79,6 +80,14 @@ def test_training_truncates_evaluation_does_not(tiny):
     long = " ".join(["word"] * 100)
     assert tiny.tokenize([long], max_length=32)["input_ids"].shape[1] == 32
     assert tiny.tokenize([long])["input_ids"].shape[1] > 100
+
+
+def test_a_sentence_longer_than_the_positions_is_one_error_line(tiny):
+    with pytest.raises(
+        DataError, match="a sentence of 602 tokens is longer than the 512 positions of encoder"
+    ):
+        tiny.embed([" ".join(["word"] * 600), "short"])
+    assert tiny.embed([" ".join(["word"] * 510)]).shape == (1, tiny.hidden_size)  # 512 tokens fit
 
 
 def test_word_embedding_lookup_is_shared_only_for_bert() -> None:

@@ -226,12 +226,18 @@ def test_positions_fewer_than_the_tokenizers_length_are_refused_before_work(
     refused_by_train_grid_and_check(short_folder, text, tmp_path, capsys)
 
     # a folder whose positions hold its tokenizer's length passes, and the whole folder evaluates
-    fits = variant(short_folder, tmp_path / "fits")
+    fits = bert_folder(tmp_path / "fits", positions=8)
+    capsys.readouterr()  # transformers' progress bar of the save
     tokenizer_config = json.loads((fits / "tokenizer_config.json").read_text(encoding="utf-8"))
-    (fits / "tokenizer_config.json").write_text(json.dumps({**tokenizer_config, "model_max_length": 16}))
-    assert model_problems(str(fits), 16) == []
+    (fits / "tokenizer_config.json").write_text(json.dumps({**tokenizer_config, "model_max_length": 8}))
+    assert model_problems(str(fits), 8) == []
+    fits_out = tmp_path / "fits.json"  # passes the checks; a longer sentence is still one line
+    args = ["eval", "--tasks", "STSBenchmark", "--model", str(fits), "--data-dir", str(mini_data_root)]
+    assert main([*args, "--output", str(fits_out)]) == 2
+    (line,) = error_lines(capsys)
+    assert "tokens is longer than the 8 positions of encoder" in line and not fits_out.exists()
     args = ["eval", "--tasks", "STSBenchmark", "--model", str(tiny_folder), "--data-dir", str(mini_data_root)]
-    assert main([*args, "--output", str(out)]) == 0 and loaded == [str(tiny_folder)]
+    assert main([*args, "--output", str(out)]) == 0 and loaded == [str(fits), str(tiny_folder)]
 
 
 def test_a_tokenizer_that_cannot_load_is_refused_before_work(
