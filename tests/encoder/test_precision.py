@@ -4,6 +4,7 @@ scaler of fp16, and a training step in each (the GPU paths run here on the CPU).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -105,7 +106,7 @@ def test_an_fp16_step_scales_the_loss_and_trains_as_fp32_does_up_to_fp16_roundin
     assert any(not torch.equal(a, b) for a, b in zip(fp16.encoder.parameters(), start, strict=True))
 
 
-def _parts(step: TrainStep) -> dict[str, object]:
+def _parts(step: TrainStep) -> dict[str, Any]:
     return {
         "encoder": step.encoder,
         "method": step.method,
@@ -119,7 +120,7 @@ def test_a_checkpoint_keeps_the_loss_scale(data_root: Path) -> None:
     assert step.scaler is not None and again.scaler is not None
     _train(step, 1)
     step.scaler.update(1024.0)  # as after overflows halved it
-    times = {"train_time": 0.0, "eval_time": 0.0}
+    times: dict[str, Any] = {"train_time": 0.0, "eval_time": 0.0}
     state = ckpt.training_state(
         config={}, step=2, **_parts(step), best={}, record={}, **times, scaler=step.scaler
     )
