@@ -4,12 +4,14 @@ Shared by method parameter records (``methods.base``) and run configs (``harness
 ``--set``, a ``--max-steps`` and a grid value are read by the same rules and fail with the same kind
 of message (a :class:`~harness.errors.ConfigError` naming the field). :func:`check_finite` is the one
 place a non-finite number (``inf``, ``nan``, as a number or as text) is refused: coercion calls it
-for every numeric field, and the command line calls it to name the flag a value came from.
+for every numeric field, and the command line calls it to name the flag a value came from. A
+number given as text is ASCII: ``int()`` and ``float()`` would also read other scripts' digits.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import typing
 from typing import Any
 
@@ -35,6 +37,27 @@ def check_finite(name: str, value: Any) -> None:
         bad = False
     if bad:
         raise ConfigError(f"{name} must be finite, got {value!r}")
+
+
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(
+    r"[+-]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
+)
+
+
+def read_number(text: str, kind: type[int] | type[float]) -> int | float:
+    """``text`` as a count (``int``) or a number (``float``): ASCII digits, surrounding spaces allowed.
+
+    Python's own ``int()`` and ``float()`` also read ``١٢`` (other scripts' digits) and ``1_000``;
+    nothing the harness reads does. Whether the number is finite and in range is the caller's rule.
+
+    Raises:
+        ValueError: not such a number.
+    """
+    text = text.strip()
+    if not (_INT_TEXT if kind is int else _FLOAT_TEXT).fullmatch(text):
+        raise ValueError(text)
+    return kind(text)
 
 
 def coerce_value(name: str, value: Any, annotation: Any) -> Any:
@@ -72,11 +95,11 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
         if target is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise ValueError(value)
-            return int(str(value).strip()) if isinstance(value, str) else int(value)
+            return read_number(value, int) if isinstance(value, str) else int(value)
         if target is float:
             if isinstance(value, bool):
                 raise ValueError(value)
-            return float(value)
+            return read_number(value, float) if isinstance(value, str) else float(value)
         if target is str:
             return str(value)
     except (TypeError, ValueError):
@@ -84,4 +107,4 @@ def coerce_value(name: str, value: Any, annotation: Any) -> Any:
     return value
 
 
-__all__ = ["check_finite", "coerce_value"]
+__all__ = ["check_finite", "coerce_value", "read_number"]

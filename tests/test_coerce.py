@@ -39,6 +39,25 @@ def test_numbers_are_read_from_text_and_checked() -> None:
         coerce_value("lr", False, float)
     with pytest.raises(ConfigError, match="lr must be finite, got 'inf'"):
         coerce_value("lr", "inf", float)
+    assert coerce_value("lr", "-.5E+2", float) == -50.0 and coerce_value("seed", "+7", int) == 7
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("\u0664\u0662", int),
+        ("\uff14", int),
+        ("4_2", int),
+        ("4 2", int),
+        ("0x2a", int),
+        ("\u0661.5", float),
+        ("1_0.0", float),
+    ],
+)
+def test_numbers_in_text_are_ascii_digits_only(text: str, kind: type) -> None:
+    # int() and float() read Arabic-Indic and full-width digits and underscores: a setting does not
+    with pytest.raises(ConfigError, match=rf"^seed: '{text}' is not a valid {kind.__name__}$"):
+        coerce_value("seed", text, kind)
 
 
 @pytest.mark.parametrize(

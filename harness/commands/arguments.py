@@ -1,9 +1,10 @@
 """Arguments shared by several subcommands.
 
 The run-setting flags (``--max-steps``, ``--lr``, ...) are generated from the fields of
-:class:`harness.config.settings.RunSettings`: the name gives the flag, the type its argparse type, a
-``Literal`` its choices (shown in the usage; the settings check them, so a bad one is one error
-line), and the class docstring's ``Attributes:`` entry its help. A new setting is a new flag of
+:class:`harness.config.settings.RunSettings`: the name gives the flag, the type its metavar (the value
+stays text: the settings read and bound it, one rule per setting), a ``Literal`` its choices (shown
+in the usage; the settings check them, so a bad one is one error line), and the class docstring's
+``Attributes:`` entry its help. A new setting is a new flag of
 ``harness train`` and of the grid-like commands with no change here.
 """
 
@@ -15,6 +16,7 @@ import typing
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from harness.coerce import read_number
 from harness.config.profiles import PROFILES
 from harness.config.settings import AUTO_SETTINGS, OVERRIDABLE, RunSettings
 from harness.errors import ConfigError, did_you_mean
@@ -40,6 +42,21 @@ def closed_choice(what: str, choices: Sequence[str]) -> Any:
 
     check.__name__ = what  # argparse names the type in its own messages
     return check
+
+
+def number(kind: type[int] | type[float]) -> Any:
+    """An argparse ``type`` reading a count (``int``) or a number (``float``) in ASCII digits
+    (:func:`harness.coerce.read_number`; argparse's ``int`` reads ``١٢``); ranges are the options'."""
+
+    def read(text: str) -> int | float:
+        try:
+            return read_number(text, kind)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what} in ASCII digits, got {text!r}") from None
+
+    read.__name__ = kind.__name__
+    return read
 
 
 def add_profile(parser: argparse.ArgumentParser, default: str | None = None, shown: str = "cpu") -> None:
@@ -119,8 +136,8 @@ def add_setting_flags(parser: Any, names: Iterable[str] = OVERRIDABLE) -> None:
             kind, metavar = closed_choice(name, choices), "{" + ",".join(choices) + "}"
         elif type(None) in args:  # optional: the text "none" is accepted, the settings coerce it
             kind, metavar = str, "N|none"
-        else:
-            kind, metavar = hint, {int: "N", float: "X"}.get(hint, "TEXT")
+        else:  # the settings coerce and bound every value, typed or not (one rule per setting)
+            kind, metavar = str, {int: "N", float: "X"}.get(hint, "TEXT")
         parser.add_argument(
             "--" + name.replace("_", "-"),
             dest=f"setting_{name}",
@@ -243,11 +260,13 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", default=None, help="Ray cluster address (default: start Ray locally)")
     parser.add_argument(
         "--gpus-per-trial",
-        type=float,
+        type=number(float),
         default=None,
         help="GPUs per trial, fractions allowed (default 1 if any)",
     )
-    parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs (and torch threads) per trial")
+    parser.add_argument(
+        "--cpus-per-trial", type=number(int), default=1, help="CPUs (and torch threads) per trial"
+    )
     parser.add_argument(
         "--trial-resources",
         action="append",
@@ -264,13 +283,13 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-failures",
-        type=int,
+        type=number(int),
         default=0,
         help="retries of a failed trial (a lost node): it resumes from its last checkpoint (default 0)",
     )
     parser.add_argument(
         "--lost-node-wait",
-        type=float,
+        type=number(float),
         default=DEFAULT_LOST_NODE_WAIT_S,
         metavar="SECONDS",
         help="when no alive node can take the waiting runs (their nodes were lost), wait this long for "

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.arguments import add_common_report_arguments, add_override_arguments, grid_options
+from harness.commands.arguments import (
+    add_common_report_arguments,
+    add_override_arguments,
+    grid_options,
+    number,
+)
 
 HELP = "pre-flight check of a grid: data, corpora, models, runs folder, disk, GPUs, Ray (seconds)"
 
@@ -15,14 +20,14 @@ HELP = "pre-flight check of a grid: data, corpora, models, runs folder, disk, GP
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("specs", nargs="+", metavar="SPEC", help="table spec(s), as for harness grid")
     add_common_report_arguments(parser)
-    parser.add_argument("--seeds", type=int, default=1, help="seeds per run (default 1)")
+    parser.add_argument("--seeds", type=number(int), default=1, help="seeds per run (default 1)")
     parser.add_argument(
         "--address",
         default=None,
         help="Ray cluster address to check (HOST:PORT); every node's data, models and versions too",
     )
-    parser.add_argument("--gpus-per-trial", type=float, default=None, help="GPUs per trial to check")
-    parser.add_argument("--cpus-per-trial", type=int, default=1, help="CPUs per trial to check")
+    parser.add_argument("--gpus-per-trial", type=number(float), default=None, help="GPUs per trial to check")
+    parser.add_argument("--cpus-per-trial", type=number(int), default=1, help="CPUs per trial to check")
     add_override_arguments(parser)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.arguments import add_data_dir, closed_choice
+from harness.commands.arguments import add_data_dir, closed_choice, number
 from harness.config.choices import POOLERS, POST_WHITEN, PRECISIONS, TRANSFER_MODES
 
 HELP = "evaluate an encoder on the STS and/or SentEval transfer tasks (see --tasks)"
@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--whiten-sentences",
-        type=int,
+        type=number(int),
         default=10000,
         help="how many corpus sentences (from the top of the file) fit the post-processing (default 10000)",
     )

@@ -25,6 +25,7 @@ from harness.commands.arguments import (
     add_effect_argument,
     add_override_arguments,
     grid_options,
+    number,
     overrides_from_args,
 )
 from harness.errors import ConfigError, HarnessError
@@ -44,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_common_report_arguments(parser)
     parser.add_argument(
         "--seeds",
-        type=int,
+        type=number(int),
         default=None,
         help="seeds per run, from the profile's seed (default 1; with --until-decided the first round's, "
         "default 5)",
@@ -57,14 +58,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-seeds",
-        type=int,
+        type=number(int),
         default=None,
         metavar="N",
         help="with --until-decided: the most seeds a claim gets",
     )
     parser.add_argument(
         "--budget",
-        type=float,
+        type=number(float),
         default=None,
         metavar="HOURS",
         help="with --until-decided: the most trial-hours (CPU-trial-h, or GPU-h) to plan, measured runs "

@@ -16,7 +16,7 @@ from harness.commands.arguments import (
     parse_key_values,
     settings_from_args,
 )
-from harness.config.inputs import check_device, check_finite_overrides, check_seed, check_threads
+from harness.config.inputs import check_device, check_finite_overrides
 from harness.config.profiles import PROFILES
 
 HELP = f"train one method on one profile ({', '.join(PROFILES)}) and evaluate its best checkpoint"
@@ -95,8 +95,6 @@ def run(args: argparse.Namespace) -> int:
     overrides = settings_from_args(args)
     check_finite_overrides(params, "--set")
     check_finite_overrides({f"--{k.replace('_', '-')}": v for k, v in overrides.items()}, "")
-    check_seed(overrides.get("seed"))
-    check_threads(overrides.get("threads"))
     every_from_env(strict=True)  # HARNESS_CHECKPOINT_EVERY_S
     check_device(args.device)
     data_root = resolve_data_root(args.data_dir)

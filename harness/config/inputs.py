@@ -1,5 +1,5 @@
-"""Checks of the values a user types (seeds, threads, devices, overrides, folders, input files), each
-one error line.
+"""Checks of the values a user types (devices, overrides, folders, input files), each one error line;
+the bounds of the run settings (seeds, threads, steps) are :mod:`harness.config.settings`' alone.
 
 What an input file may be is defined once here (:func:`read_input_bytes`, :func:`read_input_text`):
 a regular file (after links), readable, at most a bounded size, and for the text inputs UTF-8. Specs,
@@ -26,37 +26,6 @@ def check_finite_overrides(values: dict[str, Any], where: str) -> None:
     from): ``--set temperature must be finite, got 'nan'``, before anything is resolved."""
     for key, value in values.items():
         check_finite(f"{where} {key}".strip(), value)
-
-
-SEED_MAX = 2**32 - 1
-"""NumPy's seeds are 32-bit."""
-
-
-def check_seed(seed: Any) -> None:
-    """A seed must be an integer in 0..2**32-1 (NumPy's range)."""
-    if seed is None:
-        return
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= SEED_MAX:
-        raise ConfigError(f"--seed must be an integer from 0 to {SEED_MAX} (NumPy's range), got {seed!r}")
-
-
-THREADS_MAX = 1024
-"""More torch threads than this is a typo (a trial's threads are its CPUs: --cpus-per-trial)."""
-
-
-def check_threads(threads: int | str | None) -> None:
-    """``--threads`` must be a count in 1..:data:`THREADS_MAX` (``none`` = torch's default is left
-    to the config)."""
-    if threads is None:
-        return
-    try:
-        count = int(threads)
-    except (TypeError, ValueError):
-        return  # "none" or a typo: the run settings say what is accepted
-    if count <= 0:
-        raise ConfigError(f"--threads must be >= 1, got {count}")
-    if count > THREADS_MAX:
-        raise ConfigError(f"--threads must be at most {THREADS_MAX} (torch threads of one run), got {count}")
 
 
 def check_runs_dir(path: str | os.PathLike[str]) -> Path:

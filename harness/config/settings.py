@@ -63,7 +63,8 @@ class RunSettings:
         batch_size: sentences per step (B).
         max_length: training truncation length in tokens (evaluation never truncates).
         max_steps: optimiser steps; ``None`` = one full epoch over the corpus (``len // B`` steps,
-            the last partial batch dropped); ``0`` = no training, only evaluate the encoder.
+            the last partial batch dropped); ``0`` = no training, only evaluate the encoder; at
+            most 10000000 (:data:`STEPS_MAX`).
         eval_every: STS-B dev evaluation (and model selection) every this many steps.
         lr: peak learning rate of AdamW (linear decay to 0).
         weight_decay: AdamW weight decay (the papers: 0).
@@ -275,29 +276,40 @@ def _coerce_field(name: str, value: Any, hint: Any) -> Any:
     return coerce_value(name, value, target)
 
 
+STEPS_MAX = 10_000_000
+"""The most optimiser steps (and warm-up steps, steps between probes) a run may ask for: 640 epochs of
+the papers' 1M-sentence corpus at batch 64; more is a typo (``1e15``), not a run."""
+COUNT_MAX = 2**31 - 1
+"""The most sentences, tokens or buckets any count setting may hold (torch indexes with 32 bits)."""
+SEED_MAX = 2**32 - 1
+"""NumPy's seeds are 32-bit."""
+THREADS_MAX = 1024
+"""More torch threads than this is a typo (a trial's threads are its CPUs: --cpus-per-trial)."""
+
+
 def _validate(settings: RunSettings) -> None:
-    """Range checks of the run-level fields (choices and finiteness were checked by coercion)."""
-    if settings.batch_size < 2:
-        raise ConfigError(f"batch_size must be >= 2 (in-batch negatives), got {settings.batch_size}")
-    if settings.max_length < 2:
-        raise ConfigError(f"max_length must be >= 2, got {settings.max_length}")
-    if settings.max_steps is not None and settings.max_steps < 0:
-        raise ConfigError(f"max_steps must be >= 0 (or none = one epoch), got {settings.max_steps}")
-    if settings.eval_every < 1:
-        raise ConfigError(f"eval_every must be >= 1, got {settings.eval_every}")
+    """Range checks of the run-level fields (choices and finiteness were checked by coercion): the one
+    place each setting's bounds are stated, whether it came from a flag, a spec or a profile."""
+    _within("batch_size", settings.batch_size, 2, COUNT_MAX, " (in-batch negatives)")
+    _within("max_length", settings.max_length, 2, COUNT_MAX)
+    if settings.max_steps is not None:
+        _within("max_steps", settings.max_steps, 0, STEPS_MAX, " (or none = one epoch)")
+    _within("eval_every", settings.eval_every, 1, STEPS_MAX)
     if not settings.lr > 0:
         raise ConfigError(f"lr must be finite and > 0, got {settings.lr}")
     if settings.weight_decay < 0:
         raise ConfigError(f"weight_decay must be >= 0, got {settings.weight_decay}")
     if settings.grad_clip < 0:
         raise ConfigError(f"grad_clip must be >= 0 (0 = off), got {settings.grad_clip}")
-    if settings.warmup_steps < 0:
-        raise ConfigError(f"warmup_steps must be >= 0, got {settings.warmup_steps}")
-    if not 0 <= settings.seed < 2**32:
-        raise ConfigError(f"seed must be in 0 .. 2**32 - 1, got {settings.seed}")
-    if settings.threads is not None and settings.threads < 1:
-        raise ConfigError(f"threads must be >= 1 (or none = torch's default), got {settings.threads}")
-    if settings.length_buckets < 1:
-        raise ConfigError(f"length_buckets must be >= 1, got {settings.length_buckets}")
-    if settings.post_whiten_sentences < 2:
-        raise ConfigError(f"post_whiten_sentences must be >= 2, got {settings.post_whiten_sentences}")
+    _within("warmup_steps", settings.warmup_steps, 0, STEPS_MAX)
+    _within("seed", settings.seed, 0, SEED_MAX, " (NumPy's range)")
+    if settings.threads is not None:
+        _within("threads", settings.threads, 1, THREADS_MAX, " (or none = torch's default)")
+    _within("length_buckets", settings.length_buckets, 1, COUNT_MAX)
+    _within("post_whiten_sentences", settings.post_whiten_sentences, 2, COUNT_MAX)
+
+
+def _within(name: str, value: int, low: int, high: int, note: str = "") -> None:
+    """``<name> must be from <low> to <high><note>, got <value>`` unless ``low <= value <= high``."""
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be from {low} to {high}{note}, got {value}")

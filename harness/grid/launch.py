@@ -24,10 +24,11 @@ from pathlib import Path
 import torch
 
 from harness.atomic import check_output_dir
-from harness.config.inputs import check_finite_overrides, check_spec_paths, check_threads, is_regular_file
+from harness.config.inputs import check_finite_overrides, check_spec_paths, is_regular_file
 from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_data_root, senteval_dir
 from harness.config.run_config import RunConfig
+from harness.config.settings import resolve_settings
 from harness.errors import DataError, HarnessError
 from harness.evaluation.data_check import data_problems
 from harness.grid.calibrate import MIN_GRID_S, calibrate, uncalibrated
@@ -75,10 +76,12 @@ class PlannedGrid:
 
 def check_options(options: GridOptions) -> None:
     """The values a grid or a pre-flight check takes that nothing else checks (the cluster options
-    checked themselves when built): overrides, seeds, threads and the ``HARNESS_*`` settings."""
+    checked themselves when built): overrides, seed counts and the ``HARNESS_*`` settings."""
     check_finite_overrides(dict(options.overrides), "override")
     check_seed_count(options.seeds)
-    check_threads(options.overrides.get("threads"))
+    # the settings' own bounds (steps, threads, ...) of every override, before anything is planned
+    root = Path(options.data_dir) if options.data_dir else None
+    resolve_settings(options.resolved_profile, options.overrides, root, require_corpus=False)
     every_from_env(strict=True)  # HARNESS_CHECKPOINT_EVERY_S
     check_trackers(list(options.track))
 

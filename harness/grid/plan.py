@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from harness.config.run_config import resolve_run
-from harness.config.settings import resolve_settings
+from harness.config.settings import SEED_MAX, resolve_settings
 from harness.errors import ConfigError, ModelLoadError
 from harness.specs.find import load_table_specs
 from harness.specs.model import RunSpec, TableSpec
@@ -186,8 +186,8 @@ claims are tested on 5 to 20), and a plan is listed in full before anything runs
 def seed_list(n: int, base: int) -> tuple[int, ...]:
     """``n`` consecutive seeds starting at ``base`` (the profile's seed)."""
     check_seed_count(n)
-    if base + n - 1 > 2**32 - 1:
-        raise ConfigError(f"--seeds {n} from seed {base} passes 2**32 - 1 (NumPy's largest seed)")
+    if base + n - 1 > SEED_MAX:
+        raise ConfigError(f"--seeds {n} from seed {base} passes {SEED_MAX} (NumPy's largest seed)")
     return tuple(base + i for i in range(n))
 
 

@@ -54,11 +54,44 @@ def test_flags_reach_the_settings_and_override_items_win() -> None:
     args = build_parser().parse_args(
         ["train", "--weight-decay", "0.01", "--max-steps", "epoch", "--eval-pooler", "avg", "--set", "m=0.5"]
     )
-    assert settings_from_args(args) == {"weight_decay": 0.01, "max_steps": "epoch", "eval_pooler": "avg"}
+    assert settings_from_args(args) == {"weight_decay": "0.01", "max_steps": "epoch", "eval_pooler": "avg"}
     grid = build_parser().parse_args(
         ["grid", "all", "--lr", "1e-4", "--warmup-steps", "3", "--override", "lr=2e-4", "--override=seed=1"]
     )
-    assert overrides_from_args(grid) == {"lr": "2e-4", "warmup_steps": 3, "seed": "1"}
+    assert overrides_from_args(grid) == {"lr": "2e-4", "warmup_steps": "3", "seed": "1"}
+
+
+@pytest.mark.parametrize("text", ["\u0664\u0662", "4_2", "1e15", "x"])
+def test_a_seed_flag_is_text_the_settings_read_in_ascii_digits(text: str) -> None:
+    # argparse's int() reads other scripts' digits and underscores: the settings alone read the value
+    args = build_parser().parse_args(["train", "--seed", text])
+    assert settings_from_args(args) == {"seed": text}
+    with pytest.raises(ConfigError, match=rf"^seed: '{text}' is not a valid int$"):
+        RunSettings(**{**_SETTINGS, "seed": settings_from_args(args)["seed"]})
+
+
+_SETTINGS = {"model": "m", "corpus": "c", "corpus_id": "c:0", "profile": "cpu", "batch_size": 2}
+_SETTINGS |= {"max_length": 8, "max_steps": 1, "eval_every": 1, "lr": 1e-4}
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["grid", "all", "--seeds", "\u0663"], "--seeds"),
+        (["check", "all", "--seeds", "2_0"], "--seeds"),
+        (["grid", "all", "--cpus-per-trial", "\u0662"], "--cpus-per-trial"),
+        (["grid", "all", "--lost-node-wait", "\u0663"], "--lost-node-wait"),
+        (["eval", "--output", "o.json", "--whiten-sentences", "\u0661\u0660"], "--whiten-sentences"),
+    ],
+)
+def test_other_number_flags_are_ascii_digits(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(argv)
+    assert stop.value.code == 2
+    assert f"argument {flag}: expected a " in capsys.readouterr().err
+    assert build_parser().parse_args(["grid", "all", "--seeds", " 3 "]).seeds == 3
 
 
 def test_one_key_value_parser() -> None:

@@ -1,5 +1,5 @@
-"""Checks of the values a user types: numbers that are not finite, seeds, threads, devices, runs
-folders and spec paths, each one error line."""
+"""Checks of the values a user types: numbers that are not finite, devices, runs folders and spec
+paths, each one error line."""
 
 from __future__ import annotations
 
@@ -10,13 +10,9 @@ import pytest
 import torch
 
 from harness.config.inputs import (
-    SEED_MAX,
-    THREADS_MAX,
     check_device,
     check_runs_dir,
-    check_seed,
     check_spec_paths,
-    check_threads,
 )
 from harness.errors import ConfigError
 
@@ -28,30 +24,6 @@ def test_finite_check_helpers() -> None:
     for bad in (math.inf, -math.inf, math.nan, "inf", "-Infinity", "NaN", "1e999"):
         with pytest.raises(Exception, match="must be finite"):
             check_finite_overrides({"k": bad}, "x")
-
-
-@pytest.mark.parametrize("seed", [0, 42, 2**32 - 1, None])
-def test_a_seed_is_an_integer_in_numpys_range(seed: object) -> None:
-    check_seed(seed)
-
-
-@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, "7", True])
-def test_other_seeds_are_one_line_naming_the_range(seed: object) -> None:
-    with pytest.raises(
-        ConfigError, match=rf"^--seed must be an integer from 0 to {SEED_MAX} \(NumPy's range\), got "
-    ):
-        check_seed(seed)
-
-
-def test_threads_are_a_count_up_to_the_limit() -> None:
-    for ok in (1, "8", THREADS_MAX, None, "none"):
-        check_threads(ok)
-    with pytest.raises(ConfigError, match=r"^--threads must be >= 1, got 0$"):
-        check_threads(0)
-    with pytest.raises(
-        ConfigError, match=rf"^--threads must be at most {THREADS_MAX} .*got {THREADS_MAX + 1}$"
-    ):
-        check_threads(THREADS_MAX + 1)
 
 
 def test_devices_are_ones_torch_knows_and_this_machine_has(monkeypatch: pytest.MonkeyPatch) -> None:

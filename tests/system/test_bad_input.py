@@ -91,12 +91,15 @@ def test_tables_claims_and_report_render_around_a_bad_record(
     [
         (["--set", "temperature=inf"], "--set temperature must be finite, got 'inf'"),
         (["--set", "temperature=nan"], "--set temperature must be finite, got 'nan'"),
-        (["--lr", "nan"], "lr must be finite, got nan"),
-        (["--lr", "inf"], "lr must be finite, got inf"),
-        (["--seed", "-1"], "--seed must be an integer from 0 to 4294967295"),
-        (["--seed", str(2**32)], "--seed must be an integer from 0 to 4294967295"),
-        (["--threads", "0"], "--threads must be >= 1, got 0"),
-        (["--threads", "-2"], "--threads must be >= 1, got -2"),
+        (["--lr", "nan"], "--lr must be finite, got 'nan'"),
+        (["--lr", "inf"], "--lr must be finite, got 'inf'"),
+        (["--seed", "-1"], "seed must be from 0 to 4294967295 (NumPy's range), got -1"),
+        (["--seed", str(2**32)], "seed must be from 0 to 4294967295 (NumPy's range), got 4294967296"),
+        (["--seed", "\u0664\u0662"], "seed: '\u0664\u0662' is not a valid int"),
+        (["--max-steps", "1e15"], "max_steps: '1e15' is not a valid int"),
+        (["--max-steps", str(10**15)], "max_steps must be from 0 to 10000000 (or none = one epoch), got"),
+        (["--threads", "0"], "threads must be from 1 to 1024 (or none = torch's default), got 0"),
+        (["--threads", "-2"], "threads must be from 1 to 1024 (or none = torch's default), got -2"),
         (["--device", "nonsense"], "--device 'nonsense' is not a torch device"),
         (["--device", "cuda:99"], "--device cuda:99"),
         pytest.param(
@@ -148,7 +151,7 @@ def test_eval_checks_its_output_and_device_before_evaluating(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--lr", "inf"], "override lr must be finite, got inf"),
+        (["--lr", "inf"], "override lr must be finite, got 'inf'"),
         (["--override", "warmup_steps=nan"], "override warmup_steps must be finite, got 'nan'"),
     ],
 )
@@ -219,8 +222,9 @@ def test_a_finished_record_without_scores_is_reported_and_run_again(
         (["--cpus-per-trial", "0"], "--cpus-per-trial must be >= 1, got 0"),
         (["--cpus-per-trial", "-2"], "--cpus-per-trial must be >= 1, got -2"),
         (["--gpus-per-trial", "-1"], "--gpus-per-trial must be finite and >= 0, got -1.0"),
-        (["--threads", "0"], "--threads must be >= 1, got 0"),
-        (["--threads", "100000"], "--threads must be at most 1024"),
+        (["--threads", "0"], "threads must be from 1 to 1024 (or none = torch's default), got 0"),
+        (["--threads", "100000"], "threads must be from 1 to 1024 (or none = torch's default), got 100000"),
+        (["--max-steps", str(10**15)], "max_steps must be from 0 to 10000000 (or none = one epoch), got"),
     ],
 )
 def test_grid_and_check_refuse_out_of_range_options_before_any_plan(
