@@ -162,7 +162,10 @@ class _Resolver:
         if not run.runs_under(self.profile):
             only = ", ".join(run.only_profiles or ())
             return Cell(spec, key, "profile", reason=f"runs under profile {only} only")
-        settings = self.settings({**self.overrides, **run.overrides_for(self.profile)})
+        try:
+            settings = self.settings({**self.overrides, **run.overrides_for(self.profile)})
+        except ConfigError as exc:  # a row's own override out of range: say which row
+            raise ConfigError(f"{spec}: {key}: {exc}") from None
         hidden = self.hidden_size(settings)
         if isinstance(hidden, str):
             return Cell(spec, key, "unresolved", reason=hidden)

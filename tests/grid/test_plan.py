@@ -128,6 +128,20 @@ def test_row_overrides_win_over_command_line(corpus_root: Path) -> None:
         expand([spec], "cpu", overrides={"seed": 7}, data_root=corpus_root)
 
 
+def test_a_rows_own_steps_beyond_the_maximum_are_one_line_naming_the_row(
+    corpus_root: Path, tmp_path: Path
+) -> None:
+    text = (FIXTURES / "specs" / "smoke_grid.toml").read_text()
+    big = tmp_path / "big.toml"
+    big.write_text(
+        text.replace('method = "simcse"\n', f'method = "simcse"\noverrides = {{max_steps = {2**70}}}\n')
+    )
+    with pytest.raises(
+        ConfigError, match=rf"^big: SimCSE-BERT-base: max_steps must be from 0 to 10000000 .*got {2**70}$"
+    ):
+        expand([load_table_spec(big)], "smoke", data_root=corpus_root, require_corpus=False)
+
+
 def test_resume_after_interrupted_grid(corpus_root: Path, tmp_path: Path) -> None:
     """Some runs finished, one left running by a kill, one failed: resuming finishes the rest."""
     specs = load_table_specs(["simcsepp_table1", "simcsepp_table2"])
