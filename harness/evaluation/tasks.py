@@ -325,6 +325,14 @@ def score_keys() -> dict[str, tuple[str, ...]]:
     }
 
 
+SCORE_RANGES: Mapping[str, tuple[float, float]] = {
+    "sts": (-100.0, 100.0),
+    "transfer": (0.0, 100.0),
+    "stsb_dev": (-100.0, 100.0),
+}
+"""The scale of each score set (a key of :func:`score_keys`): correlations x 100, accuracies in %."""
+
+
 def column_labels() -> dict[str, str]:
     """The label a table prints for each score key."""
     sts = {t.name: t.label for t in STS_REGISTRY.values()}

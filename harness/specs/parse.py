@@ -14,7 +14,7 @@ from harness.config.inputs import SPEC_MAX_BYTES, read_input_text
 from harness.config.profiles import PROFILES
 from harness.config.settings import OVERRIDABLE
 from harness.errors import ConfigError, did_you_mean
-from harness.evaluation.tasks import COLUMN_LABELS, SCORE_KEYS
+from harness.evaluation.tasks import COLUMN_LABELS, SCORE_KEYS, SCORE_RANGES
 from harness.specs.claim import Claim, paper_of
 from harness.specs.model import (
     STS_AGGREGATES,
@@ -109,13 +109,20 @@ class _Ctx:
             raise self.error(where, f"expected {names}, got {type(value).__name__} {value!r}")
         return value
 
-    def numbers(self, value: Any, where: str, length: int | None = None) -> tuple[float, ...]:
+    def numbers(self, value: Any, where: str, length: int, scores: str) -> tuple[float, ...]:
+        """A paper's numbers: one per column, each finite and on the scale of ``scores``."""
         self.typed(value, list, where)
         out = tuple(float(self.typed(v, (int, float), f"{where}[{i}]")) for i, v in enumerate(value))
+        low, high = SCORE_RANGES[scores]
         for i, number in enumerate(out):
             if not math.isfinite(number):  # TOML has nan and inf: a paper quotes neither
                 raise self.error(f"{where}[{i}]", f"expected a finite number, got {number}")
-        if length is not None and len(out) != length:
+            if not low <= number <= high:
+                raise self.error(
+                    f"{where}[{i}]",
+                    f"{number:g} is outside {low:g} .. {high:g}, the range of {scores} scores",
+                )
+        if len(out) != length:
             raise self.error(where, f"expected {length} numbers (one per column), got {len(out)}")
         return out
 
@@ -200,8 +207,8 @@ def load_table_spec(path: str | Path) -> TableSpec:
     scores, columns, labels = _parse_columns(ctx, raw)
     notes = tuple(ctx.typed(n, str, "notes") for n in ctx.typed(raw.get("notes", []), list, "notes"))
     sts_aggregate = _parse_sts_aggregate(ctx, raw, scores)
-    rows = _parse_rows(ctx, raw, len(columns), cites)
-    sweeps = _parse_sweeps(ctx, raw, len(columns))
+    rows = _parse_rows(ctx, raw, len(columns), cites, scores)
+    sweeps = _parse_sweeps(ctx, raw, len(columns), scores)
     if not rows and not sweeps:
         raise ctx.error("rows", "a table needs [[rows]] or [[sweeps]]")
     spec = TableSpec(
@@ -262,7 +269,9 @@ def _parse_sts_aggregate(ctx: _Ctx, raw: Mapping[str, Any], scores: str) -> str:
     return str(sts_aggregate)
 
 
-def _parse_rows(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int, cites: str) -> tuple[Row, ...]:
+def _parse_rows(
+    ctx: _Ctx, raw: Mapping[str, Any], n_columns: int, cites: str, scores: str
+) -> tuple[Row, ...]:
     """The ``[[rows]]``: quoted (numbers only) or runs; ``paper`` has one number per column."""
     rows: list[Row] = []
     for i, r in enumerate(ctx.typed(raw.get("rows", []), list, "rows")):
@@ -270,7 +279,7 @@ def _parse_rows(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int, cites: str) -
         ctx.typed(r, dict, where)
         ctx.check_keys(r, _ROW_KEYS, where)
         common = _common(ctx, r, where)
-        paper = ctx.numbers(ctx.require(r, "paper", list, where), f"{where}.paper", n_columns)
+        paper = ctx.numbers(ctx.require(r, "paper", list, where), f"{where}.paper", n_columns, scores)
         quoted = ctx.typed(r.get("quoted", False), bool, f"{where}.quoted")
         common["cites"] = ctx.typed(r.get("cites", cites), str, f"{where}.cites")
         if quoted:
@@ -285,7 +294,7 @@ def _parse_rows(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int, cites: str) -
     return tuple(rows)
 
 
-def _parse_sweeps(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int) -> tuple[Sweep, ...]:
+def _parse_sweeps(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int, scores: str) -> tuple[Sweep, ...]:
     """The ``[[sweeps]]``: one run per value, each value's parameter record made (and checked) here."""
     sweeps: list[Sweep] = []
     if "sweeps" in raw and n_columns != 1:
@@ -300,7 +309,7 @@ def _parse_sweeps(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int) -> tuple[Sw
         values = tuple(ctx.require(s, "values", list, where))
         if not values:
             raise ctx.error(f"{where}.values", "at least one value is needed")
-        paper = ctx.numbers(ctx.require(s, "paper", list, where), f"{where}.paper", len(values))
+        paper = ctx.numbers(ctx.require(s, "paper", list, where), f"{where}.paper", len(values), scores)
         run = _parse_run(ctx, s, where)
         if vary in run.params:
             raise ctx.error(f"{where}.vary", f"{vary!r} is both varied and fixed in params")

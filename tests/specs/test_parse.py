@@ -123,6 +123,16 @@ columns = ["avg"]
             "num_group",
         ),
         ("", "rows", "needs [[rows]]"),
+        (
+            "[[rows]]\nlabel='a'\nquoted=true\npaper=[1e308]",
+            "rows[0].paper[0]",
+            "1e+308 is outside -100 .. 100, the range of sts scores",
+        ),
+        (
+            "[[sweeps]]\nlabel='a'\nheader='h'\nmethod='simcse'\nvary='temperature'\nvalues=[0.1]\npaper=[-100.5]",
+            "sweeps[0].paper[0]",
+            "-100.5 is outside -100 .. 100",
+        ),
     ],
 )
 def test_spec_errors_name_file_and_key(tmp_path: Path, body: str, where: str, message: str) -> None:
@@ -132,6 +142,26 @@ def test_spec_errors_name_file_and_key(tmp_path: Path, body: str, where: str, me
         load_table_spec(path)
     text = str(info.value)
     assert str(path) in text and where in text and message in text, text
+
+
+def test_a_papers_numbers_lie_on_the_scale_of_the_score_set(tmp_path: Path) -> None:
+    # an accuracy is 0 .. 100: -5 is no transfer score (a correlation x 100 may be)
+    transfer = BASE.replace('"sts"', '"transfer"').replace('["avg"]', '["MR", "avg"]')
+    path = tmp_path / "bad.toml"
+    path.write_text(transfer + "[[rows]]\nlabel='a'\nquoted=true\npaper=[1e308, -5]\n")
+    with pytest.raises(
+        ConfigError, match=r"rows\[0\]\.paper\[0\]: 1e\+308 is outside 0 \.\. 100, the range of"
+    ):
+        load_table_spec(path)
+    path.write_text(transfer + "[[rows]]\nlabel='a'\nquoted=true\npaper=[100, -5]\n")
+    with pytest.raises(
+        ConfigError, match=r"rows\[0\]\.paper\[1\]: -5 is outside 0 \.\. 100, the range of transfer"
+    ):
+        load_table_spec(path)
+    path.write_text(transfer + "[[rows]]\nlabel='a'\nquoted=true\npaper=[0, 100]\n")
+    assert load_table_spec(path).rows[0].paper == (0.0, 100.0)
+    path.write_text(BASE + "[[rows]]\nlabel='a'\nquoted=true\npaper=[-100]\n")
+    assert load_table_spec(path).rows[0].paper == (-100.0,)
 
 
 def test_bad_column_and_score_set(tmp_path: Path) -> None:
