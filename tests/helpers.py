@@ -166,7 +166,7 @@ def make_record(run: RunConfig | str, status: str = "finished", **fields: Any) -
     """A run record with ``status`` and ``fields``: for a config, every schema key of
     :func:`~harness.store.record.new_record`; for a bare run id, only the keys the store reads."""
     if isinstance(run, str):
-        return {"schema_version": SCHEMA_VERSION, "run_id": run, "status": status, **fields}
+        return {"schema_version": SCHEMA_VERSION, "run_id": run, "status": status, "config": {}, **fields}
     record = dict(new_record(run))
     record.update(status=status, **fields)
     return record

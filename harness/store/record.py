@@ -305,8 +305,9 @@ def check_record(data: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]
 
     A field of the wrong type is dropped (``final``, ``trajectory``, ``method_notes`` and
     ``provenance`` become empty); a score, aggregate or trajectory value that is not a number is
-    dropped alone. A record whose ``status`` is not one of :data:`STATUSES` or whose ``config`` is
-    not an object cannot be used at all: None.
+    dropped alone. A record whose ``status`` is not one of :data:`STATUSES`, that has no ``config``
+    object, or that holds a NaN or an infinity anywhere (the store writes them as null, so one was
+    put there by hand, and a table or a grid must not take it for a score) cannot be used: None.
 
     Returns:
         The record to use (``data`` itself when nothing is wrong) or None, and what was wrong: one
@@ -316,8 +317,14 @@ def check_record(data: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]
     status = data.get("status", "running")
     if status not in STATUSES:
         return None, [f"status ({status!r} is not one of {', '.join(STATUSES)})"]
-    if "config" in data and not isinstance(data["config"], dict):
+    if "config" not in data:
+        return None, ["config (missing: the record says nothing of the run it scores)"]
+    if not isinstance(data["config"], dict):
         return None, [f"config (a {_type_name(data['config'])}, not an object)"]
+    bad = _non_finite(data, "")
+    if bad is not None:
+        where, value = bad
+        return None, [f"{where} ({value}, not a finite number)"]
     out = dict(data)
     for key, kinds in _FIELD_TYPES.items():
         if key not in data:
@@ -336,6 +343,24 @@ def check_record(data: dict[str, Any]) -> tuple[dict[str, Any] | None, list[str]
         elif key == "final_seconds":
             out[key] = _numbers(value, key, problems)
     return (out if problems else data), problems
+
+
+def _non_finite(value: Any, where: str) -> tuple[str, float] | None:
+    """The first NaN or infinity in ``value`` (JSON as Python's reader takes it) and where it is."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        inner = f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else str(key)
+        found = _non_finite(item, inner)
+        if found is not None:
+            return found
+    return None
 
 
 def provenance(device: str, threads: int) -> Provenance:

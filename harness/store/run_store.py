@@ -312,7 +312,7 @@ def _read(path: Path) -> dict[str, Any] | None:
         return None
     record, problems = check_record(data)
     if record is None:
-        warnings.warn(f"skipping run record {path}: wrong {problems[0]}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"skipping run record {path}: {problems[0]}", RuntimeWarning, stacklevel=3)
     elif problems:
         shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
         warnings.warn(

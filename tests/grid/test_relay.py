@@ -26,7 +26,7 @@ def test_a_record_travels_as_strict_json_and_only_records_are_taken() -> None:
 def test_a_record_that_arrives_twice_is_one_record(tmp_path: Path) -> None:
     """The driver saves each record a report carried; the same attempt twice is one record."""
     store = RunStore(tmp_path / "runs")
-    running = {"run_id": "r1", "status": "running", "started_at": "t0", "host": "node-b"}
+    running = {"run_id": "r1", "status": "running", "config": {}, "started_at": "t0", "host": "node-b"}
     finished = {**running, "status": "finished", "final": {"sts": {"avg": 1.0}}}
     for record in (running, running, finished, finished):
         store.save(relay.decode_record(relay.encode_record(record)) or {})

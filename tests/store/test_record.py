@@ -4,6 +4,7 @@ are read (a field of the wrong type is dropped alone and named)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +91,27 @@ def test_a_field_of_the_wrong_type_is_dropped_alone_and_named() -> None:
     [
         ("status", "done", "status ('done' is not one of running, finished, failed, interrupted)"),
         ("config", "minilm", "config (a str, not an object)"),
+        ("config", None, "config (a null, not an object)"),
+        ("best_stsb_dev", math.inf, "best_stsb_dev (inf, not a finite number)"),
     ],
 )
 def test_a_record_without_a_usable_status_or_config_is_skipped(field: str, value: Any, problem: str) -> None:
     data = night_record()
     data[field] = value
     assert check_record(data) == (None, [problem])
+
+
+def test_a_record_without_a_config_is_not_read() -> None:
+    data = night_record()
+    del data["config"]
+    assert check_record(data) == (None, ["config (missing: the record says nothing of the run it scores)"])
+
+
+def test_a_nan_or_an_infinity_anywhere_refuses_the_record_naming_where() -> None:
+    # Python's JSON reader takes NaN and Infinity; the store never writes them (they become null)
+    text = json.dumps(night_record()).replace('"avg": 76.71285714285715', '"avg": NaN', 1)
+    data = json.loads(text)
+    assert "NaN" in text and check_record(data) == (None, ["final.sts.avg (nan, not a finite number)"])
+    data = night_record()
+    data["trajectory"][1]["loss"] = -math.inf
+    assert check_record(data) == (None, ["trajectory[1].loss (-inf, not a finite number)"])

@@ -162,11 +162,34 @@ def test_the_store_warns_once_per_file_naming_the_field(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda d: d["final"]["sts"].update(avg=math.nan), "final.sts.avg (nan, not a finite number)"),
+        (lambda d: d.pop("config"), "config (missing: the record says nothing of the run it scores)"),
+    ],
+)
+def test_a_record_with_a_nan_score_or_without_a_config_is_not_counted(
+    tmp_path: Path, edit: Any, problem: str
+) -> None:
+    # one warning line naming the file; a grid does not count such a run as finished
+    store = RunStore(tmp_path / "runs")
+    store.records_dir.mkdir(parents=True)
+    source = sorted(NIGHT_RECORDS.glob("*.json"))[0]
+    data = json.loads(source.read_text(encoding="utf-8"))
+    edit(data)
+    bad = store.records_dir / source.name
+    bad.write_text(json.dumps(data), encoding="utf-8")  # json writes NaN as Python reads it back
+    with pytest.warns(RuntimeWarning) as caught:
+        assert store.records() == [] and store.finished_ids() == set()
+    assert {str(w.message) for w in caught} == {f"skipping run record {bad}: {problem}"}
+
+
 def test_a_failed_attempt_write_leaves_no_empty_attempt_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = RunStore(tmp_path / "runs")
-    finished = {"run_id": "r1", "status": "finished", "started_at": "t0", "host": "h"}
+    finished = {"run_id": "r1", "status": "finished", "config": {}, "started_at": "t0", "host": "h"}
     store.save(finished)
 
     @contextlib.contextmanager

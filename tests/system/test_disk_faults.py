@@ -397,7 +397,7 @@ def test_train_on_a_disk_that_fills_up_stops_with_one_line(
     root = make_data_root(tmp_path / "data", mini_data_root / "senteval", link=True)
     disk = mount("2m")
     runs = disk / "runs"
-    RunStore(runs).save({"run_id": "earlier-run", "status": "finished"})
+    RunStore(runs).save({"run_id": "earlier-run", "status": "finished", "config": {}})
     before = snapshot(disk)
     save = checkpoint.save_checkpoint
 
@@ -423,7 +423,9 @@ def test_a_grid_on_a_disk_that_fills_up_keeps_every_earlier_file(mount: Mount, m
     disk = mount("4m")
     root = make_data_root(disk.parent / "data", mini_data_root / "senteval", link=True)
     runs = disk / "runs"
-    RunStore(runs).save({"run_id": "earlier-run", "status": "finished", "final": {"sts": {"avg": 1.0}}})
+    RunStore(runs).save(
+        {"run_id": "earlier-run", "status": "finished", "config": {}, "final": {"sts": {"avg": 1.0}}}
+    )
     write_text(disk / "results" / "tables" / "tables.md", "earlier tables\n")
     before = snapshot(disk)
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
