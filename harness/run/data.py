@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -23,7 +24,8 @@ def read_corpus(path: Path, min_sentences: int = 1) -> list[str]:
         min_sentences: at least this many sentences are required (one batch).
 
     Returns:
-        The sentences in file order, line endings stripped.
+        The sentences in file order, line ends (LF, CRLF, or a lone CR as old Mac editors write)
+        stripped.
 
     Raises:
         DataError: not an input file (:func:`~harness.config.inputs.read_input_text`: missing, a
@@ -32,10 +34,9 @@ def read_corpus(path: Path, min_sentences: int = 1) -> list[str]:
             than ``min_sentences``.
     """
     text = read_input_text(path, "corpus", CORPUS_MAX_BYTES)
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline
-    sentences = [line[:-1] if line.endswith("\r") else line for line in lines]
+    sentences = _LINE_END.split(text)
+    if sentences and sentences[-1] == "":
+        sentences.pop()  # the final line end
     empty = [i + 1 for i, s in enumerate(sentences) if not s.strip()]
     if empty:
         raise DataError(
@@ -47,6 +48,11 @@ def read_corpus(path: Path, min_sentences: int = 1) -> list[str]:
             f"corpus {path} has {len(sentences)} sentence(s), fewer than one batch of {min_sentences}"
         )
     return sentences
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+"""What ends a corpus line: not ``str.splitlines``' other breaks (form feeds, U+2028), which a
+sentence may hold."""
 
 
 def steps_per_epoch(num_sentences: int, batch_size: int) -> int:

@@ -18,6 +18,18 @@ def test_read_corpus(tmp_path: Path) -> None:
     assert read_corpus(path) == ["one .", "two ."]
 
 
+def test_a_corpus_with_cr_line_ends_is_read_as_lines(tmp_path: Path) -> None:
+    # old Mac editors end lines with a lone CR; other breaks (U+2028, form feed) stay in the sentence
+    path = tmp_path / "c.txt"
+    path.write_bytes(b"one .\rtwo .\rthree .\r")
+    assert read_corpus(path, 3) == ["one .", "two .", "three ."]
+    path.write_text("a\u2028b .\r\nc\x0cd .\re .", encoding="utf-8", newline="")
+    assert read_corpus(path) == ["a\u2028b .", "c\x0cd .", "e ."]
+    path.write_bytes(b"one .\r\rtwo .\r")
+    with pytest.raises(DataError, match=r"line 2 is empty \(1 empty"):
+        read_corpus(path)
+
+
 def test_empty_lines_are_a_data_error_naming_the_line(tmp_path: Path) -> None:
     path = tmp_path / "c.txt"
     path.write_text("one .\ntwo .\n\nthree .\n   \n")
