@@ -161,7 +161,8 @@ class TsvPairs:
     """A reader of one tab-separated file of scored pairs, in file order, nothing filtered.
 
     Each line is stripped and split on tabs (STS-B: gold = field 4, sentences = fields 5 and 6;
-    SICK-R: a header line, sentences = fields 1 and 2, gold = field 3).
+    SICK-R: a header line, sentences = fields 1 and 2, gold = field 3; a file whose first line is
+    a pair instead is refused).
 
     Attributes:
         gold_field: the field holding the gold score.
@@ -177,8 +178,8 @@ class TsvPairs:
         """Read ``paths[0]`` (the one file of a split) as the pairs called ``name``.
 
         Raises:
-            DataError: missing file, or a line with too few fields or a gold score that is not a
-                finite number.
+            DataError: missing file, a header expected and a pair found, or a line with too few
+                fields or a gold score that is not a finite number.
         """
         (path,) = paths
         text = _read_text(path)
@@ -192,9 +193,10 @@ class TsvPairs:
         gold: list[float] = []
         numbers: list[int] = []
         for number, line in enumerate(lines, start=1):
-            if self.skip_header and number == 1:
-                continue
             fields = line.strip().split("\t")
+            if self.skip_header and number == 1:
+                self._check_header(fields, path)
+                continue
             if len(fields) < need:
                 raise DataError(
                     f"{path}:{number}: expected at least {need} tab-separated fields, found {len(fields)}"
@@ -212,6 +214,19 @@ class TsvPairs:
             gold=np.array(gold, dtype=np.float64),
             gold_lines=tuple((path, n) for n in numbers),
         )
+
+    def _check_header(self, fields: list[str], path: Path) -> None:
+        """The first line must be the header: a pair there (its gold field a number) means the header
+        was lost, and skipping the line would drop that pair without a word."""
+        if len(fields) > self.gold_field:
+            try:
+                float(fields[self.gold_field])
+            except ValueError:
+                return
+            raise DataError(
+                f"{path}:1: expected the header line (column names), found a scored pair: the file lost "
+                "its header; put it back (the original file's first line) so no pair is skipped"
+            )
 
 
 # --------------------------------------------------------------------------------------------------

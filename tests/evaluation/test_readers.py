@@ -36,6 +36,18 @@ def test_the_readers_refuse_gold_scores_that_are_not_finite(value: str, copied_r
         TsvPairs(gold_field=4, sent_fields=(5, 6))([dev], "dev")
 
 
+def test_a_sick_file_without_its_header_is_refused_not_short_of_a_pair(copied_root: Path) -> None:
+    sick = copied_root / "senteval" / "SICK" / "SICK_trial.txt"
+    reader = STS_REGISTRY["SICKRelatedness"].reader
+    lines = sick.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert len(reader([sick], "dev")) == len(lines) - 1
+    sick.write_text("".join(lines[1:]), encoding="utf-8")
+    with pytest.raises(
+        DataError, match=r"SICK_trial\.txt:1: expected the header line \(column names\), found"
+    ):
+        reader([sick], "dev")
+
+
 def test_a_gold_score_outside_the_task_range_is_named_by_file_and_line(copied_root: Path) -> None:
     senteval = copied_root / "senteval"
     sick = senteval / "SICK" / "SICK_test_annotated.txt"
