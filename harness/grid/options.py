@@ -39,7 +39,7 @@ class ClusterOptions:
         storage: Ray Tune's storage (a folder every node reaches, or an ``s3://``/``gs://`` URI);
             None = ``<runs>/tune`` on the driver.
         max_failures: Tune's retries of a failed trial (a lost node), from its last checkpoint.
-        smoke: a small local Ray without GPUs (tests, CI); ``address`` is ignored.
+        smoke: a small local Ray without GPUs (tests, CI); it takes no ``address``.
         lost_node_wait: seconds a grid waits for a node that can take its waiting trials once no
             alive node can (its nodes were lost); then it stops, the waiting runs marked
             ``interrupted`` (:mod:`harness.grid.capacity`).
@@ -55,6 +55,11 @@ class ClusterOptions:
     lost_node_wait: float = DEFAULT_LOST_NODE_WAIT_S
 
     def __post_init__(self) -> None:
+        if self.smoke and self.address is not None:
+            raise ConfigError(
+                f"--smoke starts a small local Ray and cannot use the cluster at --address {self.address}: "
+                "give one or the other"
+            )
         wait = self.lost_node_wait
         if not math.isfinite(wait) or not 0 <= wait <= MAX_LOST_NODE_WAIT_S:
             raise ConfigError(

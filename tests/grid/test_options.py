@@ -56,9 +56,25 @@ def test_cluster_options_check_their_own_values() -> None:
         ({"trial_resources": {"CPU": 1.0}}, "set CPUs and GPUs with --cpus-per-trial"),
         ({"trial_resources": {"node": 0.0}}, "--trial-resources node=0.0: N must be a number > 0"),
         ({"max_failures": 101}, "--max-failures must be between 0 and 100, got 101"),
+        (
+            {"smoke": True, "address": "10.0.0.1:6379"},
+            "--smoke starts a small local Ray and cannot use the cluster at --address 10.0.0.1:6379",
+        ),
     ):
         with pytest.raises(ConfigError, match=re.escape(message)):
             ClusterOptions(**kwargs)
+
+
+def test_smoke_with_an_address_is_refused_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["grid", str(SMOKE_SPEC), "--smoke", "--address", "127.0.0.1:1", "--dry-run"]
+    assert main([*args, "--runs-dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == "harness grid: error: --smoke starts a small local Ray and cannot use the cluster at "
+        "--address 127.0.0.1:1: give one or the other\n"
+    )
 
 
 def test_tunes_storage_is_a_folder_or_a_uri(tmp_path: Path) -> None:
