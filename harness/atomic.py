@@ -4,6 +4,8 @@ left as it was.
 
 Readers (a table reporter, another Ray trial, a resumed run) therefore see either the old file or the
 whole new one, never half of it, and a full disk never costs a user the file that was there before.
+A target that is a symlink is written through: the file (or folder) it points to is replaced and
+the link stays, as the user asked by giving the link.
 Used by the run store, the training checkpoint, the probe cache, ``harness eval --output``, the
 tables, claims, plots and report, and ``harness export`` (a whole folder, :func:`atomic_folder`).
 
@@ -175,8 +177,15 @@ def atomic_write(
         yield handle
 
 
+def _through_link(path: Path) -> Path:
+    """Where a write to ``path`` goes: a symlink's target (followed to its end), as a shell's ``>``
+    writes, so that the rename at the end replaces the file the user named, not the link itself."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
 @contextlib.contextmanager
 def _atomic_write(path: Path, mode: Literal["w", "wb"], prefix: str | None) -> Iterator[IO[Any]]:
+    path = _through_link(path)
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -254,6 +263,7 @@ def atomic_folder(target: str | os.PathLike[str], *, replace: Shape | None = Non
 
 @contextlib.contextmanager
 def _atomic_folder(path: Path, replace: Shape | None) -> Iterator[Path]:
+    path = _through_link(path)
     tmp: Path | None = None
     building = False
     if replace is not None:
@@ -350,13 +360,14 @@ def check_output_dir(folder: str | os.PathLike[str], what: str, *, need_bytes: i
 def check_output_file(
     target: str | os.PathLike[str], what: str, *, need_bytes: int = FULL_DISK_BYTES
 ) -> Path:
-    """Prove ``target`` can be written (its folder is created; an existing file is left as it is).
+    """Prove ``target`` can be written (its folder is created; an existing file is left as it is). A
+    symlink is judged by its target, where :func:`atomic_write` writes.
 
     Raises:
         WriteError: ``target`` is a folder or a read-only file, or its folder fails
             :func:`check_output_dir`.
     """
-    path = Path(target)
+    path = _through_link(Path(target))
     if path.is_dir():
         raise WriteError(f"{what} {path} is a folder, not a file", path, errno.EISDIR)
     check_output_dir(path.parent, f"the folder of {what}", need_bytes=need_bytes)

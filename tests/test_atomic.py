@@ -29,6 +29,37 @@ def test_a_text_write_replaces_the_target_and_leaves_no_temporary_file(tmp_path:
     assert sorted(p.name for p in target.parent.iterdir()) == ["record.json"]
 
 
+def test_a_symlinked_target_is_written_through_and_the_link_stays(tmp_path: Path) -> None:
+    real = tmp_path / "kept" / "out.json"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link = tmp_path / "out.json"
+    link.symlink_to(real)
+    assert atomic.check_output_file(link, "--output") == real
+    write_text(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["out.json"]  # no temporary file left
+    dangling = tmp_path / "later.json"
+    dangling.symlink_to(real.parent / "later.json")
+    write_text(dangling, "made\n")
+    assert dangling.is_symlink() and (real.parent / "later.json").read_text() == "made\n"
+
+
+def test_a_symlinked_folder_is_replaced_through_the_link(tmp_path: Path) -> None:
+    real = tmp_path / "models" / "encoder"
+    real.mkdir(parents=True)
+    (real / "old.txt").write_text("old")
+    link = tmp_path / "encoder"
+    link.symlink_to(real)
+    with atomic_folder(link, replace=True) as building:
+        (building / "new.txt").write_text("new")
+    assert link.is_symlink() and sorted(p.name for p in real.iterdir()) == ["new.txt"]
+    folder_link = tmp_path / "to_a_folder.json"
+    folder_link.symlink_to(real)
+    with pytest.raises(WriteError, match="is a folder, not a file"):
+        atomic.check_output_file(folder_link, "--output")
+
+
 def test_a_failure_keeps_the_old_file_and_removes_the_temporary_one(tmp_path: Path) -> None:
     target = tmp_path / "record.json"
     target.write_text("old\n")
