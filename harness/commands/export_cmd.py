@@ -72,9 +72,19 @@ def _citation(record: dict[str, Any]) -> str:
 
 
 def _check_out(out: Path, checkpoint: Path) -> Path:
-    """``DIR`` must be new or an empty folder, in a writable folder with room for the checkpoint."""
+    """``DIR`` must be new or an empty folder, in a writable folder with room for the checkpoint, and
+    outside the runs' saved encoders (``RUNS/checkpoints/``: the export would land inside a run's own
+    checkpoint, which a later grid replaces or removes)."""
+    import os
+
     from harness.atomic import FULL_DISK_BYTES, check_output_dir
 
+    saved = Path(os.path.realpath(checkpoint.parent))
+    where = Path(os.path.realpath(out))
+    if where == saved or saved in where.parents:
+        raise ConfigError(
+            f"{out} is inside {checkpoint.parent}, the runs' saved encoders: export to a folder outside it"
+        )
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{out} exists and is not an empty folder: choose a new one")
     size = sum(p.stat().st_size for p in checkpoint.rglob("*") if p.is_file())

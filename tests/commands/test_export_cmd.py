@@ -83,6 +83,19 @@ def test_export_errors_name_the_problem(
     (busy / "file").write_text("x")
     assert main(["export", run_id, str(busy), *runs]) == 2
     assert "not an empty folder" in capsys.readouterr().err
+    # never into the runs' saved encoders (its own checkpoint or another's), by a path or a link
+    checkpoint = store.checkpoint_dir(run_id)
+    link = tmp_path / "link"
+    link.symlink_to(checkpoint.parent)
+    for inside in (checkpoint / "export", checkpoint.parent / "other-run", link / "x"):
+        before = sorted(p.name for p in checkpoint.iterdir())
+        assert main(["export", run_id, str(inside), *runs]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"harness export: error: {inside} is inside {checkpoint.parent}, the runs' saved encoders: "
+            "export to a folder outside it\n"
+        )
+        assert not inside.exists() and sorted(p.name for p in checkpoint.iterdir()) == before
     shutil.rmtree(store.checkpoint_dir(run_id))
     assert main(["export", run_id, str(tmp_path / "b"), *runs]) == 2
     assert "--save-model" in capsys.readouterr().err
