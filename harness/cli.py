@@ -6,7 +6,9 @@ Each subcommand lives in ``harness/commands/<name>_cmd.py`` and exposes ``HELP``
 stderr and exit status 2, with no traceback; so does an :class:`OSError` no command foresaw (a disk
 that filled up mid-way: the files the harness writes are atomic, see :mod:`harness.atomic`). Ctrl-C
 and SIGTERM end every command the same way: what it was writing is left as it was, a run's record
-says ``interrupted``, exit status 130.
+says ``interrupted``, exit status 130; at any moment, the first second's imports included (this
+module imports only the standard library before :func:`main` runs, and ``main`` catches the
+interrupt around everything it does).
 """
 
 from __future__ import annotations
@@ -18,10 +20,6 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
-
-from harness.atomic import cause_of
-from harness.errors import HarnessError
-from harness.grid.signals import sigterm_as_interrupt
 
 COMMANDS: tuple[str, ...] = (
     "eval",
@@ -90,6 +88,27 @@ def profiles_epilog() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``harness`` console script (``[project.scripts]``): a command's exit status; Ctrl-C at any
+    point, while the command modules are still imported too, is one line and status 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        name = _command_of(argv)
+        print(f"harness {name}: interrupted" if name else "harness: interrupted", file=sys.stderr)
+        return 130
+
+
+def _command_of(argv: Sequence[str] | None) -> str:
+    """The subcommand typed (for the interrupt's line before the parser has read it), or ``""``."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    return next((w for w in words if w in COMMANDS), "")
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from harness.atomic import cause_of
+    from harness.errors import HarnessError
+    from harness.grid.signals import sigterm_as_interrupt
+
     _interruptible()
     parser = build_parser()
     try:
@@ -109,9 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"harness {args.command}: error: {where}{cause_of(exc)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"harness {args.command}: interrupted", file=sys.stderr)
-        return 130
 
 
 @contextlib.contextmanager

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import re
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
 from harness.cli import build_parser, main
 from harness.config.profiles import PROFILES
-from tests.helpers import one_error_line
+from tests.helpers import REPO_ROOT, one_error_line
 
 
 def test_user_error_is_one_line_exit_2(capsys):
@@ -37,6 +40,37 @@ def test_the_command_line_shows_a_warning_as_one_line_once() -> None:
         other = warnings.formatwarning("another", UserWarning, "x.py", 2, None)
     assert shown == [f"warning: {text}\n", "", ""] and other == "warning: another\n"
     assert warnings.formatwarning is before
+
+
+@pytest.mark.parametrize("command", ["tables", "report", "export"])
+def test_ctrl_c_while_the_commands_are_imported_is_one_line_and_130(command: str) -> None:
+    # a real SIGINT at the first command module's import (the first second of every command)
+    code = (
+        "import os, signal, sys\n"
+        "import harness.cli as cli\n"
+        "load = cli._load\n"
+        "def interrupted(name):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return load(name)\n"
+        "cli._load = interrupted\n"
+        "sys.exit(cli.main(sys.argv[1:]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code, command, "x"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert (done.returncode, done.stderr) == (130, f"harness {command}: interrupted\n")
+
+
+def test_the_console_entry_imports_nothing_of_the_harness_before_main_runs() -> None:
+    # the window main() cannot cover: [project.scripts]' `from harness.cli import main`
+    code = (
+        "import sys\nfrom harness.cli import main\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('harness', 'methods')))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout == "['harness', 'harness.cli']\n"
 
 
 def test_a_stray_os_error_is_one_line(
