@@ -127,6 +127,19 @@ def check_positive(value: float, name: str) -> None:
         raise ConfigError(f"{name} must be finite and > 0, got {value}")
 
 
+TEMPERATURE_RANGE = (1e-3, 1e3)
+"""What a softmax temperature may be: 1/tau scales cosines in [-1, 1], so a smaller tau overflows the
+logits (1e-320 gives inf, then a NaN loss) and a larger one flattens them to nothing; the papers use
+0.05 and SimCSE++'s DCL 0.05 to 50."""
+
+
+def check_temperature(value: float, name: str) -> None:
+    """Raise ConfigError naming ``name`` unless ``value`` lies in :data:`TEMPERATURE_RANGE`."""
+    low, high = TEMPERATURE_RANGE
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be from {low:g} to {high:g} (a softmax temperature), got {value}")
+
+
 def check_non_negative(value: float, name: str) -> None:
     """Raise ConfigError naming ``name`` unless ``value >= 0`` (finite: see :func:`check_positive`)."""
     if not value >= 0:
@@ -138,7 +151,7 @@ class ContrastiveParams(MethodParams):
     """The fields every method here shares (declared once).
 
     Attributes:
-        temperature: tau of the InfoNCE softmax (paper: 0.05).
+        temperature: tau of the InfoNCE softmax (paper: 0.05; 0.001 to 1000).
         mlp: apply the training-only MLP head (Linear + Tanh) to the pooled feature.
     """
 
@@ -146,7 +159,7 @@ class ContrastiveParams(MethodParams):
     mlp: bool = True
 
     def validate(self, hidden_size: int | None = None) -> None:
-        check_positive(self.temperature, "temperature")
+        check_temperature(self.temperature, "temperature")
 
 
 EmbeddingFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]

@@ -34,6 +34,7 @@ from methods.base import (
     Metric,
     check_non_negative,
     check_positive,
+    check_temperature,
     switch,
 )
 from methods.losses import dcl_loss, off_dropout_nce
@@ -55,7 +56,7 @@ class SimCSEppParams(ContrastiveParams):
         m_placement: ``released`` (``m`` multiplies the positive logit, default) or ``paper``
             (Eq. 3: ``m`` multiplies the negative sum).
         lambda_dcl: weight of DCL (0.1; 0 disables it).
-        tau_dcl: DCL temperature (5).
+        tau_dcl: DCL temperature (5; 0.001 to 1000).
         dcl_reduction: ``mean`` over dimensions (released code) or ``sum`` (paper Eq. 5).
         infonce: include the (off-dropout) InfoNCE term; ``False`` = DCL only (needs lambda_dcl > 0).
     """
@@ -74,7 +75,7 @@ class SimCSEppParams(ContrastiveParams):
 
     def validate(self, hidden_size: int | None = None) -> None:
         super().validate(hidden_size)
-        check_positive(self.tau_dcl, "tau_dcl")
+        check_temperature(self.tau_dcl, "tau_dcl")
         check_positive(self.m, "m")
         check_non_negative(self.lambda_dcl, "lambda_dcl")
         if not self.infonce and self.lambda_dcl == 0:

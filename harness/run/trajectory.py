@@ -20,8 +20,9 @@ from methods.base import Metric
 LOSS_LIMIT = float(torch.finfo(torch.float16).max)
 """The largest loss a run accepts (float16's largest number, 65504). The methods' losses stay far
 below it (InfoNCE is about log(batch); the Barlow terms are bounded by d and d**2 x their weights),
-so a larger loss means overflowing logits (e.g. ``--set temperature=1e-30``: logits up to 1e30, a
-loss of 3e28): the run fails instead of training to meaningless numbers."""
+so a larger loss means overflowing logits (a temperature of 1e-30, which the settings refuse but a
+record built without its check could carry: logits up to 1e30, a loss of 3e28): the run fails
+instead of training to meaningless numbers."""
 
 RESERVED_KEYS: frozenset[str] = frozenset({"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s"})
 """Keys of a trajectory point that a method's metric of the same name must not overwrite (it is

@@ -35,8 +35,18 @@ def test_bad_value_type_names_field():
 
 
 def test_validation_names_field():
-    with pytest.raises(ConfigError, match="temperature must be finite and > 0"):
+    with pytest.raises(
+        ConfigError, match=r"^temperature must be from 0\.001 to 1000 \(a softmax temperature\), got 0.0$"
+    ):
         SimCSEParams(temperature=0.0).validate(8)
+
+
+def test_the_temperature_range_holds_its_ends_and_the_dcl_temperature_is_one() -> None:
+    for tau in (0.001, 1000.0):
+        checked_params("simcse", temperature=tau)
+        checked_params("simcsepp", tau_dcl=tau)
+    with pytest.raises(ConfigError, match=r"^tau_dcl must be from 0\.001 to 1000 .*got 1e-320$"):
+        checked_params("simcsepp", tau_dcl=1e-320)
 
 
 def test_bad_choice_and_non_finite_values_name_the_field() -> None:
@@ -49,9 +59,10 @@ def test_bad_choice_and_non_finite_values_name_the_field() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
-@pytest.mark.parametrize("tau", [0.0, -0.05])
-def test_temperature_must_be_positive(name, tau):
-    with pytest.raises(ConfigError, match="temperature must be finite and > 0"):
+@pytest.mark.parametrize("tau", [0.0, -0.05, 1e-320, 0.00099, 1001.0])
+def test_temperature_lies_in_its_stated_range_named(name, tau):
+    # 1e-320 is > 0 but overflows 1/tau: the run would stop at a NaN loss without naming it
+    with pytest.raises(ConfigError, match=rf"^temperature must be from 0\.001 to 1000 .*got {tau}$"):
         checked_params(name, num_groups=16, temperature=tau) if name == "whitenedcse" else checked_params(
             name, temperature=tau
         )

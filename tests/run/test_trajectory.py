@@ -4,6 +4,7 @@ the first step it happened at."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from harness.run.trajectory import LOSS_LIMIT, PendingSteps, overflow_message, t
 from harness.store.run_store import RunStore
 from methods import REGISTRY
 from methods.base import EncodeFn, LossOutput
-from methods.simcse import SimCSE
+from methods.simcse import SimCSE, SimCSEParams
 from tests.helpers import final_with, smoke_config
 
 
@@ -51,7 +52,10 @@ def test_a_temperature_that_overflows_the_logits_fails_the_run_at_its_first_step
     probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final_with(71.5))
-    config = smoke_config(probed_root, params={"temperature": 1e-30}, max_steps=2, eval_every=1)
+    # the settings refuse such a temperature (methods.base.TEMPERATURE_RANGE); a record made without
+    # validate() still reaches the loop, whose loss check is the last guard
+    config = smoke_config(probed_root, max_steps=2, eval_every=1)
+    config = dataclasses.replace(config, params=SimCSEParams(temperature=1e-30))
     store = RunStore(tmp_path / "runs")
     with pytest.raises(TrainingError) as caught:
         train_run(config, probed_root, store, log=None)

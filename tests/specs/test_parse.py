@@ -96,7 +96,11 @@ columns = ["avg"]
         ("[[rows]]\nlabel='a'\nquoted=true\npaper=[1.0]\nsection=1", "rows[0].section", "expected str"),
         ("[[rows]]\nlabel='a'\nmethod='simcsx'\npaper=[1.0]", "rows[0].params", "unknown method 'simcsx'"),
         ("[[rows]]\nlabel='a'\nmethod='simcse'\nparams={temp=0.1}\npaper=[1.0]", "rows[0].params", "temp"),
-        ("[[rows]]\nlabel='a'\nmethod='simcse'\nparams={temperature=-1}\npaper=[1.0]", "rows[0].params", ">"),
+        (
+            "[[rows]]\nlabel='a'\nmethod='simcse'\nparams={temperature=-1}\npaper=[1.0]",
+            "rows[0].params",
+            "from 0.001 to 1000",
+        ),
         (
             "[[rows]]\nlabel='a'\nmethod='simcse'\noverrides={max_step=0}\npaper=[1.0]",
             "max_step",
