@@ -119,14 +119,16 @@ def plan_grid(options: GridOptions) -> PlannedGrid:
 
 
 def dry_run(grid: PlannedGrid) -> int:
-    """The runs, which are done, and what the rest would cost; nothing runs."""
+    """The runs, which are done, and what the rest would cost; nothing runs. What stands where the
+    runs would write (:func:`check_runs_folder`) stops it as it would stop the grid."""
     plan, store = grid.plan, grid.store
     attach_status(plan, store)
+    retry = grid.options.retry_failed
+    todo = plan.pending(retry)
+    check_runs_folder(grid, todo)  # what the grid would stop on (records/ a file, ...), said here too
     for line in distrust_scoreless(plan, store):
         print(line)
-    retry = grid.options.retry_failed
     print("\n".join(describe(plan, retry_failed=retry)))
-    todo = plan.pending(retry)
     model, slots = cost_model(grid.options, store, [r.config for r in plan.runs])  # corpus sizes of all
     print("\n".join(estimate_lines([(r.config, r.used_by) for r in todo], model, local_slots=slots)))
     if plan.counts()["finished"]:

@@ -47,3 +47,21 @@ def test_dry_run_and_check_plan_without_the_corpus(
     assert main(["check", "whitenedcse_table3", *common]) == 1
     text = capsys.readouterr()
     assert "planned: 5 distinct run(s)" in text.out + text.err and "wiki1m" in text.out + text.err
+
+
+def test_the_dry_run_stops_where_the_grid_would_on_a_records_file(
+    corpus_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # records/ as a file: every run shows as to do, yet the grid could write none of them
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "records").write_text("not a folder")
+    args = ["grid", "whitenedcse_table4", "--profile", "cpu", "--runs-dir", str(runs)]
+    assert main([*args, "--data-dir", str(corpus_root), "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert "distinct runs" not in out
+    records = runs / "records"
+    assert err == (
+        f"harness grid: error: records folder {records}: {records} is a file, not a folder: remove it or "
+        "choose another folder; nothing was run\n"
+    )
