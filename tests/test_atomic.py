@@ -51,7 +51,9 @@ def test_a_symlinked_folder_is_replaced_through_the_link(tmp_path: Path) -> None
     (real / "old.txt").write_text("old")
     link = tmp_path / "encoder"
     link.symlink_to(real)
-    with atomic_folder(link, replace=True) as building:
+    with atomic_folder(
+        link, replace=Shape("encoder", "encoder", folder=True, needs=("old.txt",))
+    ) as building:
         (building / "new.txt").write_text("new")
     assert link.is_symlink() and sorted(p.name for p in real.iterdir()) == ["new.txt"]
     folder_link = tmp_path / "to_a_folder.json"
