@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PROFILE ?= demo
 SEEDS ?= 3
 
-.PHONY: install run test test-all lint format bench gpu-check clean-runs
+.PHONY: install run test test-all test-kernels lint format bench gpu-check clean-runs
 
 RUN_STAMP := $(VENV)/.installed-run-stamp
 
@@ -48,6 +48,12 @@ test: lint
 # Everything, slow tests included.
 test-all: lint
 	$(BIN)/pytest -q -m "slow or not slow"
+
+# The float-heavy tests again under other kernels of this processor (docs/correctness.md, "Tests on
+# every processor"): ATen's scalar loops, MKL and oneDNN held to SSE4, MKL's reproducible mode.
+KERNELS := "ATEN_CPU_CAPABILITY=default" "MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41" "MKL_CBWR=COMPATIBLE"
+test-kernels: $(STAMP)
+	@for k in $(KERNELS); do echo "== $$k"; env $$k $(BIN)/pytest -q tests/methods tests/encoder tests/evaluation tests/run || exit 1; done
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sts_eval.py
