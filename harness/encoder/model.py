@@ -278,14 +278,31 @@ class SentenceEncoder(nn.Module):
         embedding is ``head(token_states, attention_mask)``, the head in eval mode too. The modules'
         training modes are restored afterwards.
         """
+        return self.embed_tensor(sentences, pooler, precision, head).cpu().numpy()
+
+    def embed_tensor(
+        self,
+        sentences: Sequence[str],
+        pooler: str = "cls_before_pooler",
+        precision: str = "fp32",
+        head: nn.Module | None = None,
+        *,
+        tokens: TokenCache | None = None,
+    ) -> torch.Tensor:
+        """:meth:`embed` left on the encoder's device: a float32 tensor ``[n, d]``, no read-back.
+
+        ``tokens`` tokenises through a run's :class:`TokenCache` (the same batches, tokenised once).
+        """
         was_training = self.training
         head_training = head.training if head is not None else False
         self.eval()
         if head is not None:
             head.eval()
         try:
+            batch = tokens(sentences) if tokens is not None else None
             with torch.inference_mode(), arithmetic(precision, self.device.type):
-                batch = self.tokenize(sentences)
+                if batch is None:
+                    batch = self.tokenize(sentences)
                 self._check_positions(batch)
                 if head is None:
                     out = self.features(batch, pooler)
@@ -295,7 +312,7 @@ class SentenceEncoder(nn.Module):
             self.train(was_training)
             if head is not None:
                 head.train(head_training)
-        return out.float().cpu().numpy()
+        return out.float()
 
     def _check_positions(self, batch: dict[str, torch.Tensor]) -> None:
         """A sentence longer than the positions, which evaluation never truncates: one error line,
@@ -339,3 +356,35 @@ class SentenceEncoder(nn.Module):
         with torch.no_grad():
             dense.weight.copy_(linear.weight)
             dense.bias.copy_(linear.bias)
+
+
+class TokenCache:
+    """Tokenised batches on the encoder's device, by their sentences: a run's dev probes embed the
+    same batches at every evaluation point, so each is tokenised and copied to the device once.
+
+    Args:
+        encoder: the encoder whose tokenizer and device the batches are for.
+        limit: batches kept at most (further batches are tokenised every time).
+    """
+
+    def __init__(self, encoder: SentenceEncoder, limit: int = 1024) -> None:
+        self.encoder = encoder
+        self.limit = limit
+        self._batches: dict[tuple[str, ...], dict[str, torch.Tensor]] = {}
+        self._device: torch.device | None = None
+
+    def __call__(self, sentences: Sequence[str]) -> dict[str, torch.Tensor]:
+        device = self.encoder.device
+        if device != self._device:  # batches on another device are of no use
+            self._batches.clear()
+            self._device = device
+        key = tuple(sentences)
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self.encoder.tokenize(key)
+            if len(self._batches) < self.limit:
+                self._batches[key] = batch
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._batches)

@@ -13,27 +13,40 @@ normalisation), not over the 2 x 1500 sentence slots. Wang and Isola's ``pdist``
 holds a sentence twice would count a pair at distance 0 that says nothing about how the encoder
 spreads the data; dropping repeats makes "all distinct sentence pairs" literal. Each distinct
 sentence is also embedded only once, which is what keeps the probe fast.
+
+On an accelerator the probe stays on the device: the encoder hands over device tensors (no read-back
+per batch), cosine, alignment and uniformity are computed there (:func:`cosine_scores_torch`,
+:func:`alignment_torch`, :func:`uniformity_torch`, the same formulas in the same dtypes), and one copy
+brings the similarities and the two numbers back for scipy's Spearman. On the CPU the encoder hands
+over NumPy arrays and the NumPy functions below compute the numbers as they always have.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import torch
 from scipy.special import logsumexp
 from scipy.stats import spearmanr
 
+from harness.errors import ConfigError
 from harness.evaluation.sts import (
     BATCH_SIZE,
-    DistinctEmbedder,
-    EmbedFn,
     LengthsFn,
+    _checked,
     cosine_scores,
     distinct_by_length,
 )
 from harness.evaluation.tasks import STSB_DEV_PROBE, sts_task
+
+ProbeEmbedFn = Callable[[list[str]], "np.ndarray | torch.Tensor"]
+"""``embed(sentences) -> [n, d]`` float32: a NumPy array (scored with NumPy, on the host) or a tensor
+(scored with torch where it lies, e.g. on the run's GPU)."""
 
 POSITIVE_THRESHOLD = 4.0
 """STS-B gold score from which a dev pair counts as a positive pair for alignment (inclusive)."""
@@ -110,6 +123,63 @@ def uniformity(x: np.ndarray, t: float = 2.0, block: int = 1024) -> float:
     return float(logsumexp(np.array(parts)) - np.log(n_pairs))
 
 
+def l2_normalise_torch(x: torch.Tensor) -> torch.Tensor:
+    """:func:`l2_normalise` in torch, where ``x`` lies: rows over ``max(||row||, 1e-12)``, float64."""
+    x = x.to(torch.float64)
+    if x.ndim != 2:
+        raise ValueError(f"expected an [n, d] tensor, got shape {tuple(x.shape)}")
+    return x / torch.linalg.vector_norm(x, dim=1, keepdim=True).clamp_min(_EPS)
+
+
+def alignment_torch(x: torch.Tensor, y: torch.Tensor, alpha: float = 2.0) -> torch.Tensor:
+    """:func:`alignment` in torch, where the tensors lie: a float64 scalar tensor (no read-back)."""
+    xn, yn = l2_normalise_torch(x), l2_normalise_torch(y)
+    if xn.shape != yn.shape:
+        raise ValueError(
+            f"alignment needs two tensors of one shape, got {tuple(xn.shape)} and {tuple(yn.shape)}"
+        )
+    if xn.shape[0] == 0:
+        raise ValueError("alignment of zero pairs is undefined")
+    return torch.linalg.vector_norm(xn - yn, dim=1).pow(alpha).mean()
+
+
+def uniformity_torch(x: torch.Tensor, t: float = 2.0, block: int = 1024) -> torch.Tensor:
+    """:func:`uniformity` in torch, where ``x`` lies: a float64 scalar tensor (no read-back).
+
+    The same Gram-matrix blocks in float64; the pairs j <= i of a block enter the log-sum-exp as
+    ``-inf`` (exp = 0) rather than being selected, which would read their count back to the host.
+    """
+    xn = l2_normalise_torch(x)
+    n = xn.shape[0]
+    if n < 2:
+        raise ValueError(f"uniformity needs at least 2 rows, got {n}")
+    sq = (xn * xn).sum(dim=1)
+    columns = torch.arange(n, device=xn.device)
+    parts = []
+    for start in range(0, n - 1, block):
+        stop = min(start + block, n - 1)
+        d2 = sq[start:stop, None] + sq[None, start + 1 :] - 2.0 * (xn[start:stop] @ xn[start + 1 :].T)
+        d2.clamp_(min=0.0)
+        upper = columns[None, start + 1 :] > columns[start:stop, None]
+        exponents = torch.where(upper, -t * d2, torch.tensor(-math.inf, dtype=d2.dtype, device=d2.device))
+        parts.append(torch.logsumexp(exponents.reshape(-1), dim=0))
+    return torch.logsumexp(torch.stack(parts), dim=0) - math.log(n * (n - 1) / 2.0)
+
+
+def cosine_scores_torch(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """:func:`~harness.evaluation.sts.cosine_scores` in torch, where the tensors lie: per row
+    ``nan_to_num(dot(a, b) / (sqrt(dot(a, a)) * sqrt(dot(b, b))))`` on ``nan_to_num``'d rows, in their
+    dtype (float32), so a zero vector scores 0."""
+    if u.shape != v.shape or u.ndim != 2:
+        raise ValueError(
+            f"cosine_scores needs two [n, d] tensors of one shape, got {tuple(u.shape)} and {tuple(v.shape)}"
+        )
+    u, v = torch.nan_to_num(u), torch.nan_to_num(v)
+    dots = (u * v).sum(dim=1)
+    norms = (u * u).sum(dim=1).sqrt() * (v * v).sum(dim=1).sqrt()
+    return torch.nan_to_num(dots / norms)
+
+
 class StsbDevProbe:
     """STS-B dev Spearman, alignment and uniformity of an encoder, for use during training.
 
@@ -158,17 +228,28 @@ class StsbDevProbe:
             h.update(np.ascontiguousarray(array).tobytes())
         return h.hexdigest()
 
-    def __call__(self, embed: EmbedFn) -> dict[str, float]:
+    def __call__(self, embed: ProbeEmbedFn) -> dict[str, float]:
         """Probe an encoder.
 
         Args:
-            embed: the encoder, ``list[str]`` of length n -> ``[n, d]`` (eval mode is its business).
+            embed: the encoder, ``list[str]`` of length n -> ``[n, d]`` (eval mode is its business):
+                NumPy arrays are scored on the host, tensors where they lie (:meth:`scores_torch`).
 
         Returns:
             ``{"stsb_dev": Spearman x 100, "align": alignment of gold >= threshold pairs,
             "uniform": uniformity of the distinct dev sentences}``.
         """
-        emb = DistinctEmbedder(embed, self.batch_size).embed_in_order(self.sentences)
+        outputs = []
+        for start in range(0, len(self.sentences), self.batch_size):
+            batch = list(self.sentences[start : start + self.batch_size])
+            outputs.append((embed(batch), len(batch)))
+        if all(isinstance(out, torch.Tensor) for out, _ in outputs):
+            tensors = [_checked_tensor(out, n) for out, n in outputs]  # type: ignore[arg-type]
+            return self.scores_torch(torch.cat(tensors))
+        return self.scores(np.concatenate([_checked(out, n) for out, n in outputs]))  # type: ignore[arg-type]
+
+    def scores(self, emb: np.ndarray) -> dict[str, float]:
+        """The probe's numbers from the embeddings of :attr:`sentences` (in that order), with NumPy."""
         e1, e2 = emb[self._rows1], emb[self._rows2]
         scores = cosine_scores(e1, e2)
         return {
@@ -176,3 +257,30 @@ class StsbDevProbe:
             "align": alignment(e1[self.positive], e2[self.positive]),
             "uniform": uniformity(emb),
         }
+
+    def scores_torch(self, emb: torch.Tensor) -> dict[str, float]:
+        """:meth:`scores` with the embeddings left where they lie (the run's device): similarities,
+        alignment and uniformity computed there, then one copy to the host for scipy's Spearman."""
+        rows1, rows2, pos1, pos2 = (
+            torch.from_numpy(a).to(emb.device)
+            for a in (self._rows1, self._rows2, self._rows1[self.positive], self._rows2[self.positive])
+        )
+        e1, e2 = emb.index_select(0, rows1), emb.index_select(0, rows2)
+        cosines = cosine_scores_torch(e1, e2)
+        align = alignment_torch(emb.index_select(0, pos1), emb.index_select(0, pos2))
+        uniform = uniformity_torch(emb)
+        host = torch.cat([cosines.to(torch.float64), align.reshape(1), uniform.reshape(1)]).cpu().numpy()
+        scores = host[:-2].astype(np.float32 if cosines.dtype == torch.float32 else np.float64)
+        return {
+            "stsb_dev": 100.0 * float(spearmanr(scores, self.pairs.gold)[0]),
+            "align": float(host[-2]),
+            "uniform": float(host[-1]),
+        }
+
+
+def _checked_tensor(out: torch.Tensor, n: int) -> torch.Tensor:
+    if out.ndim != 2 or out.shape[0] != n:
+        raise ConfigError(
+            f"the encoder returned a tensor of shape {tuple(out.shape)} for {n} sentences; expected [{n}, d]"
+        )
+    return out

@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from harness.config.run_config import RunConfig
+from harness.evaluation.geometry import ProbeEmbedFn
 from harness.run import checkpoint as ckpt
-from harness.run.hooks import EmbedFn
 from harness.run.probe_cache import ProbeCache, probe_key
 from harness.run.step import TrainStep
 from harness.run.trajectory import PendingSteps, trajectory_point
@@ -60,7 +60,7 @@ class EvaluationPoints:
     encoder: SentenceEncoder
     method: Method
     step_fn: TrainStep
-    probe_fn: Callable[[EmbedFn], dict[str, float]]
+    probe_fn: Callable[[ProbeEmbedFn], dict[str, float]]
     probe_cache: ProbeCache | None
     pending: PendingSteps
     best: dict[str, Any]
@@ -76,7 +76,7 @@ class EvaluationPoints:
     def save(self) -> None:
         raise NotImplementedError
 
-    def embed_probe(self, batch: list[str]) -> np.ndarray:
+    def embed_probe(self, batch: list[str]) -> np.ndarray | torch.Tensor:
         raise NotImplementedError
 
     def head_into_pooler(self, required: bool) -> None:

@@ -14,7 +14,7 @@ import torch
 from harness.config.paths import senteval_dir
 from harness.errors import ConfigError
 from harness.evaluation.embed import EmbedFn, LengthsFn
-from harness.evaluation.geometry import StsbDevProbe
+from harness.evaluation.geometry import ProbeEmbedFn, StsbDevProbe
 from harness.evaluation.runner import run_evaluation
 from methods.flow import fit_flow, reading_of
 from methods.whitening import apply_post_whitening, fit_post_whitening
@@ -25,14 +25,14 @@ EMBED_BATCH = 128
 # -- evaluation hooks (looked up at call time so tests can replace them) --------------------------
 def make_probe(
     data_root: Path, token_lengths: LengthsFn | None = None
-) -> Callable[[EmbedFn], dict[str, float]]:
+) -> Callable[[ProbeEmbedFn], dict[str, float]]:
     """The STS-B dev probe: ``probe(embed) -> {"stsb_dev", "align", "uniform"}``.
 
     ``token_lengths`` (the encoder tokenizer's counts) lets the probe batch the dev sentences by token
     length, as ``harness eval`` does; without it batches are sorted by characters and pad far more.
     """
 
-    probe: Callable[[EmbedFn], dict[str, float]] = StsbDevProbe(
+    probe: Callable[[ProbeEmbedFn], dict[str, float]] = StsbDevProbe(
         senteval_dir(data_root), token_lengths=token_lengths
     )
     return probe

@@ -51,8 +51,10 @@ from harness.config.datasets import data_checksums
 from harness.config.hardware import torch_threads
 from harness.config.run_config import RunConfig
 from harness.encoder.loading import check_loaded, load_encoder
+from harness.encoder.model import TokenCache
 from harness.encoder.precision import describe
 from harness.errors import ConfigError
+from harness.evaluation.geometry import ProbeEmbedFn
 from harness.evaluation.runner import encoder_functions
 from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
 from harness.run import checkpoint as ckpt
@@ -61,7 +63,6 @@ from harness.run.data import batches, read_corpus, seed_everything, total_steps
 from harness.run.evaluation_point import CheckpointHook, EvaluationPoints, Log, PointHook
 from harness.run.final import FinalStage, ThreadsHook
 from harness.run.hooks import (
-    EmbedFn,
     FinalEvaluator,
     check_post_whitening_available,
     cpu_bf16_slowdown,
@@ -178,7 +179,7 @@ class TrainingRun(EvaluationPoints, FinalStage):
     encoder: SentenceEncoder
     method: Method
     step_fn: TrainStep
-    probe_fn: Callable[[EmbedFn], dict[str, float]]
+    probe_fn: Callable[[ProbeEmbedFn], dict[str, float]]
     final_evaluate: FinalEvaluator | None
 
     def __init__(
@@ -275,6 +276,7 @@ class TrainingRun(EvaluationPoints, FinalStage):
         )
         self._warn_if_bf16_is_emulated(dev)
         self.encoder = load_encoder(config.model, dev, seed=config.seed)
+        self.probe_tokens = TokenCache(self.encoder)  # the dev probes' batches, tokenised once
         check_loaded(self.encoder, config.max_length)  # not at the first long sentence
         self.compile = (
             self.compile_request if self.compile_request is not None else torch.device(dev).type == "cuda"
@@ -326,23 +328,27 @@ class TrainingRun(EvaluationPoints, FinalStage):
                 "than fp32 here): bf16 will make this run much slower, not faster"
             )
 
-    def embed_probe(self, batch: list[str]) -> np.ndarray:
+    def embed_probe(self, batch: list[str]) -> np.ndarray | torch.Tensor:
         """Embeddings for the dev probes: the training precision (through the method's sentence head
-        when it has one, else the evaluation pooler)."""
-        return self._embed(batch, self.config.precision)
+        when it has one, else the evaluation pooler), each batch tokenised once per run. On an
+        accelerator they stay there (the probe scores them on the device); on the CPU, NumPy."""
+        out = self._embed_tensor(batch, self.config.precision, self.probe_tokens)
+        return out if out.device.type != "cpu" else out.numpy()
 
     def embed_final(self, batch: list[str]) -> np.ndarray:
         """Embeddings for the final tasks: fp32 unless the config asks otherwise (head as above)."""
-        return self._embed(batch, self.config.eval_precision)
+        return self._embed_tensor(batch, self.config.eval_precision).cpu().numpy()
 
-    def _embed(self, batch: list[str], precision: str) -> np.ndarray:
+    def _embed_tensor(
+        self, batch: list[str], precision: str, tokens: TokenCache | None = None
+    ) -> torch.Tensor:
         head = self.method.sentence_head()
         if head is None:  # the encoder's own call, as before sentence heads existed
-            return self.encoder.embed(batch, self.config.eval_pooler, precision)
+            return self.encoder.embed_tensor(batch, self.config.eval_pooler, precision, tokens=tokens)
         text = self.method.sentence_input()
         if text is not None:  # the method's input around each sentence (PromptBERT's template)
             batch = [text(sentence) for sentence in batch]
-        return self.encoder.embed(batch, self.config.eval_pooler, precision, head=head)
+        return self.encoder.embed_tensor(batch, self.config.eval_pooler, precision, head=head, tokens=tokens)
 
     def head_into_pooler(self, required: bool) -> None:
         """Copy the method's head (if it has one) into the encoder's pooler."""

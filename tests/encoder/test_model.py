@@ -128,3 +128,25 @@ def test_embed_with_a_head_reads_token_states_and_without_is_unchanged(tiny):
         plain = tiny.features(batch, "avg").numpy()
     tiny.train()
     assert (tiny.embed(TOKEN_SENTS[:2], "avg") == plain).all()
+
+
+def test_token_cache_embeds_bit_for_bit_and_tokenises_each_batch_once(tiny, monkeypatch):
+    """A run's probe batches through the cache: the very embeddings of tokenising every call, and
+    each distinct batch tokenised once however often it is embedded."""
+    from harness.encoder.model import TokenCache
+
+    cache = TokenCache(tiny)
+    calls = []
+    tokenize = tiny.tokenize
+    monkeypatch.setattr(
+        tiny, "tokenize", lambda sentences, *a, **k: calls.append(1) or tokenize(sentences, *a, **k)
+    )
+    for pooler in ("cls_before_pooler", "avg"):
+        for _ in range(2):
+            for batch in (EMBED_SENTS, EMBED_SENTS[:2]):
+                want = tiny.embed(batch, pooler)
+                got = tiny.embed_tensor(batch, pooler, tokens=cache)
+                assert got.dtype == torch.float32 and got.device == tiny.device
+                np.testing.assert_array_equal(got.numpy(), want)
+    assert len(cache) == 2
+    assert len(calls) == 2 + 8  # two cached batches, and the eight uncached embed() calls

@@ -8,9 +8,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from scipy.stats import spearmanr
 
-from harness.evaluation.geometry import StsbDevProbe, alignment, uniformity
+from harness.evaluation.geometry import (
+    StsbDevProbe,
+    alignment,
+    alignment_torch,
+    cosine_scores_torch,
+    uniformity,
+    uniformity_torch,
+)
 from harness.evaluation.sts import cosine_scores, read_stsb
 
 
@@ -102,3 +110,45 @@ def test_probe_against_direct_computation(mini_data_root: Path) -> None:
     assert got["uniform"] == pytest.approx(uniformity_loop(distinct), rel=1e-9)
     # A second call re-embeds (the encoder changes during training) and gives the same numbers here.
     assert probe(embed) == pytest.approx(got)
+
+
+@pytest.mark.parametrize(("n", "d", "t", "block"), [(2, 3, 2.0, 1024), (40, 16, 2.0, 7), (33, 8, 0.5, 1024)])
+def test_torch_geometry_equals_numpy(n: int, d: int, t: float, block: int) -> None:
+    """The device path's alignment, uniformity and cosine (here on the CPU) equal the NumPy ones."""
+    rng = np.random.default_rng(n * 10 + d)
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    y = x + 0.3 * rng.standard_normal((n, d)).astype(np.float32)
+    x[0] = 0.0  # a zero row: cosine 0, normalised to 0
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+    assert float(alignment_torch(tx, ty)) == pytest.approx(alignment(x, y), rel=1e-12)
+    assert float(uniformity_torch(tx, t, block)) == pytest.approx(uniformity(x, t), rel=1e-12, abs=1e-12)
+    cosines = cosine_scores_torch(tx, ty)
+    assert cosines.dtype == torch.float32
+    np.testing.assert_allclose(cosines.numpy(), cosine_scores(x, y), rtol=1e-6, atol=1e-6)
+    assert cosines[0] == 0.0
+
+
+def test_probe_on_the_device_path_equals_the_host_path(mini_data_root: Path) -> None:
+    """The packaged encoder probed as a run on a GPU probes it (tokens cached, tensors left where they
+    lie, scores computed by torch; here on the CPU) gives today's numbers within float tolerance, and
+    the run's CPU path (cached tokens, NumPy scores) gives them bit for bit. (The tiny random encoder
+    would not do: its cosines span 1e-4, where float32 rounding alone reorders the pairs.)"""
+    from harness.encoder.loading import load_encoder
+    from harness.encoder.model import TokenCache
+    from harness.evaluation.runner import encoder_functions
+
+    encoder = load_encoder("minilm")
+    embed, token_lengths = encoder_functions(encoder, "cls_before_pooler")
+    probe = StsbDevProbe(mini_data_root / "senteval", batch_size=16, token_lengths=token_lengths)
+    today = probe(embed)
+    cache = TokenCache(encoder)
+
+    def on_device(batch: list[str]) -> torch.Tensor:
+        return encoder.embed_tensor(batch, "cls_before_pooler", tokens=cache)
+
+    assert probe(lambda batch: on_device(batch).numpy()) == today
+    for _ in range(2):  # the second call embeds from the cached tokens
+        got = probe(on_device)
+        assert got["stsb_dev"] == pytest.approx(today["stsb_dev"], abs=1e-6)
+        assert got["align"] == pytest.approx(today["align"], rel=1e-9)
+        assert got["uniform"] == pytest.approx(today["uniform"], rel=1e-9)
