@@ -22,6 +22,12 @@ depend on are done. The features reach the workers once, by ``fork`` (or once pe
 only ``spawn`` exists), never per fit. Each fit uses :func:`~harness.evaluation.logreg.fit_fast`,
 which issues the same kernels as SentEval's classifier without autograd and optimiser overhead.
 ``workers=1`` runs the same fits one after another in this process.
+
+On a GPU (``device``), as SentEval runs its PyTorch classifier there, every fit of a stage (the
+selection fits of every task of one feature width, then their refits) trains at once on the device
+(:func:`~harness.evaluation.logreg_batched.fit_batched`): the same folds, data order, seeds, stopping
+and model selection, the same arithmetic in batched kernels, so the accuracies match the CPU path's to
+within float rounding (a sample now and then).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from harness.evaluation.logreg import (
     ClassifierConfig,
     FitResult,
 )
+from harness.evaluation.logreg_batched import BatchedFit, fit_batched
 from harness.evaluation.readers import TaskText, Tokens, sort_split
 from harness.evaluation.tasks import check_names, transfer_task, transfer_task_names
 from harness.parent_death import die_with_parent
@@ -265,12 +272,18 @@ def default_workers() -> int:
     return max(1, min(torch.get_num_threads(), os.cpu_count() or 1))
 
 
+ENGINES: tuple[str, ...] = (*FITTERS, "batched")
+"""The classifier fits' implementations: ``fast`` and ``reference`` one fit at a time on the CPU
+(:mod:`~harness.evaluation.logreg`), ``batched`` every fit of a stage at once on any device."""
+
+
 def classify_tasks(
     features: Mapping[str, TaskFeatures],
     mode: str = "fasttest",
     workers: int | None = None,
-    engine: str = "fast",
+    engine: str | None = None,
     timing: TransferTiming | None = None,
+    device: torch.device | str | None = None,
 ) -> dict[str, float]:
     """Run SentEval's classifier protocol on embedded tasks and return each task's ``acc``.
 
@@ -280,17 +293,21 @@ def classify_tasks(
         workers: Processes to fit in; 1 runs every fit in this process. Default: torch's thread count
             (the CPU share a run was given: a grid trial with one CPU fits in one process, not in as
             many as the machine has cores).
-        engine: ``"fast"`` (same numbers, less overhead) or ``"reference"`` (SentEval's classifier
-            code path, for comparisons).
+        engine: ``"fast"`` (same numbers, less overhead), ``"reference"`` (SentEval's classifier
+            code path, for comparisons) or ``"batched"`` (:func:`_classify_batched`); default
+            ``batched`` on an accelerator, ``fast`` on the CPU.
         timing: Filled with wall times when given.
+        device: Where the ``batched`` fits run (default: the CPU); an accelerator chooses them.
 
     Returns:
         Test accuracy in percent per task, rounded as SentEval rounds it.
     """
     if mode not in PARAMETER_SETS:
         raise ConfigError(f"unknown SentEval mode {mode!r}; choose one of {', '.join(MODES)}")
-    if engine not in FITTERS:
-        raise ConfigError(f"unknown classifier engine {engine!r}; choose one of {', '.join(FITTERS)}")
+    place = torch.device(device if device is not None else "cpu")
+    engine = engine if engine is not None else ("fast" if place.type == "cpu" else "batched")
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown classifier engine {engine!r}; choose one of {', '.join(ENGINES)}")
     workers = default_workers() if workers is None else workers
     if workers < 1:
         raise ConfigError(f"workers must be >= 1, got {workers}")
@@ -302,6 +319,10 @@ def classify_tasks(
     start = time.perf_counter()
     timing = timing if timing is not None else TransferTiming()
     results: dict[str, float] = {}
+    if engine == "batched":
+        results = _classify_batched(protocols, config, place, timing, start)
+        timing.seconds = time.perf_counter() - start
+        return {name: results[name] for name in features}
     with torch_threads(1):
         if workers == 1:
             for name, proto in protocols.items():
@@ -376,6 +397,85 @@ def _classify_parallel(
     return results
 
 
+def _classify_batched(
+    protocols: dict[str, TaskProtocol],
+    config: ClassifierConfig,
+    device: torch.device,
+    timing: TransferTiming,
+    start: float,
+) -> dict[str, float]:
+    """Every task's fits on ``device``, stage by stage: the selection fits of all tasks of one
+    feature width at once, then all their refits at once (each task's from its own selection)."""
+    results: dict[str, float] = {}
+    widths: dict[int, list[TaskProtocol]] = {}
+    for proto in protocols.values():
+        widths.setdefault(next(iter(proto.features.splits.values()))[0].shape[1], []).append(proto)
+    for group in widths.values():
+        x, y, offsets = _stacked(group, device)
+
+        stage = [(proto, job) for proto in group for job in proto.selection_jobs]
+        selection = _fit_stage(x, y, offsets, stage, config)
+        finals: list[tuple[TaskProtocol, FitJob]] = []
+        counts = []
+        for proto in group:
+            chosen, selection = selection[: len(proto.selection_jobs)], selection[len(proto.selection_jobs) :]
+            jobs = proto.final_jobs(chosen)
+            finals += [(proto, job) for job in jobs]
+            counts.append(len(jobs))
+        scores = _fit_stage(x, y, offsets, finals, config)
+        for proto, count in zip(group, counts, strict=True):
+            mine, scores = scores[:count], scores[count:]
+            results[proto.name] = proto.accuracy(mine)
+            timing.finished_at[proto.name] = time.perf_counter() - start
+    return results
+
+
+def _fit_stage(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    offsets: Mapping[tuple[str, str], int],
+    jobs: Sequence[tuple[TaskProtocol, FitJob]],
+    config: ClassifierConfig,
+) -> list[float]:
+    """The fits of ``jobs`` at once; each one's value as :func:`run_fit` returns it."""
+    batched = [
+        BatchedFit(
+            _global_rows(offsets, proto, job.train),
+            None if job.valid is None else _global_rows(offsets, proto, job.valid),
+            None if job.score is None else _global_rows(offsets, proto, job.score),
+            proto.features.nclasses,
+            job.l2,
+        )
+        for proto, job in jobs
+    ]
+    return [r.best_valid if r.score is None else r.score for r in fit_batched(x, y, batched, config)]
+
+
+def _stacked(
+    group: Sequence[TaskProtocol], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, dict[tuple[str, str], int]]:
+    """The splits of ``group``'s tasks as one feature matrix and label vector on ``device``, and the
+    first row of each (task, split)."""
+    xs, ys, offsets, row = [], [], {}, 0
+    for proto in group:
+        for split, (x, y) in proto.features.splits.items():
+            offsets[(proto.name, split)] = row
+            xs.append(np.ascontiguousarray(x, dtype=np.float32))
+            ys.append(np.asarray(y, dtype=np.int64))
+            row += len(y)
+    return (
+        torch.from_numpy(np.concatenate(xs)).to(device),
+        torch.from_numpy(np.concatenate(ys)).to(device),
+        offsets,
+    )
+
+
+def _global_rows(offsets: Mapping[tuple[str, str], int], proto: TaskProtocol, rows: Rows) -> np.ndarray:
+    split, idx = rows
+    first = offsets[(proto.name, split)]
+    return first + (np.arange(len(proto.features.splits[split][1])) if idx is None else np.asarray(idx))
+
+
 def check_tasks(tasks: Sequence[str] | None) -> list[str]:
     """The requested tasks (all registered by default), validated, duplicates dropped, order kept."""
     if tasks is None or isinstance(tasks, str):
@@ -396,6 +496,7 @@ def evaluate_transfer(
     mode: str = "fasttest",
     tasks: Sequence[str] | None = None,
     workers: int | None = None,
+    device: torch.device | str | None = None,
 ) -> dict[str, float]:
     """Evaluate an encoder on the SentEval transfer tasks with SentEval's exact protocol.
 
@@ -408,6 +509,8 @@ def evaluate_transfer(
         tasks: Registered task names (:mod:`harness.evaluation.tasks`); default all of them.
         workers: Processes for the classifier fits; default :func:`default_workers` (torch's thread
             count); 1 = sequential.
+        device: The run's device: an accelerator fits the classifiers there (:func:`classify_tasks`);
+            ``None`` or the CPU, in processes on the CPU.
 
     Returns:
         Test accuracy in percent per task (SentEval's ``acc``) and ``avg``, their mean rounded to 2
@@ -422,5 +525,5 @@ def evaluate_transfer(
     names = check_tasks(tasks)
     texts = [read_task(Path(senteval_path), name) for name in names]  # read all before embedding
     features = {text.name: embed_task(text, embed) for text in texts}
-    accuracies = classify_tasks(features, mode=mode, workers=workers)
+    accuracies = classify_tasks(features, mode=mode, workers=workers, device=device)
     return {**accuracies, "avg": average(accuracies)}

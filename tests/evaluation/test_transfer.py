@@ -17,6 +17,7 @@ from harness.evaluation.transfer import (
     TRANSFER_TASKS,
     TaskFeatures,
     TaskProtocol,
+    TransferTiming,
     classify_tasks,
     embed_column,
     evaluate_transfer,
@@ -134,6 +135,42 @@ def test_parallel_equals_sequential_and_reference() -> None:
     assert classify_tasks(small, mode="fasttest", workers=1, engine="reference") == {
         k: sequential[k] for k in small
     }
+
+
+@pytest.mark.parametrize("mode", ["fasttest", "test"])
+def test_batched_on_the_device_equals_the_cpu_path(mode: str) -> None:
+    """The device path (every fit of a stage at once, here on the CPU) scores each task within 0.1 of
+    the CPU path, through the same folds, seeds and model selection; a wider feature (MRPC's
+    [|u - v|, u * v]) goes in a group of its own."""
+    feats = _synthetic_features()
+    p_tr, p_ytr = blobs(180, 16, 2, seed=9, noise=4.0)
+    p_te, p_yte = blobs(80, 16, 2, seed=9, noise=4.0)
+    feats["MRPC"] = TaskFeatures("MRPC", 2, {"train": (p_tr, p_ytr), "test": (p_te, p_yte)})
+    if mode == "test":  # 10-fold nested k-fold is 400 fits: the CPU path alone takes minutes here
+        del feats["MR"]
+    cpu = classify_tasks(feats, mode=mode, workers=1)
+    timing = TransferTiming()
+    on_device = classify_tasks(feats, mode=mode, device="cpu", engine="batched", timing=timing)
+    assert list(on_device) == list(cpu)
+    for task, accuracy in cpu.items():
+        assert on_device[task] == pytest.approx(accuracy, abs=0.1), task
+    assert set(timing.finished_at) == set(feats)
+
+
+def test_the_device_chooses_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An accelerator runs the batched fits; the CPU keeps the process pool of fit_fast."""
+    from harness.evaluation import transfer
+
+    chosen: list[object] = []
+    monkeypatch.setattr(transfer, "_classify_batched", lambda protos, *a: chosen.append(a[1]) or {})
+    feats = {"SST2": _synthetic_features()["SST2"]}
+    with pytest.raises(KeyError):  # the stand-in returns no accuracies
+        classify_tasks(feats, device="meta")
+    assert chosen == [torch.device("meta")]
+    assert classify_tasks(feats, device="cpu", workers=1) == classify_tasks(feats, workers=1)
+    assert chosen == [torch.device("meta")]
+    with pytest.raises(ConfigError, match="engine"):
+        classify_tasks(feats, engine="gpu")
 
 
 # -- end to end on a miniature SentEval folder, and bad inputs -------------------------------------
