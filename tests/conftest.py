@@ -106,7 +106,7 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     import harness.run.training as train_mod
 
     monkeypatch.setattr(train_mod, "make_probe", fake_probe)
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: fake_final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: fake_final)
 
 
 @pytest.fixture
@@ -117,8 +117,10 @@ def fake_transfer(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
 
     calls: list[dict[str, object]] = []
 
-    def evaluate_transfer(embed, senteval_path, mode="fasttest", tasks=None):
-        calls.append({"senteval_path": senteval_path, "mode": mode, "dim": embed(["a b", "c"]).shape})
+    def evaluate_transfer(embed, senteval_path, mode="fasttest", tasks=None, device=None):
+        calls.append(
+            {"senteval_path": senteval_path, "mode": mode, "dim": embed(["a b", "c"]).shape, "device": device}
+        )
         return {**TRANSFER_SCORES, "avg": sum(TRANSFER_SCORES.values()) / len(TRANSFER_SCORES)}
 
     monkeypatch.setattr(runner, "evaluate_transfer", evaluate_transfer)  # where the runner calls it

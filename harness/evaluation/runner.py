@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from harness.config.paths import senteval_dir
 from harness.errors import ConfigError, did_you_mean
 from harness.evaluation.sts import BATCH_SIZE, EmbedFn, LengthsFn, run_sts
@@ -153,6 +155,7 @@ def run_evaluation(
     exact_batches: bool = False,
     batch_size: int = BATCH_SIZE,
     token_lengths: LengthsFn | None = None,
+    device: torch.device | str | None = None,
 ) -> EvaluationReport:
     """Evaluate an encoder; see :func:`evaluate` for the arguments it shares.
 
@@ -167,6 +170,8 @@ def run_evaluation(
             sentence once.
         batch_size: STS: sentences per encoder call.
         token_lengths: STS: token counts of a list of sentences, to sort batches by length.
+        device: transfer: the encoder's device; an accelerator fits the classifiers there
+            (:func:`~harness.evaluation.transfer.classify_tasks`), else processes on the CPU.
 
     Raises:
         ConfigError: bad task group or mode (checked before anything is read).
@@ -191,7 +196,7 @@ def run_evaluation(
         report.seconds["sts"] = time.perf_counter() - started
     if "transfer" in selection.groups:
         started = time.perf_counter()
-        transfer = evaluate_transfer(embed, senteval, mode=mode, tasks=selection.transfer)
+        transfer = evaluate_transfer(embed, senteval, mode=mode, tasks=selection.transfer, device=device)
         report.results["transfer"] = dict(transfer)
         report.seconds["transfer"] = time.perf_counter() - started
     return report

@@ -129,6 +129,7 @@ def evaluate_encoder(options: EvalOptions) -> Evaluation:
         inputs.mode,
         exact_batches=options.exact_batches,
         token_lengths=token_lengths,
+        device=encoder.device,  # a GPU trains the transfer classifiers too, as SentEval does there
     )
     record: dict[str, Any] = dict(report.results)
     seconds = {**report.seconds, "total": time.perf_counter() - started}

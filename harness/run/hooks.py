@@ -46,19 +46,23 @@ FINAL_SECONDS = "seconds"
 ``final_seconds`` (what the cost model calibrates the STS and transfer passes from)."""
 
 
-def make_final_evaluator(token_lengths: LengthsFn | None = None) -> FinalEvaluator:
+def make_final_evaluator(
+    token_lengths: LengthsFn | None = None, device: torch.device | None = None
+) -> FinalEvaluator:
     """The final evaluation, imported before training starts so that a missing evaluator fails fast.
 
     Args:
         token_lengths: the encoder tokenizer's counts, so STS batches are sorted by token length
             exactly as ``harness eval`` sorts them (same numbers, far less padding).
+        device: the run's device: on an accelerator the transfer classifiers train there, as
+            SentEval's do on a GPU; on the CPU (or ``None``) in processes on the CPU.
 
     Returns:
         ``evaluate(embed, data_root, tasks, mode) -> {"sts": {..., "avg"}, "transfer": {..., "avg"}}``.
     """
 
     def final(embed: EmbedFn, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
-        report = run_evaluation(embed, data_root, tasks, mode, token_lengths=token_lengths)
+        report = run_evaluation(embed, data_root, tasks, mode, token_lengths=token_lengths, device=device)
         result: dict[str, Any] = report.record()  # results + sts_aggregates (all/mean/wmean)
         result[FINAL_SECONDS] = {k: round(v, 3) for k, v in report.seconds.items()}
         return result

@@ -299,7 +299,8 @@ class TrainingRun(EvaluationPoints, FinalStage):
         _, token_lengths = encoder_functions(self.encoder, config.eval_pooler)
         self.probe_fn = make_probe(self.data_root, token_lengths)
         final_tasks = config.final_tasks != "none"
-        self.final_evaluate = make_final_evaluator(token_lengths) if final_tasks else None
+        device = self.encoder.device
+        self.final_evaluate = make_final_evaluator(token_lengths, device=device) if final_tasks else None
 
     def _data_checksums(self) -> dict[str, object]:
         """The SHA-256 of the corpus and of the SentEval files this run reads (its provenance)."""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from harness.cli import main
 from harness.errors import ConfigError
@@ -57,6 +58,9 @@ def test_evaluate_returns_only_the_groups_asked(mini_data_root: Path, fake_trans
 
     transfer_only = run_evaluation(constant_free_embed, mini_data_root, "transfer")
     assert list(transfer_only.results) == ["transfer"]
+    assert fake_transfer[-1]["device"] is None  # no device: the CPU's process pool
+    run_evaluation(constant_free_embed, mini_data_root, "transfer", device=torch.device("meta"))
+    assert fake_transfer[-1]["device"] == torch.device("meta")  # where the classifiers train
 
 
 @pytest.mark.parametrize(

@@ -264,7 +264,7 @@ def loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         return {"sts": {"avg": 0.0}}
 
     monkeypatch.setattr(train_mod, "make_probe", make_probe)
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     root = make_corpus_root(tmp_path / "data", "\n".join(CORPUS) + "\n")
     seen["root"] = root
     return seen

@@ -28,7 +28,9 @@ from tests.helpers import TRAIN_CORPUS, fake_probe, final_with, make_corpus_root
 def test_a_run_with_non_finite_final_scores_is_failed_not_finished(
     value: float, probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final_with(value))
+    monkeypatch.setattr(
+        train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final_with(value)
+    )
     config = smoke_config(probed_root, max_steps=2, eval_every=1)
     store = RunStore(tmp_path / "runs")
     with pytest.raises(
@@ -45,11 +47,18 @@ def test_a_run_with_non_finite_final_scores_is_failed_not_finished(
 def test_finite_final_scores_finish(
     probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final_with(71.5))
+    devices: list[Any] = []
+
+    def make_final_evaluator(token_lengths: Any = None, device: Any = None) -> Any:
+        devices.append(device)
+        return final_with(71.5)
+
+    monkeypatch.setattr(train_mod, "make_final_evaluator", make_final_evaluator)
     config = smoke_config(probed_root, max_steps=2, eval_every=1)
     store = RunStore(tmp_path / "runs")
     assert train_run(config, probed_root, store, log=None)["status"] == "finished"
     assert store.finished_ids() == {config.run_id()}
+    assert devices == [torch.device("cpu")]  # the run's device: where the transfer classifiers train
 
 
 def no_embed(sentences: list[str]) -> np.ndarray:
@@ -93,7 +102,7 @@ def test_final_scores_come_from_the_best_checkpoint(
         seen.append(fake_probe(root)(embed)["stsb_dev"])
         return {"sts": {"avg": 0.0}}
 
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     record = train_run(smoke_config(train_root, max_steps=3, eval_every=1), train_root, log=None)
     assert seen == [pytest.approx(record["best_stsb_dev"], abs=1e-4)]
 
@@ -107,7 +116,7 @@ def test_post_whitening_whitens_the_final_embeddings(
         captured["x"] = embed(TRAIN_CORPUS[:80]).astype(np.float64)
         return {}
 
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     config = smoke_config(train_root, max_steps=0, post_whiten="zca", post_whiten_sentences=80)
     train_run(config, train_root, log=None)
     # With no training the encoder is the seeded random one: whitening must be fitted on the first 80
@@ -136,7 +145,7 @@ def test_post_flow_evaluates_the_flows_latents(
         captured["z"] = embed(TRAIN_CORPUS[:80])
         return {}
 
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     config = smoke_config(train_root, max_steps=0, post_whiten=kind, post_whiten_sentences=80, seed=7)
     record = train_run(config, train_root, log=None)
     assert record["status"] == "finished"
@@ -182,7 +191,7 @@ def test_the_final_evaluation_alone_runs_on_the_threads_handed_out(
         return {"sts": {"STSB": float(x[0] @ x[1]), "avg": float(x[0] @ x[1])}}
 
     monkeypatch.setattr(train_mod, "make_probe", _probe)
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     data_root = make_corpus_root(tmp_path / "data", "\n".join(SENTENCES * 10) + "\n")
     config = resolve_config("simcse", None, "smoke", {"max_steps": 2, "eval_every": 2}, data_root=data_root)
     assert config.threads == 1

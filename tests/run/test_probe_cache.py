@@ -48,7 +48,7 @@ class CountingProbe:
 def counting(monkeypatch: pytest.MonkeyPatch) -> type[CountingProbe]:
     CountingProbe.calls = 0
     monkeypatch.setattr(train_mod, "make_probe", CountingProbe)
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     return CountingProbe
 
 

@@ -184,7 +184,9 @@ def test_dev_probes_use_the_training_precision_and_final_tasks_their_own(
 def test_a_singular_whitening_error_is_one_short_line_and_the_record_keeps_the_eigenvalues(
     probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final_with(71.5))
+    monkeypatch.setattr(
+        train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final_with(71.5)
+    )
     config = resolve_config(
         "whitenedcse", {"num_groups": 1, "eps": 0.0}, "smoke", {"max_steps": 2}, data_root=probed_root
     )
@@ -249,7 +251,7 @@ def loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         return original(self, sentences, *args, **kwargs)
 
     monkeypatch.setattr(train_mod, "make_probe", lambda data_root, token_lengths=None: Probe())
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final)
+    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     monkeypatch.setattr(SentenceEncoder, "embed", recording)
     seen["root"] = make_corpus_root(tmp_path / "data", "\n".join(CORPUS) + "\n")
     return seen

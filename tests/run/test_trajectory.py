@@ -51,7 +51,9 @@ def test_nan_loss_writes_a_failed_record_naming_the_step(
 def test_a_temperature_that_overflows_the_logits_fails_the_run_at_its_first_step(
     probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None: final_with(71.5))
+    monkeypatch.setattr(
+        train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final_with(71.5)
+    )
     # the settings refuse such a temperature (methods.base.TEMPERATURE_RANGE); a record made without
     # validate() still reaches the loop, whose loss check is the last guard
     config = smoke_config(probed_root, max_steps=2, eval_every=1)
