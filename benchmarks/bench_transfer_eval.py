@@ -11,12 +11,16 @@ features:
 
 It checks that the accuracies are identical and prints wall times and the speed-up. Optionally
 (``--fast-sequential``) it also times the fast fit with one worker, to separate the two gains.
+``--device cuda`` also times the final evaluation's device path (every fit of a stage at once on
+that device, :func:`harness.evaluation.logreg_batched.fit_batched`) and checks each task within 0.1 of
+the CPU path (``--skip-cpu``: the device path alone, as ``benchmarks/gpu_check.py`` times it).
 
 Usage::
 
     .venv/bin/python benchmarks/bench_transfer_eval.py                 # fasttest, all tasks
     .venv/bin/python benchmarks/bench_transfer_eval.py --mode test     # much slower
     .venv/bin/python benchmarks/bench_transfer_eval.py --tasks TREC MRPC --smoke-test
+    .venv/bin/python benchmarks/bench_transfer_eval.py --mode test --device cuda --model random:bert-base
 """
 
 from __future__ import annotations
@@ -46,8 +50,12 @@ from harness.evaluation.transfer import (
 DEFAULT_CACHE = Path("runs") / "bench_cache"
 
 
+DEVICE_TOLERANCE = 0.1
+"""Largest difference from the CPU path a task's accuracy on the device may show (percent)."""
+
+
 def load_features(
-    tasks: list[str], senteval: Path, model: str, cache_dir: Path, limit: int | None
+    tasks: list[str], senteval: Path, model: str, cache_dir: Path, limit: int | None, device: str = "cpu"
 ) -> dict[str, TaskFeatures]:
     """Embedded tasks, from the cache when present (one ``.npz`` per task and encoder)."""
     features: dict[str, TaskFeatures] = {}
@@ -64,7 +72,7 @@ def load_features(
             if embed is None:
                 from harness.encoder.loading import load_encoder
 
-                embed = functools.partial(load_encoder(model).embed, pooler="cls_before_pooler")
+                embed = functools.partial(load_encoder(model, device).embed, pooler="cls_before_pooler")
             start = time.perf_counter()
             feats = embed_task(text, embed)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,11 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fast-sequential", action="store_true", help="also time the fast fit, 1 worker")
     parser.add_argument("--skip-sentevalstyle", action="store_true", help="time only the harness path")
     parser.add_argument("--smoke-test", action="store_true", help="500 random rows per split (CI)")
+    parser.add_argument("--device", default=None, help="also time the classifiers on this device (cuda)")
+    parser.add_argument("--skip-cpu", action="store_true", help="with --device: time the device path alone")
     args = parser.parse_args(argv)
 
     senteval = senteval_dir(resolve_data_root(args.data_dir))
     features = load_features(
-        args.tasks, senteval, args.model, args.cache_dir, 500 if args.smoke_test else None
+        args.tasks,
+        senteval,
+        args.model,
+        args.cache_dir,
+        500 if args.smoke_test else None,
+        args.device or "cpu",
     )
     modes = ["fasttest", "test"] if args.mode == "both" else [args.mode]
     print(
@@ -111,14 +126,20 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     for mode in modes:
         runs: dict[str, tuple[dict[str, float], TransferTiming]] = {}
-        plan = [("harness", args.workers, "fast")]
-        if args.fast_sequential:
-            plan.append(("fast-1worker", 1, "fast"))
-        if not args.skip_sentevalstyle:
-            plan.append(("sentevalstyle", 1, "reference"))
-        for label, workers, engine in plan:
+        plan: list[tuple[str, int, str, str | None]] = []
+        if args.device is not None:
+            plan.append(("device", 1, "batched", args.device))
+        if not (args.device is not None and args.skip_cpu):
+            plan.append(("harness", args.workers, "fast", None))
+            if args.fast_sequential:
+                plan.append(("fast-1worker", 1, "fast", None))
+            if not args.skip_sentevalstyle:
+                plan.append(("sentevalstyle", 1, "reference", None))
+        for label, workers, engine, device in plan:
             timing = TransferTiming()
-            accs = classify_tasks(features, mode=mode, workers=workers, engine=engine, timing=timing)
+            accs = classify_tasks(
+                features, mode=mode, workers=workers, engine=engine, timing=timing, device=device
+            )
             runs[label] = (accs, timing)
             print(f"[{mode}] {label:14s} {timing.seconds:8.1f} s  {accs}  avg={average(accs)}", flush=True)
         print(f"\n== {mode} ==")
@@ -130,9 +151,19 @@ def main(argv: list[str] | None = None) -> int:
         reference = runs.get("sentevalstyle")
         if reference is not None:
             ratio = reference[1].seconds / runs["harness"][1].seconds
-            same = all(accs == reference[0] for accs, _ in runs.values())
+            same = all(accs == reference[0] for label, (accs, _) in runs.items() if label != "device")
             ok &= same
             print(f"speed-up harness vs SentEval-style: {ratio:.2f}x; accuracies identical: {same}")
+        if "device" in runs and "harness" in runs:
+            gap = {t: abs(runs["device"][0][t] - runs["harness"][0][t]) for t in args.tasks}
+            within = max(gap.values()) <= DEVICE_TOLERANCE
+            ok &= within
+            speedup = runs["harness"][1].seconds / runs["device"][1].seconds
+            print(
+                f"device {args.device} vs CPU path: {speedup:.2f}x; "
+                f"max |difference| {max(gap.values()):.2f} ({max(gap, key=gap.__getitem__)}); "
+                f"within {DEVICE_TOLERANCE}: {within}"
+            )
         print(flush=True)
     return 0 if ok else 1
 

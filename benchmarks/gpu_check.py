@@ -15,7 +15,12 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
    tokenizer, the compiled step), every stage on the device: training, STS-B dev probes, the final
    STS pass; the record it writes gives the probe and evaluation throughput;
 5. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device
-   (``benchmarks/bench_gpu_trials.py``).
+   (``benchmarks/bench_gpu_trials.py``);
+6. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
+   and in fp32 (``benchmarks/bench_probe.py``; target: 0.5 s for bert-base);
+7. the final transfer evaluation on the device: the seven tasks embedded there, then their
+   classifiers in SentEval's ``test`` mode on the device (``benchmarks/bench_transfer_eval.py``'s
+   device path; target: 60 s for bert-base).
 
 Each stage's numbers are written as soon as they exist (``--out``: ``gpu_check.json`` and the
 calibration file), and a stage that fails is reported and skipped: a short loan of a GPU is never
@@ -45,6 +50,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_gpu_trials
+import bench_probe
 import bench_step_proxies
 import bench_train_step
 
@@ -75,6 +81,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default="results/gpu_check", help="folder of gpu_check.json")
     parser.add_argument("--trials", type=int, nargs="*", default=[1, 2, 4], help="trials per GPU to time")
     parser.add_argument("--quick", action="store_true", help="skip the comparison with sentence-transformers")
+    parser.add_argument(
+        "--transfer-mode", default="test", choices=["test", "fasttest"], help="the transfer stage's mode"
+    )
+    parser.add_argument(
+        "--transfer-limit", type=int, default=None, help="rows per split of the transfer stage (tests)"
+    )
     return parser.parse_args(argv)
 
 
@@ -300,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     shared = None
     if args.device.startswith("cuda") and args.trials:
         shared = check.stage("trials per GPU", lambda: trials_per_gpu(args))
+    check.stage("probe", lambda: probe(args))
+    check.stage("transfer", lambda: transfer(args))
     # the trial's step is the loop's own (no read-back between steps); the comparison's is timed
     # with the device synchronised around every step
     step_ms = (trialled or {}).get("step_ms") or (steps or {}).get("compiled_ms")
@@ -342,6 +356,62 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-check: {len(failed)} stage(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def probe(args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds per STS-B dev probe, before and now, at the trial's precision and in fp32."""
+    precisions = ["bf16", "fp32"] if args.device.startswith("cuda") else ["fp32"]
+    out: dict[str, Any] = {}
+    for precision in precisions:
+        argv = ["--model", args.model, "--device", args.device, "--precision", precision, "--repeats", "3"]
+        result = bench_probe.measure(bench_probe.parse_args([*argv, *_data_dir(args)]), log=print)
+        out[precision] = {k: result[k] for k in ("before_s", "run_s", "speedup", "max_abs_diff")}
+    return out
+
+
+def transfer(args: argparse.Namespace) -> dict[str, Any]:
+    """The seven transfer tasks embedded on the device (``--transfer-limit``: the first rows of each
+    split, in SentEval's order), then their classifiers there."""
+    from harness.config.paths import senteval_dir
+    from harness.encoder.loading import load_encoder
+    from harness.evaluation.readers import TaskText, TextSplit
+    from harness.evaluation.transfer import (
+        TRANSFER_TASKS,
+        TransferTiming,
+        average,
+        classify_tasks,
+        embed_task,
+        read_task,
+    )
+
+    t0 = time.perf_counter()
+    encoder = load_encoder(args.model, args.device)
+    senteval = senteval_dir(resolve_data_root(args.data_dir))
+    features = {}
+    for task in TRANSFER_TASKS:
+        text = read_task(senteval, task)
+        if args.transfer_limit is not None:
+            n = args.transfer_limit
+            splits = {
+                k: TextSplit(tuple(c[:n] for c in v.columns), v.labels[:n]) for k, v in text.splits.items()
+            }
+            text = TaskText(text.name, text.nclasses, splits)
+        features[task] = embed_task(text, lambda batch: encoder.embed(batch, "cls_before_pooler"))
+    embedded = time.perf_counter() - t0
+    timing = TransferTiming()
+    accuracies = classify_tasks(features, mode=args.transfer_mode, timing=timing, device=args.device)
+    return {
+        "mode": args.transfer_mode,
+        "device": args.device,
+        "embed_s": round(embedded, 1),
+        "classify_s": round(timing.seconds, 1),
+        "finished_at_s": {k: round(v, 1) for k, v in timing.finished_at.items()},
+        "accuracies": {**accuracies, "avg": average(accuracies)},
+    }
+
+
+def _data_dir(args: argparse.Namespace) -> list[str]:
+    return ["--data-dir", args.data_dir] if args.data_dir else []
 
 
 def _proxies(args: argparse.Namespace, out: Path) -> dict[str, Any]:

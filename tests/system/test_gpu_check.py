@@ -11,6 +11,7 @@ import pytest
 
 from harness.config.hardware import cpu_id
 from harness.config.run_config import resolve_config
+from harness.evaluation.transfer import TRANSFER_TASKS
 from harness.grid.calibration import load_calibrations
 from harness.grid.cost import CostModel
 from tests.helpers import REPO_ROOT
@@ -25,6 +26,7 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
 ) -> None:
     out, runs = tmp_path / "out", tmp_path / "runs"
     argv = ["--device", "cpu", "--model", "random:tiny", "--steps", "4", "--bench-steps", "2"]
+    argv += ["--transfer-mode", "fasttest", "--transfer-limit", "60"]
     code = gpu_check.main([*argv, "--out", str(out), "--runs-dir", str(runs), "--data-dir", str(data_root)])
     assert code == 0, capsys.readouterr().err
     result = json.loads((out / "gpu_check.json").read_text())
@@ -38,6 +40,9 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     trial = stages["paper-profile trial"]
     assert trial["status"] == "finished" and trial["compiled"] is True and trial["sts_s"] > 0
     assert result["achieved"]["share_of_peak"] > 0
+    assert stages["probe"]["fp32"]["run_s"] > 0 and stages["probe"]["fp32"]["before_s"] > 0
+    transfer = stages["transfer"]
+    assert transfer["classify_s"] > 0 and set(transfer["accuracies"]) == {*TRANSFER_TASKS, "avg"}
 
     (calibration,) = load_calibrations(runs)
     assert calibration["device"] == "cpu" and calibration["step_s"] == pytest.approx(
