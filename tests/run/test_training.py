@@ -165,14 +165,14 @@ def test_dev_probes_use_the_training_precision_and_final_tasks_their_own(
     from harness.encoder.model import SentenceEncoder
 
     seen: list[str] = []
-    real_embed = SentenceEncoder.embed
+    real_embed = SentenceEncoder.embed_tensor
 
-    def spy(self: SentenceEncoder, sentences: Any, pooler: str = "cls_before_pooler", p: str = "fp32") -> Any:
+    def spy(self: SentenceEncoder, sentences: Any, pooler: str, p: str, *args: Any, **kwargs: Any) -> Any:
         seen.append(p)
-        return real_embed(self, sentences, pooler, p)
+        return real_embed(self, sentences, pooler, p, *args, **kwargs)
 
     monkeypatch.setattr(train_mod, "cpu_bf16_slowdown", lambda: 1.0)
-    monkeypatch.setattr(SentenceEncoder, "embed", spy)
+    monkeypatch.setattr(SentenceEncoder, "embed_tensor", spy)
     config = smoke_config(
         train_root, max_steps=2, eval_every=1, precision=precision, eval_precision=eval_precision
     )
@@ -244,15 +244,15 @@ def loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         seen["final"] += 1
         return {"sts": {"avg": 0.0}}
 
-    original = SentenceEncoder.embed
+    original = SentenceEncoder.embed_tensor
 
-    def recording(self: SentenceEncoder, sentences: Any, *args: Any, **kwargs: Any) -> np.ndarray:
+    def recording(self: SentenceEncoder, sentences: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
         seen["texts"].append(list(sentences))
         return original(self, sentences, *args, **kwargs)
 
     monkeypatch.setattr(train_mod, "make_probe", lambda data_root, token_lengths=None: Probe())
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
-    monkeypatch.setattr(SentenceEncoder, "embed", recording)
+    monkeypatch.setattr(SentenceEncoder, "embed_tensor", recording)
     seen["root"] = make_corpus_root(tmp_path / "data", "\n".join(CORPUS) + "\n")
     return seen
 
