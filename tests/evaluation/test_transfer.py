@@ -162,7 +162,12 @@ def test_the_device_chooses_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     from harness.evaluation import transfer
 
     chosen: list[object] = []
-    monkeypatch.setattr(transfer, "_classify_batched", lambda protos, *a: chosen.append(a[1]) or {})
+
+    def batched(protocols: object, config: object, device: object, *rest: object) -> dict[str, float]:
+        chosen.append(device)
+        return {}
+
+    monkeypatch.setattr(transfer, "_classify_batched", batched)
     feats = {"SST2": _synthetic_features()["SST2"]}
     with pytest.raises(KeyError):  # the stand-in returns no accuracies
         classify_tasks(feats, device="meta")
