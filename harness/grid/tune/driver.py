@@ -103,6 +103,10 @@ def run_trials(
     return _run_grid(configs, data_root, store, report, request or GridRequest())
 
 
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM on the grid driver)"
+"""The reason an interrupted grid's runs are marked with."""
+
+
 class _Stalled(Exception):
     """Inside the driver: the waiting runs had no node for the stated wait (``reason``)."""
 
@@ -127,7 +131,13 @@ def _run_grid(
                 cluster.address if cluster.address and ":" in cluster.address and not cluster.smoke else None
             )
             head = given.removeprefix("ray://") if given else ray.get_runtime_context().gcs_address
-            with watching_head(head, lambda silent_s: _head_lost(store, configs, head, silent_s)):
+            with watching_head(
+                head,
+                lambda reason: _head_lost(store, configs, reason),
+                wait_s=cluster.lost_node_wait,
+                say=request.log or print_line,
+                on_signal=lambda _signum: _interrupted_without_head(store, configs, head),
+            ):
                 _fit(configs, data_root, store, report, request)
     except _Stalled as stalled:  # lost capacity: every run not done is interrupted, none failed
         report.interrupted = mark_interrupted(store, configs, stalled.reason)
@@ -140,8 +150,7 @@ def _run_grid(
         raise CapacityLost(report, f"{stalled.reason}: run(s) marked interrupted: {runs}") from None
     except KeyboardInterrupt:
         # Ray is shut down by now (its workers are gone): what they left "running" was interrupted
-        why = "interrupted (Ctrl-C or SIGTERM on the grid driver)"
-        report.interrupted = mark_interrupted(store, configs, why)
+        report.interrupted = mark_interrupted(store, configs, INTERRUPTED)
         report.wall_s = time.perf_counter() - wall0
         raise GridInterrupted(report) from None
     except Exception as exc:  # the grid's own checks, or Ray Tune giving up (see the module notes)
@@ -234,11 +243,11 @@ def _fit(
     _collect(results, store, progress, report)
 
 
-def _head_lost(store: RunStore, configs: Sequence[RunConfig], head: str, silent_s: float) -> None:
-    """The Ray head stopped answering (in :class:`~harness.grid.tune.head_watch.HeadWatch`'s thread):
-    mark what runs ``interrupted``, release the grid lock, say so in one line and end the process
-    now (Ray would end it a little later without a word of the harness)."""
-    reason = f"the Ray head at {head} stopped answering ({silent_s:.0f} s): the head node stopped or was lost"
+def _head_lost(store: RunStore, configs: Sequence[RunConfig], reason: str) -> None:
+    """The Ray head is gone or has not answered for ``--lost-node-wait`` (in
+    :class:`~harness.grid.tune.head_watch.HeadWatch`'s thread): mark what runs ``interrupted``,
+    release the grid lock, say so in one line and end the process now (Ray would end it later
+    without a word of the harness, or block it for as long as the head is stopped)."""
     try:
         marked = mark_interrupted(store, configs, reason)
         release_held_locks()
@@ -253,6 +262,25 @@ def _head_lost(store: RunStore, configs: Sequence[RunConfig], head: str, silent_
         sys.stdout.flush()
     finally:
         os._exit(1)
+
+
+def _interrupted_without_head(store: RunStore, configs: Sequence[RunConfig], head: str) -> None:
+    """Ctrl-C or SIGTERM while the Ray head does not answer (in the head watch's thread: the main
+    thread is blocked in Ray): the grid's interrupted path, without waiting for Ray; exit 130."""
+    try:
+        marked = mark_interrupted(store, configs, INTERRUPTED)
+        release_held_locks()
+        which = f" ({', '.join(marked)})" if marked else ""
+        print(
+            f"grid interrupted while the Ray head at {head} did not answer: {len(marked)} run(s) it left "
+            f"running are marked interrupted{which} (the next grid runs them again), finished runs are kept "
+            "and the grid lock is released",
+            file=sys.stderr,
+        )
+        print("harness grid: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+    finally:
+        os._exit(130)
 
 
 def _earlier_checkpoints(store: RunStore, configs: Sequence[RunConfig]) -> dict[str, dict[str, Any]]:
