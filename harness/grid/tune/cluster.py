@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -23,10 +24,15 @@ from harness.grid.progress import (
     Log,
 )
 from harness.grid.signals import keep_sigterm_handler
+from harness.grid.tune.head_watch import ANSWER_S, Answer, gcs_question
 from harness.store.bookkeeping import short_error
 
 if TYPE_CHECKING:
     from harness.config.run_config import RunConfig
+
+HEAD_ANSWER_S = ANSWER_S
+"""How long ``check`` and ``grid --address`` wait for the head's answer (Ray's client adds up to 10 s
+to connect) before they say it does not answer: a live head answers in milliseconds."""
 
 
 def trial_slots(
@@ -147,11 +153,13 @@ def visit_nodes(
     return resources, visits
 
 
-def check_address(address: str | None, timeout_s: float = 5.0) -> None:
+def check_address(address: str | None, timeout_s: float = 5.0, answer_s: float = HEAD_ANSWER_S) -> None:
     """Fail fast, with one line, on a Ray address that cannot work (before ``ray.init`` retries).
 
     ``ray://`` needs the ``ray[client]`` extra (not installed here); ``host:port`` must accept a TCP
-    connection within ``timeout_s``. ``auto`` and ``None`` are left to Ray.
+    connection within ``timeout_s`` and its GCS answer Ray's health question within ``answer_s`` (a
+    stopped head accepts connections, then ``ray.init`` would wait minutes). ``auto`` and ``None``
+    are left to Ray.
     """
 
     if address is None or address in ("auto", "local"):
@@ -176,6 +184,28 @@ def check_address(address: str | None, timeout_s: float = 5.0) -> None:
             f"--address {address}: no Ray head reachable there ({exc.strerror or exc}); start one with "
             "`ray start --head` or check the address"
         ) from None
+    if not address.startswith("ray://") and _ask_quietly(target, answer_s) is not Answer.YES:
+        raise ConfigError(
+            f"--address {address}: the Ray head there accepts connections but does not answer (no reply "
+            f"to Ray's health check within {answer_s:g} s): the head node is stopped, hung or overloaded"
+        )
+
+
+def _ask_quietly(address: str, timeout_s: float) -> Answer:
+    """:func:`gcs_question` once, with file descriptor 2 sent to a scratch file while it runs (Ray's
+    C++ client writes its retries there: the caller says what went wrong in one line)."""
+    _use_cluster_token()  # a head with token auth answers a client with the token only
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as scratch:
+            os.dup2(scratch.fileno(), 2)
+            try:
+                return gcs_question(address, timeout_s=timeout_s)()
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
 
 
 @contextlib.contextmanager

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
 
+from harness.errors import ConfigError
 from harness.grid.options import GridRequest
 from harness.grid.plan import expand
 from harness.grid.tune import cluster, driver
@@ -108,3 +110,24 @@ def test_ray_starts_no_more_cpu_trials_than_their_memory_allows(
     monkeypatch.setattr(cluster, "estimate_bytes", lambda config, device="cpu": int(3 * budget))
     assert cluster.trial_memory(configs, 0.0, budget) == {c.run_id(): int(budget) for c in configs}
     assert cluster.trial_memory(configs, 0.5, budget) == {}  # GPU trials: activations are not host memory
+
+
+def test_a_head_that_accepts_connections_but_does_not_answer_is_refused_in_one_line(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    # a listening socket nobody reads: what a stopped (SIGSTOP) head looks like from outside
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    try:
+        with pytest.raises(ConfigError) as caught:
+            cluster.check_address(address, answer_s=0.5)
+    finally:
+        server.close()
+    assert str(caught.value) == (
+        f"--address {address}: the Ray head there accepts connections but does not answer (no reply to "
+        "Ray's health check within 0.5 s): the head node is stopped, hung or overloaded"
+    )
+    captured = capfd.readouterr()
+    assert captured.err == ""  # Ray's own retry lines are not the user's to read
