@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from harness.grid.tune.trial import HOLD_ENV
 from tests.helpers import REPO_ROOT, session_pids
 
 RAY = Path(sys.executable).with_name("ray")
@@ -61,6 +62,9 @@ class Nodes:
         # a lost node is noticed in seconds, not the default half minute
         self.env.update(RAY_health_check_period_ms="1000", RAY_health_check_failure_threshold="3")
         self.head_session = 0
+        # while this file exists a trial waits after each resume checkpoint (harness.grid.tune.trial)
+        self.hold_file = base / "hold"
+        self.env[HOLD_ENV] = str(self.hold_file)
 
     def head(self, port: int) -> None:
         cmd = [str(RAY), "start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1"]
@@ -99,6 +103,21 @@ class Nodes:
         wait_for(lambda: "Ray runtime started" in (self.base / f"{name}.log").read_text(), 180, f"{name} up")
         return proc.pid
 
+    def hold(self) -> None:
+        """Trials wait after their first resume checkpoint until :meth:`release`."""
+        self.hold_file.touch()
+
+    def release(self) -> None:
+        self.hold_file.unlink(missing_ok=True)
+
+    def signal(self, sid: int, signum: int) -> list[int]:
+        """Send ``signum`` to every process of session ``sid``; the ids it went to."""
+        pids = session_pids(sid)
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signum)
+        return pids
+
     def kill(self, sid: int) -> list[int]:
         pids = session_pids(sid)
         for pid in pids:
@@ -111,9 +130,8 @@ class Nodes:
         process forked meanwhile, or one slow to die on a loaded machine; 30 s at most): the tests
         then check that no process of a session is left. Returns the ids killed."""
         for sid in self.sessions:
-            for pid in session_pids(sid):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGTERM)
+            self.signal(sid, signal.SIGTERM)
+            self.signal(sid, signal.SIGCONT)  # a stopped (frozen) process acts on it once continued
         deadline = time.monotonic() + 10
         while any(session_pids(s) for s in self.sessions) and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -8,9 +8,10 @@ worker offers the custom resource ``worker_node`` and the grid's trials ask for 
 see: resume checkpoints and saved encoders live there, as on a cluster with shared storage or s3.
 
 * ``harness check --address`` visits both nodes and lists the data file the worker lacks (exit 1);
-* a smoke grid through ``--address``: the worker node is killed (its processes, by their ids) once a
-  trial has a checkpoint; a new worker node starts; the trial is retried there from its checkpoint;
-  every record is in the driver's store exactly once, the saved encoders too, and tables render.
+* a smoke grid through ``--address``: the worker node is killed (its processes, by their ids) while
+  a trial is held after its first checkpoint (``$HARNESS_TEST_HOLD``); a new worker node starts;
+  the trial is retried there from its checkpoint; every record is in the driver's store exactly
+  once, the saved encoders too, and tables render.
 
 Root only (mounts). Two Ray nodes and a two-run smoke grid with a node lost: a few minutes on two
 loaded cores, so marked slow.
@@ -70,6 +71,7 @@ def test_a_grid_on_nodes_that_share_no_folder(mini_data_root: Path, tmp_path: Pa
         # the worker gets the file back (through its own namespace's view of its tmpfs)
         shutil.copy(data / STS_DEV, worker_view / data.relative_to("/") / STS_DEV)
 
+        nodes.hold()  # the trial waits after its first checkpoint: it cannot finish before the kill
         grid = subprocess.Popen(
             [*cli, "grid", str(SMOKE_SPEC), *common, "--address", address, "--trial-resources",
              "worker_node=1", "--storage", str(storage), "--max-failures", "2", "--save-model", *SHORT],
@@ -83,6 +85,7 @@ def test_a_grid_on_nodes_that_share_no_folder(mini_data_root: Path, tmp_path: Pa
         (killed_run,) = [p.stem for p in noted.glob("*.json")]
         step = json.loads((noted / f"{killed_run}.json").read_text())["step"]
         assert nodes.kill(first), "the worker node's processes were gone already"
+        nodes.release()
         time.sleep(2.0)
         nodes.worker("w2", address, [runs, data], data, data_copy)
         out, _ = grid.communicate(timeout=900)

@@ -13,6 +13,10 @@ on 127.0.0.1 and a worker node in its own mount namespace, with the trials pinne
   while it waits, and after ``--lost-node-wait`` marks the runs ``interrupted``, releases the lock
   and exits 1; with a new worker node the same command resumes the killed run from its checkpoint;
 * the head is killed: one harness line, the running run ``interrupted``, the lock released.
+
+Each test holds its trial after its first resume checkpoint (``$HARNESS_TEST_HOLD``, see
+:mod:`harness.grid.tune.trial`) before it loses a node or the head, so no run can finish first; the
+tests judge the harness's own lines, whatever Ray prints beside them.
 """
 
 from __future__ import annotations
@@ -83,6 +87,7 @@ def test_a_lost_worker_with_no_replacement_ends_the_grid_in_bounded_time(
         assert not (runs / "records").exists() and not (runs / "grid.lock").exists()
         shutil.copy(data / STS_DEV, worker_view / data.relative_to("/") / STS_DEV)
 
+        nodes.hold()
         grid = grid_process(cli, [*common, *flags], nodes.env, nodes)
         noted = runs / "resume"
         wait_for(lambda: any(noted.glob("*.json")), 600, "a trial's first resume checkpoint")
@@ -114,6 +119,7 @@ def test_a_lost_worker_with_no_replacement_ends_the_grid_in_bounded_time(
         assert (noted / f"{killed_run}.json").is_file()  # kept: the run resumes from it
 
         # a new worker node: the same command resumes the killed run from its checkpoint
+        nodes.release()
         nodes.worker("w2", address, [runs, data], data, data_copy)
         grid = grid_process(cli, [*common, *flags], nodes.env, nodes)
         out, err = grid.communicate(timeout=900)
@@ -147,6 +153,7 @@ def test_the_head_killed_gives_one_line_and_interrupted_records(mini_data_root: 
     try:
         nodes.head(port)
         nodes.worker("w1", address, [runs, data], data, data_copy)
+        nodes.hold()
         grid = grid_process(cli, [*common, *flags], nodes.env, nodes)
         noted = runs / "resume"
         wait_for(lambda: any(noted.glob("*.json")), 600, "a trial's first resume checkpoint")
@@ -166,7 +173,6 @@ def test_the_head_killed_gives_one_line_and_interrupted_records(mini_data_root: 
     assert len(harness_lines) == 1, err
     assert re.match(rf"harness grid: error: the Ray head at \S+:{port} stopped answering", harness_lines[0])
     assert f"marked interrupted ({running_run})" in harness_lines[0] and "Traceback" not in err
-    assert "Failed to connect to GCS" not in err
     record = RunStore(runs).load(running_run)
     assert record is not None and record["status"] == "interrupted", record
     assert not (runs / "grid.lock").exists()

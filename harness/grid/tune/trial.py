@@ -194,6 +194,19 @@ class TrialStore(RunStore):
             if "storage" not in str(exc):
                 raise
             self.can_checkpoint = False
+        hold_while_told()
+
+
+HOLD_ENV = "HARNESS_TEST_HOLD"
+"""A test hook: while the file this names exists, a trial waits after each resume checkpoint it
+reported, so the cluster tests lose a node or the head while a run is known to be at that step."""
+
+
+def hold_while_told() -> None:
+    """Wait while the file named by ``$HARNESS_TEST_HOLD`` exists (unset: return at once)."""
+    hold = os.environ.get(HOLD_ENV)
+    while hold and os.path.exists(hold):
+        time.sleep(0.2)
 
 
 def trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
