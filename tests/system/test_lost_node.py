@@ -12,7 +12,10 @@ on 127.0.0.1 and a worker node in its own mount namespace, with the trials pinne
 * the worker is killed with no replacement: the grid says which node it lost, prints a waiting line
   while it waits, and after ``--lost-node-wait`` marks the runs ``interrupted``, releases the lock
   and exits 1; with a new worker node the same command resumes the killed run from its checkpoint;
-* the head is killed: one harness line, the running run ``interrupted``, the lock released.
+* the head is killed: one harness line, the running run ``interrupted``, the lock released;
+* the head is stopped (SIGSTOP: it accepts connections, answers nothing): the grid says it waits,
+  and after ``--lost-node-wait`` ends as for a killed head; ``check``/``grid --address`` to the
+  stopped head each say so in one line; Ctrl-C or SIGTERM while it waits: exit 130, the same marks.
 
 Each test holds its trial after its first resume checkpoint (``$HARNESS_TEST_HOLD``, see
 :mod:`harness.grid.tune.trial`) before it loses a node or the head, so no run can finish first; the
@@ -25,10 +28,13 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -173,6 +179,150 @@ def test_the_head_killed_gives_one_line_and_interrupted_records(mini_data_root: 
     assert len(harness_lines) == 1, err
     assert re.match(rf"harness grid: error: the Ray head at \S+:{port} stopped answering", harness_lines[0])
     assert f"marked interrupted ({running_run})" in harness_lines[0] and "Traceback" not in err
+    record = RunStore(runs).load(running_run)
+    assert record is not None and record["status"] == "interrupted", record
+    assert not (runs / "grid.lock").exists()
+    assert all(not session_pids(s) for s in nodes.sessions)
+
+
+class Output:
+    """A process's stdout and stderr, read as they come (the tests act on a line it printed)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.readers = [
+            threading.Thread(target=self._read, args=(stream, lines), daemon=True)
+            for stream, lines in ((proc.stdout, self.out), (proc.stderr, self.err))
+        ]
+        for reader in self.readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream: IO[str] | None, lines: list[str]) -> None:
+        assert stream is not None
+        for line in stream:
+            lines.append(line.rstrip("\n"))
+
+    def wait(self, timeout_s: float) -> tuple[int, str, str]:
+        """The exit status, stdout and stderr once the process ended (a hang fails the test)."""
+        code = self.proc.wait(timeout=timeout_s)
+        for reader in self.readers:
+            reader.join(timeout=30)
+        return code, "\n".join(self.out), "\n".join(self.err)
+
+
+def frozen_head_setup(
+    mini_data_root: Path, tmp_path: Path, prefix: str
+) -> tuple[Nodes, list[str], str, Path]:
+    """A head and a worker node; the arguments of a smoke grid (and of `check`) with ``--address``
+    to them; the grid's runs folder."""
+    runs, data = tmp_path / "runs", tmp_path / "data"
+    runs.mkdir()
+    make_data_root(data, mini_data_root / "senteval")
+    data_copy = make_data_root(tmp_path / "worker-data", mini_data_root / "senteval")
+    base = Path(f"/tmp/{prefix}-{os.getpid()}")
+    base.mkdir()
+    nodes = Nodes(base)
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    args = [str(SMOKE_SPEC), "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs), *SHORT]
+    nodes.head(port)
+    nodes.worker("w1", address, [runs, data], data, data_copy)
+    return nodes, [*args, "--address", address], address, runs
+
+
+def grid_flags(tmp_path: Path) -> list[str]:
+    """What a grid adds to `check`'s arguments: its trials on the worker, Tune's storage."""
+    return ["--trial-resources", "worker_node=1", "--storage", str(tmp_path / "storage")]
+
+
+def stop_head_once_held(nodes: Nodes, runs: Path) -> str:
+    """Wait for the held trial's first resume checkpoint, stop (SIGSTOP) the head; the run's id."""
+    noted = runs / "resume"
+    wait_for(lambda: any(noted.glob("*.json")), 600, "a trial's first resume checkpoint")
+    (running_run,) = [p.stem for p in noted.glob("*.json")]
+    assert nodes.signal(nodes.head_session, signal.SIGSTOP), "the head's processes were gone already"
+    return running_run
+
+
+@pytest.mark.slow
+@needs_root
+def test_a_stopped_head_ends_the_grid_after_the_lost_node_wait(mini_data_root: Path, tmp_path: Path) -> None:
+    nodes, args, address, runs = frozen_head_setup(mini_data_root, tmp_path, "hs")
+    cli = [sys.executable, "-m", "harness.cli"]
+    try:
+        nodes.hold()
+        flags = [*grid_flags(tmp_path), "--lost-node-wait", "20"]
+        grid = Output(grid_process(cli, [*args, *flags], nodes.env, nodes))
+        running_run = stop_head_once_held(nodes, runs)
+        stopped_at = time.monotonic()
+        code, out, err = grid.wait(timeout_s=300)
+        ended = time.monotonic() - stopped_at
+        print(out, err)
+        print(f"the grid ended {ended:.0f} s after the head was stopped")
+        # with the head still stopped: `check` and `grid` to it say so in one line each
+        checked = subprocess.run([*cli, "check", *args], env=nodes.env, capture_output=True, text=True,
+                                 timeout=300)  # fmt: skip
+        again = subprocess.run([*cli, "grid", *args, *flags], env=nodes.env, capture_output=True, text=True,
+                               timeout=300)  # fmt: skip
+    finally:
+        nodes.stop_all()
+        shutil.rmtree(nodes.base, ignore_errors=True)
+    assert code == 1, out + err
+    assert ended < 20 + 120, ended  # the stated wait and the questions' deadlines, not Ray's minutes
+    assert f"the Ray head at {address} accepts connections but does not answer: waiting up to 20 s" in out
+    harness_lines = [ln for ln in err.splitlines() if ln.startswith("harness grid:")]
+    assert len(harness_lines) == 1, err
+    assert harness_lines[0].startswith(
+        f"harness grid: error: the Ray head at {address} has not answered for "
+    )
+    assert f"marked interrupted ({running_run})" in harness_lines[0] and "Traceback" not in err
+    record = RunStore(runs).load(running_run)
+    assert record is not None and record["status"] == "interrupted", record
+    assert not (runs / "grid.lock").exists()
+
+    print(checked.stdout, checked.stderr)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    problems = [ln for ln in checked.stdout.splitlines() if "PROBLEM" in ln]
+    assert len(problems) == 1 and f"--address {address}: the Ray head there accepts connections but " \
+        "does not answer" in problems[0], checked.stdout  # fmt: skip
+    print(again.stdout, again.stderr)
+    assert again.returncode == 2, again.stdout + again.stderr
+    (line,) = [ln for ln in again.stderr.splitlines() if ln.startswith("harness grid:")]
+    assert "the Ray head there accepts connections but does not answer" in line
+    assert not (runs / "grid.lock").exists()
+    assert all(not session_pids(s) for s in nodes.sessions)
+
+
+@pytest.mark.slow
+@needs_root
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_while_the_head_is_stopped_ends_the_grid(
+    signum: int, mini_data_root: Path, tmp_path: Path
+) -> None:
+    nodes, args, address, runs = frozen_head_setup(mini_data_root, tmp_path, "hi")
+    cli = [sys.executable, "-m", "harness.cli"]
+    try:
+        nodes.hold()
+        grid = Output(grid_process(cli, [*args, *grid_flags(tmp_path)], nodes.env, nodes))  # wait: 300 s
+        running_run = stop_head_once_held(nodes, runs)
+        waiting = f"the Ray head at {address} accepts connections but does not answer: waiting up to 300 s"
+        wait_for(lambda: any(waiting in ln for ln in grid.out), 120, "the grid's line that it waits")
+        os.kill(grid.proc.pid, signum)
+        signalled_at = time.monotonic()
+        code, out, err = grid.wait(timeout_s=120)
+        ended = time.monotonic() - signalled_at
+    finally:
+        nodes.stop_all()
+        shutil.rmtree(nodes.base, ignore_errors=True)
+    print(out, err)
+    print(f"the grid ended {ended:.0f} s after the signal")
+    assert code == 130, out + err
+    assert ended < 60, ended  # seconds (the next question's deadline), not the 300 s wait
+    assert "harness grid: interrupted" in err.splitlines() and "Traceback" not in err
+    assert f"marked interrupted ({running_run})" in err
     record = RunStore(runs).load(running_run)
     assert record is not None and record["status"] == "interrupted", record
     assert not (runs / "grid.lock").exists()
