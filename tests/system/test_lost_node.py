@@ -238,10 +238,17 @@ def grid_flags(tmp_path: Path) -> list[str]:
     return ["--trial-resources", "worker_node=1", "--storage", str(tmp_path / "storage")]
 
 
-def stop_head_once_held(nodes: Nodes, runs: Path) -> str:
+def stop_head_once_held(nodes: Nodes, runs: Path, grid: Output) -> str:
     """Wait for the held trial's first resume checkpoint, stop (SIGSTOP) the head; the run's id."""
     noted = runs / "resume"
-    wait_for(lambda: any(noted.glob("*.json")), 600, "a trial's first resume checkpoint")
+
+    def held() -> bool:
+        if grid.proc.poll() is not None:  # ended before: its lines say why
+            code, out, err = grid.wait(timeout_s=30)
+            raise AssertionError(f"the grid ended with {code} before its trial was held:\n{out}\n{err}")
+        return any(noted.glob("*.json"))
+
+    wait_for(held, 600, "a trial's first resume checkpoint")
     (running_run,) = [p.stem for p in noted.glob("*.json")]
     assert nodes.signal(nodes.head_session, signal.SIGSTOP), "the head's processes were gone already"
     return running_run
@@ -256,7 +263,7 @@ def test_a_stopped_head_ends_the_grid_after_the_lost_node_wait(mini_data_root: P
         nodes.hold()
         flags = [*grid_flags(tmp_path), "--lost-node-wait", "20"]
         grid = Output(grid_process(cli, [*args, *flags], nodes.env, nodes))
-        running_run = stop_head_once_held(nodes, runs)
+        running_run = stop_head_once_held(nodes, runs, grid)
         stopped_at = time.monotonic()
         code, out, err = grid.wait(timeout_s=300)
         ended = time.monotonic() - stopped_at
@@ -307,7 +314,7 @@ def test_ctrl_c_or_sigterm_while_the_head_is_stopped_ends_the_grid(
     try:
         nodes.hold()
         grid = Output(grid_process(cli, [*args, *grid_flags(tmp_path)], nodes.env, nodes))  # wait: 300 s
-        running_run = stop_head_once_held(nodes, runs)
+        running_run = stop_head_once_held(nodes, runs, grid)
         waiting = f"the Ray head at {address} accepts connections but does not answer: waiting up to 300 s"
         wait_for(lambda: any(waiting in ln for ln in grid.out), 120, "the grid's line that it waits")
         os.kill(grid.proc.pid, signum)

@@ -24,15 +24,16 @@ from harness.grid.progress import (
     Log,
 )
 from harness.grid.signals import keep_sigterm_handler
-from harness.grid.tune.head_watch import ANSWER_S, Answer, gcs_question
+from harness.grid.tune.head_watch import Answer, gcs_question
 from harness.store.bookkeeping import short_error
 
 if TYPE_CHECKING:
     from harness.config.run_config import RunConfig
 
-HEAD_ANSWER_S = ANSWER_S
+HEAD_ANSWER_S = 10.0
 """How long ``check`` and ``grid --address`` wait for the head's answer (Ray's client adds up to 10 s
-to connect) before they say it does not answer: a live head answers in milliseconds."""
+to connect) before they say it does not answer: a live head answers in milliseconds, a busy one
+(a loaded machine, a niced head) in seconds."""
 
 
 def trial_slots(
