@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from harness.grid.options import ClusterOptions, GridRequest
 from harness.grid.plan import expand
 from harness.grid.tune import driver
+from harness.grid.tune.trial import HOLD_ENV, hold_while_told
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
 from tests.helpers import FIXTURES, make_corpus_root, make_record
@@ -62,3 +66,17 @@ def test_saved_encoders_come_back_through_tunes_storage(ray_up: float, tmp_path:
     assert sorted(p.name for p in store.root.iterdir()) == ["checkpoints", "records"]
     assert not list(storage.rglob("config.json"))  # Tune's copy of a local storage is not kept twice
     assert report.tune_dir is not None and report.tune_dir.parent == storage.resolve()
+
+
+def test_a_trial_waits_after_its_checkpoint_while_the_tests_hold_file_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hold = tmp_path / "hold"
+    monkeypatch.setenv(HOLD_ENV, str(hold))
+    hold_while_told()  # no file: at once
+    hold.touch()
+    released = threading.Timer(0.5, hold.unlink)
+    released.start()
+    hold_while_told()  # returns only once the file is gone
+    assert not hold.exists()
+    released.join()
