@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,33 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
                 return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_for_note(runs: Path, grid: subprocess.Popen[str], output: Callable[[], str]) -> str:
+    """The run whose first resume checkpoint the grid noted (its trial then waits, held); a grid
+    that ends before fails the test with ``output()``, its lines."""
+    noted = runs / "resume"
+
+    def noted_or_ended() -> bool:
+        if grid.poll() is not None:
+            raise AssertionError(
+                f"the grid ended ({grid.returncode}) before a resume checkpoint:\n{output()}"
+            )
+        return any(noted.glob("*.json"))
+
+    wait_for(noted_or_ended, 900, "a trial's first resume checkpoint")
+    (run_id,) = [p.stem for p in noted.glob("*.json")]
+    return run_id
+
+
+def piped_output(proc: subprocess.Popen[str]) -> Callable[[], str]:
+    """What an ended process with piped stdout (and stderr) printed."""
+
+    def read() -> str:
+        out, err = proc.communicate(timeout=60)
+        return f"{out}\n{err or ''}"
+
+    return read
 
 
 class Nodes:

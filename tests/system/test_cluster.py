@@ -31,7 +31,7 @@ import pytest
 
 from harness.store.run_store import RunStore
 from tests.helpers import SMOKE_SPEC, make_data_root, session_pids
-from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, free_port, needs_root, wait_for
+from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, free_port, needs_root, piped_output, wait_for_note
 
 pytestmark = [
     pytest.mark.slow,
@@ -81,8 +81,7 @@ def test_a_grid_on_nodes_that_share_no_folder(mini_data_root: Path, tmp_path: Pa
         nodes.sessions.append(grid.pid)
         t0 = time.monotonic()
         noted = runs / "resume"
-        wait_for(lambda: any(noted.glob("*.json")), 600, "a trial's first resume checkpoint")
-        (killed_run,) = [p.stem for p in noted.glob("*.json")]
+        killed_run = wait_for_note(runs, grid, piped_output(grid))
         step = json.loads((noted / f"{killed_run}.json").read_text())["step"]
         assert nodes.kill(first), "the worker node's processes were gone already"
         nodes.release()

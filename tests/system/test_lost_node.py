@@ -40,7 +40,16 @@ import pytest
 
 from harness.store.run_store import RunStore
 from tests.helpers import SMOKE_SPEC, make_data_root, session_pids
-from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, free_port, needs_root, wait_for
+from tests.system.ray_nodes import (
+    SHORT,
+    STS_DEV,
+    Nodes,
+    free_port,
+    needs_root,
+    piped_output,
+    wait_for,
+    wait_for_note,
+)
 
 
 def grid_process(cli: list[str], args: list[str], env: dict[str, str], nodes: Nodes) -> subprocess.Popen[str]:
@@ -96,8 +105,7 @@ def test_a_lost_worker_with_no_replacement_ends_the_grid_in_bounded_time(
         nodes.hold()
         grid = grid_process(cli, [*common, *flags], nodes.env, nodes)
         noted = runs / "resume"
-        wait_for(lambda: any(noted.glob("*.json")), 600, "a trial's first resume checkpoint")
-        (killed_run,) = [p.stem for p in noted.glob("*.json")]
+        killed_run = wait_for_note(runs, grid, piped_output(grid))
         step = json.loads((noted / f"{killed_run}.json").read_text())["step"]
         assert nodes.kill(first), "the worker node's processes were gone already"
         killed_at = time.monotonic()
@@ -161,9 +169,7 @@ def test_the_head_killed_gives_one_line_and_interrupted_records(mini_data_root: 
         nodes.worker("w1", address, [runs, data], data, data_copy)
         nodes.hold()
         grid = grid_process(cli, [*common, *flags], nodes.env, nodes)
-        noted = runs / "resume"
-        wait_for(lambda: any(noted.glob("*.json")), 600, "a trial's first resume checkpoint")
-        (running_run,) = [p.stem for p in noted.glob("*.json")]
+        running_run = wait_for_note(runs, grid, piped_output(grid))
         assert nodes.kill(nodes.head_session), "the head's processes were gone already"
         killed_at = time.monotonic()
         out, err = grid.communicate(timeout=300)
@@ -240,16 +246,7 @@ def grid_flags(tmp_path: Path) -> list[str]:
 
 def stop_head_once_held(nodes: Nodes, runs: Path, grid: Output) -> str:
     """Wait for the held trial's first resume checkpoint, stop (SIGSTOP) the head; the run's id."""
-    noted = runs / "resume"
-
-    def held() -> bool:
-        if grid.proc.poll() is not None:  # ended before: its lines say why
-            code, out, err = grid.wait(timeout_s=30)
-            raise AssertionError(f"the grid ended with {code} before its trial was held:\n{out}\n{err}")
-        return any(noted.glob("*.json"))
-
-    wait_for(held, 600, "a trial's first resume checkpoint")
-    (running_run,) = [p.stem for p in noted.glob("*.json")]
+    running_run = wait_for_note(runs, grid.proc, lambda: "\n".join(grid.wait(timeout_s=60)[1:]))
     assert nodes.signal(nodes.head_session, signal.SIGSTOP), "the head's processes were gone already"
     return running_run
 
