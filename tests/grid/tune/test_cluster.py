@@ -129,5 +129,6 @@ def test_a_head_that_accepts_connections_but_does_not_answer_is_refused_in_one_l
         f"--address {address}: the Ray head there accepts connections but does not answer (no reply to "
         "Ray's health check within 0.5 s): the head node is stopped, hung or overloaded"
     )
-    captured = capfd.readouterr()
-    assert captured.err == ""  # Ray's own retry lines are not the user's to read
+    # Ray's own retry lines ("Failed to connect to GCS ...") are not the user's to read (other
+    # lines may come from the package's Ray session, running beside this test)
+    assert "GCS" not in capfd.readouterr().err
