@@ -11,21 +11,31 @@ binds it to a small stand-in encoder of that width (one transformer layer, the p
 a second model the method asks for is another copy of it) and runs one loss on a few sentences,
 counting the rows of every encoder call. Rows per sentence do not depend on the encoder's depth or
 the batch, and copies are counted as modules, so the stand-in gives what the run's encoder would.
+
+A grid's dry run needs the footprints of all its runs (64 distinct ones for ``all --profile paper``,
+seconds of CPU): :class:`FootprintCache` keeps them in ``<runs>/footprint_cache/``, keyed by the
+source of the code that measures them (:data:`CODE_DIRS`), so a changed method is measured again.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
+import hashlib
+import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from harness.atomic import WriteError, write_json
 from harness.config.models import load_tokenizer, packaged_model_dir
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.training_encode import TrainingEncode
@@ -105,6 +115,15 @@ def stand_in_encoder(hidden_size: int) -> SentenceEncoder:
     return SentenceEncoder(model, tokenizer, f"stand-in (d={hidden_size})")
 
 
+def _shared_copy(module: nn.Module) -> nn.Module:
+    """A copy of ``module`` whose parameters are new objects over the same storage: the measurement
+    runs one loss and no update, and cloning the stand-in's 30k-word embeddings cost most of it."""
+    memo: dict[int, Any] = {
+        id(p): nn.Parameter(p.detach(), requires_grad=p.requires_grad) for p in module.parameters()
+    }
+    return copy.deepcopy(module, memo)
+
+
 @contextlib.contextmanager
 def _own_random_state() -> Iterator[None]:
     """Leave Python's, NumPy's and torch's generators as they were (a measurement draws from them)."""
@@ -125,9 +144,9 @@ def footprint(method: str, params: MethodParams, hidden_size: int) -> Footprint:
     """
     stand_in = stand_in_encoder(hidden_size)
     with _own_random_state():
-        encoder = copy.deepcopy(stand_in).train()
+        encoder = _shared_copy(stand_in).train()
         built = get_method(method)(params, hidden_size)
-        built.bind(encoder, lambda _name: copy.deepcopy(stand_in))
+        built.bind(encoder, lambda _name: _shared_copy(stand_in))
         copies = [m for m in built.modules() if isinstance(m, SentenceEncoder)]
         in_copies = {id(p) for c in copies for p in c.parameters()}
         trained = sum(1 for c in copies if any(p.requires_grad for p in c.parameters()))
@@ -145,3 +164,63 @@ def footprint(method: str, params: MethodParams, hidden_size: int) -> Footprint:
         frozen_copies=len(copies) - trained,
         own_parameters=int(own),
     )
+
+
+CODE_DIRS = ("methods", "harness/encoder", "harness/run/footprint.py")
+"""Sources (under the repository root) whose text enters :class:`FootprintCache`'s key: the methods,
+the encoder calls they count through, and this measurement."""
+CACHE_DIR = "footprint_cache"
+"""Folder of the cache inside a runs folder."""
+
+
+@functools.cache
+def code_digest() -> str:
+    """sha256 of the sources in :data:`CODE_DIRS` (read once per process)."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.sha256()
+    for name in CODE_DIRS:
+        path = root / name
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(str(file.relative_to(root)).encode())
+            h.update(file.read_bytes())
+    return h.hexdigest()
+
+
+class FootprintCache:
+    """Footprints measured earlier for a runs folder: one JSON file per :func:`code_digest`.
+
+    :meth:`get` measures what is not there; :meth:`save` writes the file when something was
+    measured (a runs folder that is missing or cannot be written keeps no cache: the next dry run
+    measures again).
+    """
+
+    def __init__(self, runs_dir: str | Path) -> None:
+        self.path = Path(runs_dir) / CACHE_DIR / f"{code_digest()[:32]}.json"
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.added = False
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            data = None
+        if isinstance(data, dict):
+            self.entries = {k: v for k, v in data.items() if isinstance(v, dict)}
+
+    def get(self, method: str, params: MethodParams, hidden_size: int) -> Footprint:
+        key = f"{method}|{params!r}|{hidden_size}"
+        entry = self.entries.get(key)
+        if entry is not None:
+            try:
+                return Footprint(**entry)
+            except TypeError:  # another field set (a changed Footprint): measured again
+                pass
+        measured = footprint(method, params, hidden_size)
+        self.entries[key] = dataclasses.asdict(measured)
+        self.added = True
+        return measured
+
+    def save(self) -> None:
+        """Write what was measured, into a runs folder that exists (a dry run creates none)."""
+        if self.added and self.path.parents[1].is_dir():
+            with contextlib.suppress(WriteError):
+                write_json(self.path, self.entries, indent=1, sort_keys=True)
+            self.added = False

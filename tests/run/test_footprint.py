@@ -4,6 +4,7 @@ encoder has them (the grid's cost and memory estimates read them)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -116,3 +117,46 @@ def test_the_footprint_of_the_known_methods() -> None:
         assert got == (rows, no_grad, trained, frozen), name
     assert footprint("simcse", build_params("simcse", {"mlp": False}), d).own_parameters == 0
     assert footprint("simcse", build_params("simcse", {}), d).own_parameters == d * d + d  # the MLP head
+
+
+def test_the_footprint_cache_keeps_what_it_measured_for_the_next_process(tmp_path, monkeypatch) -> None:
+    """A dry run measures each footprint once per code version: a second cache over the same runs
+    folder reads them without measuring; changed code misses; a missing runs folder is not created."""
+    import harness.run.footprint as module
+
+    params = build_params("simcse", {})
+    first = module.FootprintCache(tmp_path)
+    measured = first.get("simcse", params, 32)
+    assert measured == footprint("simcse", params, 32)
+    first.save()
+    assert first.path.is_file() and first.path.parent.parent == tmp_path
+
+    def no_measuring(*args: Any) -> Any:
+        raise AssertionError("measured although cached")
+
+    monkeypatch.setattr(module, "footprint", no_measuring)
+    assert module.FootprintCache(tmp_path).get("simcse", params, 32) == measured
+    with pytest.raises(AssertionError, match="measured although cached"):
+        module.FootprintCache(tmp_path).get("simcse", params, 64)  # another width: not cached
+    monkeypatch.setattr(module, "code_digest", lambda: "0" * 64)
+    with pytest.raises(AssertionError, match="measured although cached"):
+        module.FootprintCache(tmp_path).get("simcse", params, 32)  # other code: not cached
+
+    monkeypatch.undo()
+    missing = module.FootprintCache(tmp_path / "no-runs")
+    missing.get("simcse", params, 32)
+    missing.save()
+    assert not (tmp_path / "no-runs").exists()
+
+
+def test_a_footprint_cache_file_not_written_by_it_is_measured_again(tmp_path) -> None:
+    from harness.run.footprint import FootprintCache
+
+    params = build_params("simcse", {})
+    cache = FootprintCache(tmp_path)
+    cache.path.parent.mkdir(parents=True)
+    key = f"simcse|{params!r}|32"
+    cache.path.write_text(json.dumps({key: {"rows": 9.0}}))
+    assert FootprintCache(tmp_path).get("simcse", params, 32) == footprint("simcse", params, 32)
+    cache.path.write_text("not json")
+    assert FootprintCache(tmp_path).get("simcse", params, 32).rows == 2.0
