@@ -3,8 +3,11 @@ grid's cost model (:class:`harness.grid.cost.CostModel`) before its built-in tab
 
 A file lives in ``<runs>/calibration/`` and says, for one device, encoder class and precision, what a
 training step (per two encoder rows, as SimCSE's), a dev probe and the final STS pass took, and how
-trials sharing the device slowed down. The grid's own finished records of the same setting still
-calibrate first: they are the runs themselves.
+trials sharing the device slowed down. Version 2 adds, all optional: ``method_steps`` (each measured
+method's step and its encoder rows, beside SimCSE's in the same conditions) and ``transfer_s`` (the
+final transfer tasks, keyed ``"<mode>/<eval precision>"``); a version 1 file reads as one without
+them, a newer version is skipped with one line. The grid's own finished records of the same setting
+still calibrate first: they are the runs themselves.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any
 
 CALIBRATION_DIR = "calibration"
 KIND = "harness-calibration"
+VERSION = 2
+"""The format written; files of this version or older are read."""
 
 
 def calibration_name(calibration: Mapping[str, Any]) -> str:
@@ -27,17 +32,29 @@ def calibration_name(calibration: Mapping[str, Any]) -> str:
     return f"{calibration['device']}-{name}-{calibration['encoder']}-{calibration['precision']}.json"
 
 
+def _positive(value: Any) -> bool:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0
+
+
 def _valid(data: Any) -> bool:
     if not isinstance(data, dict) or data.get("kind") != KIND:
         return False
-    numbers = [data.get("step_s"), data.get("probe_s"), *dict(data.get("sts_s") or {}).values()]
-    return all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in numbers) and all(
+    tables = [data.get(k) or {} for k in ("sts_s", "transfer_s", "trials_slowdown")]
+    steps = data.get("method_steps") or {}
+    if not all(isinstance(t, dict) for t in [*tables, steps]):
+        return False
+    numbers = [data.get("step_s"), data.get("probe_s"), *(v for t in tables for v in t.values())]
+    for step in steps.values():
+        numbers += [step.get("step_s"), step.get("rows")] if isinstance(step, dict) else [None]
+    return all(_positive(v) for v in numbers) and all(
         isinstance(data.get(k), str) for k in ("device", "encoder", "precision")
     )
 
 
 def load_calibrations(runs_dir: str | Path) -> list[dict[str, Any]]:
-    """Every readable calibration file of a runs folder (an unreadable one: one warning, skipped)."""
+    """Every readable calibration file of a runs folder, each with its path under ``"file"`` (an
+    unreadable one, or one of a newer version: one warning, skipped)."""
     folder = Path(runs_dir) / CALIBRATION_DIR
     if not folder.is_dir():
         return []
@@ -50,10 +67,20 @@ def load_calibrations(runs_dir: str | Path) -> list[dict[str, Any]]:
                 f"calibration file {path}: unreadable ({exc}); skipped", RuntimeWarning, stacklevel=2
             )
             continue
+        ours = isinstance(data, dict) and data.get("kind") == KIND
+        version = data.get("version", 1) if ours else None
+        if ours and not (isinstance(version, int) and 1 <= version <= VERSION):
+            warnings.warn(
+                f"calibration file {path}: format version {version!r}, this harness reads 1 to {VERSION}; "
+                "skipped (run `make gpu-check` again)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            continue
         if not _valid(data):
             warnings.warn(
                 f"calibration file {path}: not a harness calibration; skipped", RuntimeWarning, stacklevel=2
             )
             continue
-        found.append(data)
+        found.append({**data, "file": str(path)})
     return found

@@ -27,8 +27,9 @@ of very different lengths share a few slots.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ from harness.config.hardware import cpu_id as this_cpu
 from harness.config.models import TINY_MODEL
 from harness.config.run_config import RunConfig
 from harness.evaluation.tasks import sts_sentences
-from harness.run.footprint import footprint
+from harness.run.footprint import FootprintCache, footprint
 
 PROBE_SHARE = 0.14
 """A dev probe's time as a share of a final STS pass in the same precision (packaged MiniLM, one
@@ -71,6 +72,13 @@ class UnitCosts:
     """The final transfer tasks (seven) measured by finished runs, keyed ``"<mode>/<precision>"``;
     a key not there is derived (:meth:`transfer`)."""
     source: str
+    calibrated: bool = True
+    """Measured on the device the estimate is for (its records or a calibration file of it), not
+    the built-in table's machines."""
+    method_steps: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    """A calibration's steps by method (``step_s`` and the encoder ``rows`` it measured them at)."""
+    slowdown: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """A calibration's measured slowdown of k trials sharing the device, keyed ``str(k)``."""
 
     def probe_s(self, precision: str) -> float:
         return PROBE_SHARE * self.sts_s.get(precision, self.sts_s.get("fp32", 0.0))
@@ -171,11 +179,12 @@ products (gradients with respect to the inputs and to the weights). An operation
 measurement; ``benchmarks/bench_methods.py`` times what a method's step really costs."""
 
 
-def step_rows(config: RunConfig) -> float:
+def step_rows(config: RunConfig, footprints: FootprintCache | None = None) -> float:
     """Encoder rows per sentence of one training step as the cost model counts them: the method's
     rows with gradient plus :data:`NO_GRAD_ROW_COST` of each row without (SimCSE: 2), as measured
-    (:func:`harness.run.footprint.footprint`)."""
-    measured = footprint(config.method, config.params, config.hidden_size)
+    (:func:`harness.run.footprint.footprint`, through ``footprints`` when given)."""
+    measure = footprints.get if footprints is not None else footprint
+    measured = measure(config.method, config.params, config.hidden_size)
     return measured.rows + NO_GRAD_ROW_COST * measured.no_grad_rows
 
 
@@ -222,6 +231,11 @@ class CostModel:
         calibrations: unit costs measured by ``benchmarks/gpu_check.py``
             (:func:`harness.grid.calibration.load_calibrations`): for their device, encoder class,
             precision, batch and length they replace the built-in table; records still come first.
+        footprints: where the methods' footprints were kept (:class:`FootprintCache`; default:
+            measured in this process only).
+        device_name: the GPU the grid will run on (``torch.cuda.get_device_name``), where known: only
+            calibrations of that device count. None (no GPU here): any GPU's, named in the source.
+        calibration_dir: where calibration files were looked for (named when there is none).
     """
 
     def __init__(
@@ -232,14 +246,24 @@ class CostModel:
         trials_per_gpu: int = 1,
         cpu_id: str | None = None,
         calibrations: Iterable[Mapping[str, Any]] = (),
+        footprints: FootprintCache | None = None,
+        device_name: str | None = None,
+        calibration_dir: str | None = None,
     ) -> None:
         self.device = device
+        self.footprints = footprints
+        self.device_name = device_name if device == "cuda" else None
+        self.calibration_dir = calibration_dir
         self.trials_per_gpu = trials_per_gpu if device == "cuda" else 1
         self.corpus_sizes = dict(corpus_sizes or {})
         if cpu_id is None and device == "cpu":
             cpu_id = this_cpu()
         self.cpu_id = cpu_id or ""
-        self.calibrations = [c for c in calibrations if c.get("device") == device]
+        self.calibrations = [
+            c
+            for c in calibrations
+            if c.get("device") == device and self.device_name in (None, c.get("device_name"))
+        ]
         self._measured: dict[tuple[Any, ...], dict[str, list[float]]] = {}
         self._same_cpu: dict[tuple[Any, ...], dict[str, list[float]]] = {}
         counted: set[str] = set()
@@ -274,7 +298,7 @@ class CostModel:
         self, bucket: dict[str, list[float]], record: Mapping[str, Any], config: RunConfig, steps: int
     ) -> None:
         if steps > 0 and record.get("train_time_s"):
-            rows = step_rows(config) / 2.0
+            rows = step_rows(config, self.footprints) / 2.0
             bucket.setdefault("step_s", []).append(float(record["train_time_s"]) / steps / rows)
         final_s = record.get("final_time_s")
         if final_s is not None and config.post_whiten == "none":
@@ -312,14 +336,20 @@ class CostModel:
         sts = {k: v * scale for k, v in base[1].items()}
         calibrated_probe = None
         calibration = self._calibration(config, kind)
+        transfer: dict[str, float] = {}
+        method_steps: dict[str, Mapping[str, float]] = {}
+        slowdown: dict[str, float] = {}
         if calibration is not None:
             step_s = float(calibration["step_s"])
             sts.update({k: float(v) for k, v in dict(calibration.get("sts_s") or {}).items()})
             calibrated_probe = float(calibration["probe_s"])
+            transfer.update({k: float(v) for k, v in dict(calibration.get("transfer_s") or {}).items()})
+            method_steps = dict(calibration.get("method_steps") or {})
+            slowdown = {str(k): float(v) for k, v in dict(calibration.get("trials_slowdown") or {}).items()}
             when = str(calibration.get("measured_at", ""))[:10]
             how = calibration.get("source", "a calibration file")
-            source = f"calibrated on {calibration.get('device_name', self.device)} ({when}, {how})"
-        transfer: dict[str, float] = {}
+            where = f"; {calibration['file']}" if calibration.get("file") else ""
+            source = f"calibrated on {calibration.get('device_name', self.device)} ({when}, {how}{where})"
         machine = _machine_key(config, self.device)
         same = self._same_cpu.get(machine, {})
         measured = same or self._measured.get(machine, {})
@@ -338,7 +368,8 @@ class CostModel:
             for key, values in measured.items():
                 if key.startswith("transfer_"):
                     transfer[key.removeprefix("transfer_")] = statistics.median(values)
-        return UnitCosts(step_s, sts, transfer, source), probe
+        calibrated = calibration is not None or bool(measured)
+        return UnitCosts(step_s, sts, transfer, source, calibrated, method_steps, slowdown), probe
 
     def _calibration(self, config: RunConfig, kind: str) -> Mapping[str, Any] | None:
         """The newest calibration of this device for the config's encoder class, precision, batch and
@@ -368,7 +399,11 @@ class CostModel:
         units, probe = self.units(config)
         steps = self.steps(config)
         shared = sharing_slowdown(config.model, self.trials_per_gpu)
-        total = steps * units.step_s * step_rows(config) / 2.0
+        measured = [n for n in units.slowdown if n.isdigit() and int(n) > 1]
+        if self.trials_per_gpu > 1 and measured:  # the device's own measurement, nearest k
+            k = min(measured, key=lambda n: abs(int(n) - self.trials_per_gpu))
+            shared = units.slowdown[k] * self.trials_per_gpu / int(k)
+        total = steps * self._step_s(config, units)
         total += computed_probes(config, steps) * (probe or units.probe_s(config.precision))
         total *= shared
         sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"]) * shared
@@ -382,8 +417,36 @@ class CostModel:
             total += FLOW_FIT_S_PER_SENTENCE * config.post_whiten_sentences
         return total
 
+    def _step_s(self, config: RunConfig, units: UnitCosts) -> float:
+        """One step of ``config``: SimCSE's scaled by encoder rows, or, where a calibration timed this
+        method beside SimCSE, SimCSE's times that measured ratio, scaled by rows from the measured ones."""
+        rows = step_rows(config, self.footprints)
+        own, simcse = units.method_steps.get(config.method), units.method_steps.get("simcse")
+        if own and simcse:
+            ratio = float(own["step_s"]) / float(simcse["step_s"])
+            return units.step_s * ratio * rows / float(own["rows"])
+        return units.step_s * rows / 2.0
+
     def source(self, config: RunConfig) -> str:
         return self.units(config)[0].source
+
+    def uncalibrated_line(self, configs: Sequence[RunConfig]) -> str | None:
+        """The estimate's first line when some run's unit costs are not this device's: which device
+        has no calibration and where the numbers below come from instead; None when all are."""
+        others = sorted({u.source for u in (self.units(c)[0] for c in configs) if not u.calibrated})
+        if not others:
+            return None
+        where = f" in {self.calibration_dir}" if self.calibration_dir else ""
+        if self.device == "cuda":
+            what = self.device_name or "the GPU (none visible here)"
+            fix = "`make gpu-check` on it writes one"
+        else:
+            what = f"this processor ({self.cpu_id or 'unknown'})"
+            fix = "a grid over 5 min measures it before it starts"
+        return (
+            f"estimate: no calibration for {what}{where} ({fix}): {len(others)} unit cost(s) below are "
+            f"other machines' numbers, not this device's"
+        )
 
 
 __all__ = [

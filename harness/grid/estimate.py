@@ -74,7 +74,9 @@ def estimate_lines(
             per_table.setdefault(table, []).append(s)
     sources = sorted({model.source(c) for c, _ in runs})
     shared = f", {share} trials sharing each GPU" if share > 1 else ""
-    lines = [f"estimate ({unit}-hours{shared}; runs shared by tables count in each):"]
+    warning = model.uncalibrated_line([c for c, _ in runs])
+    lines = [warning] if warning else []
+    lines.append(f"estimate ({unit}-hours{shared}; runs shared by tables count in each):")
     for table, values in sorted(per_table.items()):
         lines.append(f"  {table:24} {len(values):4d} run(s)  {sum(values) / 3600 / share:7.2f} {unit}-h")
     total = sum(seconds)

@@ -20,8 +20,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from harness.atomic import check_output_dir
 from harness.config.inputs import check_finite_overrides, check_spec_paths, is_regular_file
@@ -32,7 +31,7 @@ from harness.config.settings import resolve_settings
 from harness.errors import DataError, HarnessError
 from harness.evaluation.data_check import data_problems
 from harness.grid.calibrate import MIN_GRID_S, calibrate, uncalibrated
-from harness.grid.calibration import load_calibrations
+from harness.grid.calibration import CALIBRATION_DIR, load_calibrations
 from harness.grid.checks import Report, longest_lengths, runs_folder_problems
 from harness.grid.cleanup import remove_stale_temp_dirs
 from harness.grid.cost import CostModel
@@ -49,14 +48,17 @@ from harness.grid.plan import (
     describe,
     expand,
 )
-from harness.grid.progress import GridInterrupted, GridReport, GridStopped
 from harness.grid.signals import sigterm_as_interrupt
 from harness.grid.tracking import Tracking, check_trackers
 from harness.run.checkpoint import every_from_env
 from harness.run.data import read_corpus
+from harness.run.footprint import FootprintCache
 from harness.specs.find import load_plot_specs, load_table_specs
 from harness.specs.model import TableSpec
 from harness.store.run_store import RunStore, missing_scores
+
+if TYPE_CHECKING:  # the progress reporter imports the run's evaluation (transformers): not for a dry run
+    from harness.grid.progress import GridReport
 
 
 @dataclass
@@ -133,6 +135,8 @@ def dry_run(grid: PlannedGrid) -> int:
     print("\n".join(estimate_lines([(r.config, r.used_by) for r in todo], model, local_slots=slots)))
     if plan.counts()["finished"]:
         print(scratch_line([r.config for r in plan.runs], model, slots))
+    if model.footprints is not None:
+        model.footprints.save()
     return 0
 
 
@@ -189,6 +193,8 @@ def longest_first_with_estimate(grid: PlannedGrid, pending: list[PlannedRun]) ->
         calibrate(todo, grid.store.root, grid.data_root, slots)
         model, slots = cost_model(grid.options, grid.store, configs)
     ordered = longest_first(configs, model)
+    if model.footprints is not None:
+        model.footprints.save()
     seconds = [model.run_seconds(c) for c in ordered]
     print(
         f"estimated: {sum(seconds) / 3600:.2f} trial-hours, about {hours(makespan(seconds, slots))} on "
@@ -203,6 +209,7 @@ def run_pending(grid: PlannedGrid, pending: list[PlannedRun], ordered: list[RunC
     Returns the grid report, or the exit status when the grid was interrupted (130) or Ray Tune
     stopped it (1).
     """
+    from harness.grid.progress import GridInterrupted, GridStopped
     from harness.grid.tune.driver import run_trials  # Ray is imported here, not for a dry run
 
     options, store = grid.options, grid.store
@@ -255,6 +262,8 @@ def cost_model(options: GridOptions, store: RunStore, configs: Sequence[RunConfi
     Trials run on GPUs when ``gpus_per_trial`` > 0 or, with a local Ray, when this machine has a
     CUDA GPU; the slots are GPUs / GPUs per trial, else CPUs / CPUs per trial.
     """
+    import torch
+
     cluster = options.cluster
     gpus_per_trial = cluster.gpus_per_trial
     local_gpus = torch.cuda.device_count() if cluster.address is None and not cluster.smoke else 0
@@ -274,7 +283,17 @@ def cost_model(options: GridOptions, store: RunStore, configs: Sequence[RunConfi
     sharing = max(1, round(1.0 / gpus_per_trial)) if on_gpu and gpus_per_trial else 1
     device = "cuda" if on_gpu else "cpu"
     calibrations = load_calibrations(store.root)
-    return CostModel(store.records(), device, sizes, sharing, calibrations=calibrations), slots
+    model = CostModel(
+        store.records(),
+        device,
+        sizes,
+        sharing,
+        calibrations=calibrations,
+        footprints=FootprintCache(store.root),
+        device_name=torch.cuda.get_device_name(0) if on_gpu and local_gpus else None,
+        calibration_dir=str(store.root / CALIBRATION_DIR),
+    )
+    return model, slots
 
 
 def distrust_scoreless(plan: GridPlan, store: RunStore) -> list[str]:

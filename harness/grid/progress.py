@@ -22,12 +22,15 @@ from typing import TYPE_CHECKING, Any
 from harness.atomic import write_text
 from harness.errors import HarnessError
 from harness.grid.estimate import makespan
-from harness.run.evaluation_point import Log
 from harness.store.bookkeeping import ensure_failed_record
 
 if TYPE_CHECKING:
     from harness.config.run_config import RunConfig
     from harness.store.run_store import RunStore
+
+Log = Callable[[str], None]
+"""A progress sink (the run's :data:`harness.run.evaluation_point.Log`, not imported from there: that
+module brings the run's evaluation, transformers and scipy, into a dry run)."""
 
 
 def print_line(line: str) -> None:

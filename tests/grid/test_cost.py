@@ -11,7 +11,7 @@ import pytest
 from harness.config.run_config import RunConfig, resolve_config, resolve_run
 from harness.config.settings import resolve_settings
 from harness.evaluation.tasks import sts_sentences
-from harness.grid.cost import FLOW_FIT_S_PER_SENTENCE, CostModel, probes_of
+from harness.grid.cost import FLOW_FIT_S_PER_SENTENCE, CostModel, computed_probes, probes_of
 from harness.grid.estimate import estimate_lines, hours
 from tests.helpers import make_record
 
@@ -152,7 +152,10 @@ def test_gpu_sharing_follows_the_measured_throughput(data_root: Path) -> None:
     alone, shared = CostModel(device="cuda"), CostModel(device="cuda", trials_per_gpu=4)
     assert shared.run_seconds(config) > alone.run_seconds(config)
     lines = estimate_lines([(config, ["t: a"])] * 8, shared, local_slots=4)
-    assert "4 trials sharing each GPU" in lines[0]
+    assert (
+        lines[0].startswith("estimate: no calibration for the GPU")
+        and "4 trials sharing each GPU" in lines[1]
+    )
     # 8 runs, 4 per GPU: one GPU takes two rounds
     assert f"1 GPU(s) {hours(2 * shared.run_seconds(config))} (here)" in lines[-2]
     assert CostModel(device="cpu", trials_per_gpu=4).trials_per_gpu == 1
@@ -200,3 +203,99 @@ def test_the_cost_model_counts_each_run_once() -> None:
 
     Counting([record, dict(record)])
     assert seen == ["r-1"]
+
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _gpu_calibration(runs: Path, device_name: str = H100, **fields: Any) -> Path:
+    """A calibration file as ``benchmarks/gpu_check.py`` writes it (format 2) for ``device_name``."""
+    from harness.atomic import write_json
+    from harness.grid.calibration import CALIBRATION_DIR, calibration_name
+
+    calibration = {
+        "kind": "harness-calibration",
+        "version": 2,
+        "device": "cuda",
+        "device_name": device_name,
+        "threads": None,
+        "encoder": "bert-base",
+        "precision": "bf16",
+        "compiled": True,
+        "batch_size": 64,
+        "max_length": 32,
+        "step_s": 0.02,
+        "probe_s": 0.4,
+        "sts_s": {"fp32": 5.0},
+        "transfer_s": {"test/fp32": 60.0},
+        "method_steps": {
+            "simcse": {"step_s": 0.05, "rows": 2.0},
+            "whitenedcse": {"step_s": 0.15, "rows": 3.0},
+        },
+        "trials_slowdown": {"1": 1.0, "2": 1.5},
+        "measured_at": "2026-11-27T22:00:00+00:00",
+        "source": "benchmarks/gpu_check.py",
+        **fields,
+    }
+    return write_json(runs / CALIBRATION_DIR / calibration_name(calibration), calibration)
+
+
+def _paper(method: str = "simcse", params: dict | None = None, **overrides: object) -> RunConfig:
+    settings = resolve_settings(
+        "paper", {"precision": "bf16", "max_steps": 1000, **overrides}, require_corpus=False
+    )
+    return resolve_run(method, params, settings)
+
+
+def test_a_calibration_of_the_device_prices_every_part_and_is_named(tmp_path: Path) -> None:
+    from harness.grid.calibration import load_calibrations
+
+    path = _gpu_calibration(tmp_path)
+    model = CostModel(device="cuda", device_name=H100, calibrations=load_calibrations(tmp_path))
+    simcse = _paper(final_tasks="all")
+    units, probe = model.units(simcse)
+    assert units.calibrated and probe == 0.4 and units.transfer("test", "fp32") == 60.0
+    assert units.source.startswith(f"calibrated on {H100} (2026-11-27, benchmarks/gpu_check.py; {path})")
+    probes = computed_probes(simcse, 1000)
+    assert model.run_seconds(simcse) == pytest.approx(1000 * 0.02 + probes * 0.4 + 5.0 + 60.0)
+    # WhitenedCSE: SimCSE's step times the measured 3x, scaled from the 3 rows measured to its own
+    whitened = _paper("whitenedcse", {"num_positives": 4}, final_tasks="sts")
+    rows = model.run_seconds(whitened) - probes * 0.4 - 5.0
+    assert rows == pytest.approx(1000 * 0.02 * 3.0 * 4.0 / 3.0)
+    # two trials sharing the GPU: the device's measured 1.5x, not the built-in H100's
+    shared = CostModel(
+        device="cuda", device_name=H100, trials_per_gpu=2, calibrations=load_calibrations(tmp_path)
+    )
+    assert shared.run_seconds(_paper(final_tasks="none")) == pytest.approx(
+        1.5 * model.run_seconds(_paper(final_tasks="none"))
+    )
+    lines = estimate_lines([(simcse, ["t: a"])], model, local_slots=1)
+    assert lines[0].startswith("estimate (GPU-hours") and lines[-1] == f"  unit costs: {units.source}"
+
+
+def test_an_estimate_for_a_device_without_calibration_says_so_first(tmp_path: Path) -> None:
+    """Another GPU's file is not this one's: the first line names the device and where it looked,
+    and the costs below are the built-in table's, marked so; no GPU visible: any GPU's, named."""
+    from harness.grid.calibration import load_calibrations
+
+    _gpu_calibration(tmp_path)
+    found = load_calibrations(tmp_path)
+    config = _paper()
+    h200 = CostModel(
+        device="cuda", device_name="NVIDIA H200", calibrations=found, calibration_dir="runs/calibration"
+    )
+    lines = estimate_lines([(config, ["t: a"])], h200, local_slots=1)
+    assert lines[0] == (
+        "estimate: no calibration for NVIDIA H200 in runs/calibration (`make gpu-check` on it writes one): "
+        "1 unit cost(s) below are other machines' numbers, not this device's"
+    )
+    assert not h200.units(config)[0].calibrated and H100 not in "\n".join(lines)
+    unseen = CostModel(device="cuda", calibrations=found)
+    assert unseen.uncalibrated_line([config]) is None and unseen.source(config).startswith(
+        f"calibrated on {H100}"
+    )
+    cpu_model = CostModel(device="cpu", cpu_id="Some CPU (family 1)")
+    line = cpu_model.uncalibrated_line([config.replace(precision="fp32")])
+    assert line is not None and line.startswith(
+        "estimate: no calibration for this processor (Some CPU (family 1))"
+    )

@@ -64,3 +64,36 @@ def test_a_grid_stops_before_ray_when_a_data_file_is_bad(
     assert "1 data file problem(s) above: nothing was run" in err and "Traceback" not in err
     assert not (runs / "records").exists() and not (runs / "ray").exists()
     assert not (runs / "grid.lock").exists()
+
+
+def test_a_gpu_dry_run_prices_with_the_visible_gpus_calibration_and_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A calibration file written as gpu_check writes it for the GPU this box shows is the one the
+    dry run's estimate uses and names; for another GPU the estimate says first that it has none."""
+    import torch
+
+    from tests.grid.test_cost import H100, _gpu_calibration
+
+    runs = tmp_path / "runs"
+    path = _gpu_calibration(runs, precision="fp32")  # the paper profile trains in fp32
+    args = ["grid", "cpu_demo", "--profile", "paper", "--gpus-per-trial", "0.5", "--dry-run"]
+    args += ["--runs-dir", str(runs), "--data-dir", str(resolve_data_root(None))]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for device, calibrated in ((H100, True), ("NVIDIA H200", False)):
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_, name=device: name)
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        estimate = out[out.index("estimate") :].splitlines()
+        if calibrated:
+            assert estimate[0].startswith("estimate (GPU-hours, 2 trials sharing each GPU")
+            assert (
+                f"  unit costs: calibrated on {H100} (2026-11-27, benchmarks/gpu_check.py; {path})"
+                in estimate
+            )
+        else:
+            assert estimate[0].startswith(
+                f"estimate: no calibration for NVIDIA H200 in {runs / 'calibration'}"
+            )
+            assert H100 not in out
+    assert (runs / "footprint_cache").is_dir()  # the runs folder existed: the next dry run measures nothing
