@@ -29,7 +29,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -95,6 +95,9 @@ class _CountingEncode(TrainingEncode):
         return out
 
 
+_M = TypeVar("_M", bound=nn.Module)
+
+
 @functools.lru_cache(maxsize=8)
 def stand_in_encoder(hidden_size: int) -> SentenceEncoder:
     """A one-layer BERT of this width with the packaged tokenizer (random weights, fixed seed)."""
@@ -115,7 +118,7 @@ def stand_in_encoder(hidden_size: int) -> SentenceEncoder:
     return SentenceEncoder(model, tokenizer, f"stand-in (d={hidden_size})")
 
 
-def _shared_copy(module: nn.Module) -> nn.Module:
+def _shared_copy(module: _M) -> _M:
     """A copy of ``module`` whose parameters are new objects over the same storage: the measurement
     runs one loss and no update, and cloning the stand-in's 30k-word embeddings cost most of it."""
     memo: dict[int, Any] = {
