@@ -339,17 +339,25 @@ class CostModel:
         transfer: dict[str, float] = {}
         method_steps: dict[str, Mapping[str, float]] = {}
         slowdown: dict[str, float] = {}
+        size = 1.0
+        if calibration is None and self.device != "cpu":  # the GPU measured another encoder: scaled by size
+            calibration = self._calibration(config, None)
+            if calibration is not None:
+                size = _COMPUTE[kind] / _COMPUTE.get(str(calibration["encoder"]), 1.0)
         if calibration is not None:
-            step_s = float(calibration["step_s"])
-            sts.update({k: float(v) for k, v in dict(calibration.get("sts_s") or {}).items()})
-            calibrated_probe = float(calibration["probe_s"])
-            transfer.update({k: float(v) for k, v in dict(calibration.get("transfer_s") or {}).items()})
+            step_s = float(calibration["step_s"]) * size
+            sts.update({k: float(v) * size for k, v in dict(calibration.get("sts_s") or {}).items()})
+            calibrated_probe = float(calibration["probe_s"]) * size
+            if size == 1.0:  # the transfer fits run on the host: not scaled with the encoder
+                transfer.update({k: float(v) for k, v in dict(calibration.get("transfer_s") or {}).items()})
             method_steps = dict(calibration.get("method_steps") or {})
             slowdown = {str(k): float(v) for k, v in dict(calibration.get("trials_slowdown") or {}).items()}
             when = str(calibration.get("measured_at", ""))[:10]
             how = calibration.get("source", "a calibration file")
             where = f"; {calibration['file']}" if calibration.get("file") else ""
-            source = f"calibrated on {calibration.get('device_name', self.device)} ({when}, {how}{where})"
+            scaled = f" for {calibration['encoder']}, x {size:.2f} (encoder size)" if size != 1.0 else ""
+            name = calibration.get("device_name", self.device)
+            source = f"calibrated on {name}{scaled} ({when}, {how}{where})"
         machine = _machine_key(config, self.device)
         same = self._same_cpu.get(machine, {})
         measured = same or self._measured.get(machine, {})
@@ -371,13 +379,13 @@ class CostModel:
         calibrated = calibration is not None or bool(measured)
         return UnitCosts(step_s, sts, transfer, source, calibrated, method_steps, slowdown), probe
 
-    def _calibration(self, config: RunConfig, kind: str) -> Mapping[str, Any] | None:
-        """The newest calibration of this device for the config's encoder class, precision, batch and
-        length, if any."""
+    def _calibration(self, config: RunConfig, kind: str | None) -> Mapping[str, Any] | None:
+        """The newest calibration of this device for the config's encoder class (None: any in
+        ``_COMPUTE``), precision, batch and length, if any."""
         fits = [
             c
             for c in self.calibrations
-            if c.get("encoder") == kind
+            if (c.get("encoder") == kind if kind else c.get("encoder") in _COMPUTE)
             and (
                 self.device != "cpu"
                 or (c.get("device_name") == self.cpu_id and c.get("threads") == config.threads)

@@ -271,6 +271,10 @@ def test_a_calibration_of_the_device_prices_every_part_and_is_named(tmp_path: Pa
     )
     lines = estimate_lines([(simcse, ["t: a"])], model, local_slots=1)
     assert lines[0].startswith("estimate (GPU-hours") and lines[-1] == f"  unit costs: {units.source}"
+    # bert-large on the same GPU: its bert-base calibration scaled by encoder size, still this device's
+    large, _ = model.units(simcse.replace(model="bert-large-uncased"))
+    assert large.calibrated and large.step_s == pytest.approx(0.02 * 24 * 1024**2 / (12 * 768**2))
+    assert large.source.startswith(f"calibrated on {H100} for bert-base, x 3.56 (encoder size)")
 
 
 def test_an_estimate_for_a_device_without_calibration_says_so_first(tmp_path: Path) -> None:
