@@ -21,6 +21,11 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
 7. the final transfer evaluation on the device: the seven tasks embedded there, then their
    classifiers in SentEval's ``test`` mode on the device (``benchmarks/bench_transfer_eval.py``'s
    device path; target: 60 s for bert-base).
+8. the grid's calibration, for each precision (``--precisions``): each method's step beside
+   SimCSE's (``--methods``; eager, as the grid's estimate scales them), the dev probe and the final
+   STS pass (:func:`harness.grid.calibrate.measure_parts`); the trial's precision takes the trial's
+   own step, probe, STS and transfer seconds. One file per precision and encoder class in
+   ``<runs>/calibration/`` (:mod:`harness.grid.calibration`, format version 2).
 
 Each stage's numbers are written as soon as they exist (``--out``: ``gpu_check.json`` and the
 calibration file), and a stage that fails is reported and skipped: a short loan of a GPU is never
@@ -59,11 +64,13 @@ from harness.config.hardware import cpu_description, cpu_id
 from harness.config.paths import resolve_data_root
 from harness.config.run_config import resolve_config
 from harness.evaluation.tasks import sts_sentences
-from harness.grid.calibration import CALIBRATION_DIR, calibration_name
+from harness.grid.calibrate import measure_parts
+from harness.grid.calibration import CALIBRATION_DIR, VERSION, calibration_name
 from harness.grid.cost import encoder_class
 from harness.run.training import train_run
 from harness.store.provenance import now_iso
 from harness.store.run_store import RunStore
+from methods import REGISTRY
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -87,6 +94,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--transfer-limit", type=int, default=None, help="rows per split of the transfer stage (tests)"
     )
+    parser.add_argument(
+        "--precisions",
+        default=None,
+        help="calibrated precisions (default: tf32,bf16 on cuda, fp32 elsewhere)",
+    )
+    parser.add_argument(
+        "--methods", default=",".join(REGISTRY), help="methods whose step is calibrated, comma-separated"
+    )
+    parser.add_argument("--final-tasks", default="all", help="the trial's final tasks (all: STS, transfer)")
+    parser.add_argument("--trial-transfer-mode", default="fasttest", help="the trial's transfer mode")
     return parser.parse_args(argv)
 
 
@@ -230,7 +247,8 @@ def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
             "max_length": args.max_length,
             "max_steps": args.steps,
             "eval_every": max(1, args.steps // 2),
-            "final_tasks": "sts",
+            "final_tasks": args.final_tasks,
+            "transfer_mode": args.trial_transfer_mode,
             "precision": "bf16" if bf16 else "fp32",
         },
         data_root=data_root,
@@ -246,7 +264,10 @@ def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
     final_s = float(record.get("final_time_s") or 0.0)
     probe_s = (float(record["eval_time_s"]) - final_s) / max(probes, 1)
     sts_s = float((record.get("final_seconds") or {}).get("sts") or final_s)
+    transfer_s = (record.get("final_seconds") or {}).get("transfer")
     return {
+        "transfer_s": round(float(transfer_s), 2) if transfer_s else None,
+        "transfer_mode": config.transfer_mode,
         "run_id": record["run_id"],
         "status": record["status"],
         "compiled": prov.get("compiled"),
@@ -324,30 +345,14 @@ def main(argv: list[str] | None = None) -> int:
             "tflops": round(achieved, 2),
             "share_of_peak": round(achieved / peak["tflops"], 3),
         }
-    if trialled and trialled.get("status") == "finished":
-        calibration = {
-            "kind": "harness-calibration",
-            "version": 1,
-            "device": torch.device(args.device).type,
-            # a CPU's calibration names the processor as the cost model matches it, and the trial's threads
-            "device_name": check.result["device"]["name"] if args.device.startswith("cuda") else cpu_id(),
-            "threads": None,
-            "encoder": encoder_class(args.model),
-            "precision": trialled["precision"],
-            "compiled": bool(trialled.get("compiled")),
-            "batch_size": args.batch_size,
-            "max_length": args.max_length,
-            "step_s": trialled["step_ms"] / 1000,
-            "probe_s": trialled["probe_s"],
-            "sts_s": {trialled["eval_precision"]: trialled["sts_s"]},
-            "trials_slowdown": (shared or {}).get("slowdown", {}),
-            "measured_at": check.result["started_at"],
-            "torch": torch.__version__,
-            "source": "benchmarks/gpu_check.py",
-        }
+    parts = check.stage("calibration", lambda: calibration_parts(args))
+    written = []
+    by_precision = (parts or {}).get("by_precision", {})
+    for calibration in calibrations(args, check.result, trialled, by_precision, shared):
         path = runs / CALIBRATION_DIR / calibration_name(calibration)
         write_json(path, calibration, indent=2)
-        check.result["calibration"] = str(path)
+        written.append(str(path))
+    check.result["calibration"] = written
     check.result["finished_at"] = now_iso()
     check.save()
     print(json.dumps({k: check.result.get(k) for k in ("device", "achieved", "calibration")}, indent=2))
@@ -412,6 +417,84 @@ def transfer(args: argparse.Namespace) -> dict[str, Any]:
 
 def _data_dir(args: argparse.Namespace) -> list[str]:
     return ["--data-dir", args.data_dir] if args.data_dir else []
+
+
+def precisions(args: argparse.Namespace) -> list[str]:
+    default = "tf32,bf16" if args.device.startswith("cuda") else "fp32"  # the paper profile's, the fast one
+    return [p for p in (args.precisions or default).split(",") if p]
+
+
+def calibration_parts(args: argparse.Namespace) -> dict[str, Any]:
+    """For each precision: SimCSE's and each method's step, the dev probe and the final STS pass."""
+    data_root = resolve_data_root(args.data_dir)
+    methods = [m for m in args.methods.split(",") if m]
+    out = {}
+    for precision in precisions(args):
+        config = resolve_config(
+            "simcse",
+            None,
+            "paper",
+            {
+                "model": args.model,
+                "corpus": "corpus/nli-sentences.txt",
+                "batch_size": args.batch_size,
+                "max_length": args.max_length,
+                "precision": precision,
+            },
+            data_root=data_root,
+        )
+        out[precision] = measure_parts(config, data_root, args.device, methods)
+    return {"by_precision": out}
+
+
+def calibrations(
+    args: argparse.Namespace,
+    result: dict[str, Any],
+    trialled: dict[str, Any] | None,
+    parts: dict[str, Any],
+    shared: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """The calibration files' contents (format version 2), one per measured precision: the trial's
+    own step, probe, STS and transfer seconds for its precision (the loop's compiled step), the
+    calibration stage's for the others; each method's step from the stage."""
+    trial = trialled if trialled and trialled.get("status") == "finished" else None
+    on_gpu = args.device.startswith("cuda")
+    out = []
+    for precision in sorted({*parts, *([trial["precision"]] if trial else [])}):
+        measured = parts.get(precision) or {}
+        calibration: dict[str, Any] = {
+            "kind": "harness-calibration",
+            "version": VERSION,
+            "device": torch.device(args.device).type,
+            # a CPU's calibration names the processor as the cost model matches it, and the trial's threads
+            "device_name": result["device"]["name"] if on_gpu else cpu_id(),
+            "threads": None,
+            "encoder": encoder_class(args.model),
+            "precision": precision,
+            "compiled": False,
+            "batch_size": args.batch_size,
+            "max_length": args.max_length,
+            "step_s": measured.get("step_s"),
+            "probe_s": measured.get("probe_s"),
+            "sts_s": dict(measured.get("sts_s") or {}),
+            "transfer_s": {},
+            "method_steps": dict(measured.get("method_steps") or {}),
+            "trials_slowdown": (shared or {}).get("slowdown", {}),
+            "measured_at": result["started_at"],
+            "torch": torch.__version__,
+            "source": "benchmarks/gpu_check.py",
+        }
+        if trial and trial["precision"] == precision:
+            calibration.update(
+                compiled=bool(trial.get("compiled")), step_s=trial["step_ms"] / 1000, probe_s=trial["probe_s"]
+            )
+            calibration["sts_s"][trial["eval_precision"]] = trial["sts_s"]
+            if trial.get("transfer_s"):
+                key = f"{trial['transfer_mode']}/{trial['eval_precision']}"
+                calibration["transfer_s"][key] = trial["transfer_s"]
+        if calibration["step_s"] and calibration["probe_s"]:
+            out.append(calibration)
+    return out
 
 
 def _proxies(args: argparse.Namespace, out: Path) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from harness.config.hardware import cpu_id
 from harness.config.run_config import RunConfig
 from harness.errors import HarnessError
 from harness.grid.calibration import CALIBRATION_DIR, calibration_name
-from harness.grid.cost import CostModel, encoder_class
+from harness.grid.cost import CostModel, encoder_class, step_rows
 from harness.store.provenance import now_iso
 
 WORKER = (
@@ -53,7 +53,7 @@ def uncalibrated(configs: Sequence[RunConfig], model: CostModel) -> list[RunConf
     come from the built-in table: neither this processor's records nor a calibration file of it."""
     out: dict[tuple[Any, ...], RunConfig] = {}
     for config in configs:
-        if model.device != "cpu" or model.source(config).startswith("calibrated"):
+        if model.device != "cpu" or model.units(config)[0].calibrated:
             continue
         key = (
             encoder_class(config.model),
@@ -158,29 +158,34 @@ def _measure_in_processes(config: RunConfig, data_root: Path, processes: int) ->
 
 def _measure(config_dict: dict[str, Any], data_root: str) -> dict[str, Any]:
     """In a fresh process: the setting's step, dev probe and final STS pass, extrapolated from samples."""
+    return measure_parts(RunConfig.from_dict(config_dict), Path(data_root))
+
+
+def measure_parts(
+    config: RunConfig, data_root: Path, device: str = "cpu", methods: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The setting's SimCSE step, dev probe and final STS pass (fp32 and bf16) on ``device``, each
+    extrapolated from samples; with ``methods``, each one's step at its default parameters and the
+    encoder rows it computes (``method_steps``, SimCSE's among them), timed alike."""
     import torch
 
     from harness.encoder.loading import load_encoder
     from harness.evaluation.runner import encoder_functions
     from harness.evaluation.sts import BATCH_SIZE, distinct_by_length, read_stsb
     from harness.evaluation.tasks import STSB_DEV_PROBE, sts_sentences
-    from harness.run.data import batches, read_corpus
-    from harness.run.step import TrainStep
-    from methods import get_method
 
-    config = RunConfig.from_dict(config_dict)
     if config.threads is not None:
         torch.set_num_threads(config.threads)
-    encoder = load_encoder(config.model, "cpu", seed=config.seed)
-    simcse = config.replace(method="simcse", params={})
-    method = get_method("simcse")(simcse.params, encoder.hidden_size)
-    step = TrainStep(encoder, method, simcse, total=STEPS + 1)
-    stream = batches(read_corpus(Path(config.corpus), config.batch_size), config.batch_size, config.seed)
-    step(next(stream), 1)
-    t0 = time.perf_counter()
-    for i in range(STEPS):
-        float(step(next(stream), i + 2)[0])
-    step_s = (time.perf_counter() - t0) / STEPS
+    encoder = load_encoder(config.model, device, seed=config.seed)
+    method_steps = {}
+    for name in dict.fromkeys(["simcse", *methods]):
+        try:
+            setting = config.replace(method=name, params={})
+            method_steps[name] = {"step_s": _step_seconds(encoder, setting), "rows": step_rows(setting)}
+        except Exception as exc:  # one method that cannot run here leaves the others measured
+            if name == "simcse":
+                raise
+            print(f"calibration: {name}'s step not measured: {type(exc).__name__}: {exc}", file=sys.stderr)
     senteval = Path(data_root) / "senteval"
     test = read_stsb(senteval, "test")
     _, token_lengths = encoder_functions(encoder, config.eval_pooler)
@@ -189,10 +194,30 @@ def _measure(config_dict: dict[str, Any], data_root: str) -> dict[str, Any]:
     dev = read_stsb(senteval, STSB_DEV_PROBE[1])
     dev_sentences = len(dev.sent1) + len(dev.sent2)
     return {
-        "step_s": step_s,
+        "step_s": method_steps["simcse"]["step_s"],
         "probe_s": rate[config.precision] * dev_sentences,
         "sts_s": {p: r * sts_sentences() for p, r in rate.items()},
+        **({"method_steps": method_steps} if methods else {}),
     }
+
+
+def _step_seconds(encoder: Any, config: RunConfig) -> float:
+    """Seconds of one of ``config``'s training steps on a copy of ``encoder`` (after one untimed)."""
+    import copy
+
+    from harness.run.data import batches, read_corpus
+    from harness.run.step import TrainStep
+    from methods import get_method
+
+    model = copy.deepcopy(encoder)
+    method = get_method(config.method)(config.params, model.hidden_size)
+    step = TrainStep(model, method, config, total=STEPS + 1)
+    stream = batches(read_corpus(Path(config.corpus), config.batch_size), config.batch_size, config.seed)
+    step(next(stream), 1)
+    t0 = time.perf_counter()
+    for i in range(STEPS):
+        float(step(next(stream), i + 2)[0])  # reading the loss waits for the device
+    return (time.perf_counter() - t0) / STEPS
 
 
 def stratified_batches(ordered: Sequence[str], batch_size: int, strata: int = STRATA) -> list[list[str]]:

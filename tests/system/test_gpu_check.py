@@ -27,6 +27,7 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     out, runs = tmp_path / "out", tmp_path / "runs"
     argv = ["--device", "cpu", "--model", "random:tiny", "--steps", "4", "--bench-steps", "2"]
     argv += ["--transfer-mode", "fasttest", "--transfer-limit", "60"]
+    argv += ["--methods", "simcse,simcsepp", "--final-tasks", "sts"]
     code = gpu_check.main([*argv, "--out", str(out), "--runs-dir", str(runs), "--data-dir", str(data_root)])
     assert code == 0, capsys.readouterr().err
     result = json.loads((out / "gpu_check.json").read_text())
@@ -44,10 +45,14 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     transfer = stages["transfer"]
     assert transfer["classify_s"] > 0 and set(transfer["accuracies"]) == {*TRANSFER_TASKS, "avg"}
 
-    (calibration,) = load_calibrations(runs)
+    (calibration,) = load_calibrations(runs)  # one precision on a CPU: the trial's, fp32
     assert calibration["device"] == "cpu" and calibration["step_s"] == pytest.approx(
         result["achieved"]["step_ms"] / 1000
     )
+    assert calibration["version"] == 2 and result["calibration"] == [calibration["file"]]
+    steps = calibration["method_steps"]
+    assert set(steps) == {"simcse", "simcsepp"} and steps["simcse"]["rows"] == 2.0
+    assert all(s["step_s"] > 0 for s in steps.values()) and steps["simcsepp"]["rows"] >= 2.0
     config = resolve_config(
         "simcse",
         None,
