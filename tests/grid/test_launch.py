@@ -76,7 +76,7 @@ def test_a_gpu_dry_run_prices_with_the_visible_gpus_calibration_and_names_it(
     from tests.grid.test_cost import H100, _gpu_calibration
 
     runs = tmp_path / "runs"
-    path = _gpu_calibration(runs, precision="fp32")  # the paper profile trains in fp32
+    path = _gpu_calibration(runs, precision="tf32")  # the paper profile trains in tf32
     args = ["grid", "cpu_demo", "--profile", "paper", "--gpus-per-trial", "0.5", "--dry-run"]
     args += ["--runs-dir", str(runs), "--data-dir", str(resolve_data_root(None))]
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
