@@ -85,8 +85,8 @@ def test_eval_bf16_is_recorded_and_close_to_fp32(
         assert record["meta"]["precision"] == precision
         scores[precision] = record["sts"]
     assert scores["fp32"] != scores["bf16"]  # bf16 really ran
-    code, _out, err = _run(["--model", "random:tiny", "--precision", "fp16", "--output", "x.json"], capsys)
-    assert code == 2 and "fp16" in err  # argparse's choices: exit 2 naming the value
+    code, _out, err = _run(["--model", "random:tiny", "--precision", "fp64", "--output", "x.json"], capsys)
+    assert code == 2 and "fp64" in err  # argparse's choices: exit 2 naming the value
 
 
 def test_eval_all_groups_and_exact_batches(
