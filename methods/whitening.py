@@ -16,7 +16,11 @@ Numerics (see METHODS.md Sec. 2):
   through the covariance and the eigendecomposition too (unstable when eigenvalues repeat);
 * a non-finite input, or a non-finite or non-positive eigenvalue (possible only with ``eps = 0``),
   raises :class:`~harness.errors.TrainingError` naming the step, the block and the group. There is
-  no silent fallback: a run that would be poisoned stops with a message instead.
+  no silent fallback: a run that would be poisoned stops with a message instead. In the training
+  step these checks stay on the device (:func:`~methods.base.device_check`): the loop raises at its
+  next evaluation point, and the step never waits for them (the covariance is made finite before
+  ``eigh`` so that the step gets there). ``torch.linalg.eigh`` itself still reads its solver's
+  status back: PyTorch has no variant that leaves it on the device.
 
 Evaluation-time whitening (BERT-whitening, Su et al. 2021, https://arxiv.org/abs/2103.15316) is
 :func:`fit_post_whitening` / :func:`apply_post_whitening` on NumPy arrays.
@@ -32,6 +36,8 @@ import torch
 from torch import nn
 
 from harness.errors import ConfigError, TrainingError
+from methods.base import Check, device_check
+from methods.memory import HostCount
 
 GradMode = Literal["stop", "full"]
 
@@ -62,25 +68,75 @@ def _check_eigenvalues(
     *,
     group_offset: int = 0,
 ) -> None:
-    """Raise TrainingError if any eigenvalue of ``evals: [k*G', c]`` is non-finite or <= 0.
+    """Fail the run (:func:`~methods.base.device_check`) if any eigenvalue of ``evals: [k*G', c]`` is
+    non-finite or <= 0.
 
     Row ``r`` is block ``r // G'``, group ``group_offset + r % G'`` (``G'`` = ``groups_per_block``).
     """
-    bad_rows = (~torch.isfinite(evals) | (evals <= 0)).any(dim=-1)
-    if bool(bad_rows.any()):
-        first = int(bad_rows.nonzero()[0, 0])
-        block, group = divmod(first, groups_per_block)
-        group += group_offset
-        at = f"step {step}: " if step is not None else ""
-        row = evals[first]
-        bad = int((~torch.isfinite(row) | (row <= 0)).sum())
-        error = TrainingError(
-            f"{at}{what}: covariance of block {block}, group {group} is singular or non-finite "
-            f"({bad} of its {row.numel()} eigenvalues non-positive or non-finite, smallest "
-            f"{float(row.min()):.3g}); raise eps or use fewer channels per group"
+    bad = ~torch.isfinite(evals) | (evals <= 0)
+    bad_rows = bad.any(dim=-1)
+
+    def found() -> Check:
+        first = bad_rows.to(torch.uint8).argmax()
+        block, group = first // groups_per_block, first % groups_per_block + group_offset
+        numbers = torch.stack([bad_rows.sum(), block, group, bad[first].sum()])
+        message = (
+            f"{what}: covariance of block {{1}}, group {{2}} is singular or non-finite ({{3}} of its "
+            f"{evals.shape[1]} eigenvalues non-positive or non-finite; {{0}} such covariances); raise eps "
+            "or use fewer channels per group"
         )
-        error.add_note(f"eigenvalues of block {block}, group {group}: {row.tolist()}")  # kept in the record
-        raise error
+        return Check(message, numbers, "eigenvalues of block {1}, group {2}: {values}", evals[first])
+
+    def check_now() -> None:
+        if bool(bad_rows.any()):
+            first = int(bad_rows.nonzero()[0, 0])
+            block, group = divmod(first, groups_per_block)
+            group += group_offset
+            at = f"step {step}: " if step is not None else ""
+            row = evals[first]
+            bad = int((~torch.isfinite(row) | (row <= 0)).sum())
+            error = TrainingError(
+                f"{at}{what}: covariance of block {block}, group {group} is singular or non-finite "
+                f"({bad} of its {row.numel()} eigenvalues non-positive or non-finite, smallest "
+                f"{float(row.min()):.3g}); raise eps or use fewer channels per group"
+            )
+            error.add_note(
+                f"eigenvalues of block {block}, group {group}: {row.tolist()}"
+            )  # kept in the record
+            raise error
+
+    device_check(found, check_now)
+
+
+def _check_finite(x: torch.Tensor, step: int | None, what: str) -> None:
+    """Fail the run (:func:`~methods.base.device_check`) if ``x: [k, n, d]`` has a non-finite value."""
+    bad = ~torch.isfinite(x)
+    _, n, d = x.shape
+
+    def found() -> Check:
+        first = bad.flatten().to(torch.uint8).argmax()
+        numbers = torch.stack([bad.sum(), first // (n * d), first // d % n, first % d])
+        return Check(
+            f"{what} got {{0}} non-finite input values (the first at block {{1}}, row {{2}}, channel {{3}})",
+            numbers,
+        )
+
+    def check_now() -> None:
+        if bool(bad.any()):
+            where = bad.nonzero()[0]
+            at = f"step {step}: " if step is not None else ""
+            raise TrainingError(
+                f"{at}{what} got a non-finite input (block {int(where[0])}, row {int(where[1])}, "
+                f"channel {int(where[2])})"
+            )
+
+    device_check(found, check_now)
+
+
+def _finite_eigh(cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.eigh`` of ``cov`` with its non-finite entries read as 0 (the identity on a finite
+    covariance): a poisoned step goes on to the evaluation point that fails the run."""
+    return torch.linalg.eigh(torch.nan_to_num(cov, nan=0.0, posinf=0.0, neginf=0.0))
 
 
 def group_sizes(d: int, num_groups: int) -> list[int]:
@@ -164,19 +220,14 @@ def group_whiten(
 
 
 def _checked_blocks(xb: torch.Tensor, num_groups: int, grad: str, step: int | None) -> torch.Tensor:
-    """``xb`` once it is a finite ``[k, n, d]`` with ``num_groups`` in ``1..d`` and a known ``grad``."""
+    """``xb`` once it is a ``[k, n, d]`` with ``num_groups`` in ``1..d`` and a known ``grad``; its
+    values are checked finite on the device (:func:`_check_finite`)."""
     if xb.dim() != 3:
         raise ValueError(f"group_whiten expects [n, d] or [k, n, d], got shape {tuple(xb.shape)}")
     group_sizes(xb.shape[2], num_groups)  # raises ConfigError outside 1..d
-    if not bool(torch.isfinite(xb).all()):
-        bad = (~torch.isfinite(xb)).nonzero()[0]
-        at = f"step {step}: " if step is not None else ""
-        raise TrainingError(
-            f"{at}group whitening got a non-finite input (block {int(bad[0])}, row {int(bad[1])}, "
-            f"channel {int(bad[2])})"
-        )
     if grad not in ("stop", "full"):
         raise ConfigError(f"whitening_grad must be 'stop' or 'full', got {grad!r}")
+    _check_finite(xb, step, "group whitening")
     return xb
 
 
@@ -215,7 +266,7 @@ def _whiten_run(
     def whitening_matrix(groups: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cov = groups.transpose(1, 2) @ groups / n  # [k*count, c, c], biased
         eye = torch.eye(c, dtype=cov.dtype, device=cov.device)
-        evals, evecs = torch.linalg.eigh(cov + eps * eye)
+        evals, evecs = _finite_eigh(cov + eps * eye)
         return evecs @ torch.diag_embed(evals.rsqrt()) @ evecs.transpose(1, 2), evals.detach()
 
     if grad == "stop":
@@ -275,29 +326,37 @@ class RunningWhitening(nn.Module):
         self.register_buffer("running_mean", torch.zeros(dim, dtype=torch.float64))
         self.register_buffer("running_cov", torch.eye(dim, dtype=torch.float64))
         self.register_buffer("initialised", torch.zeros((), dtype=torch.bool))
+        self._initialised = HostCount()
 
     def forward(self, x: torch.Tensor, step: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Whiten ``x: [n, d]``; return ``(out [n, d] in x's dtype, eigenvalues [d] float64)``."""
-        at = f"step {step}: " if step is not None else ""
-        if not bool(torch.isfinite(x).all()):
-            raise TrainingError(f"{at}{self.kind} whitening got a non-finite input")
+        bad = ~torch.isfinite(x)
+
+        def check_now() -> None:
+            if bool(bad.any()):
+                at = f"step {step}: " if step is not None else ""
+                raise TrainingError(f"{at}{self.kind} whitening got a non-finite input")
+
+        message = f"{self.kind} whitening got {{0}} non-finite input values"
+        device_check(lambda: Check(message, bad.sum()), check_now)
+        initialised = bool(self._initialised.get(self.initialised))
         xd = x.to(torch.float64)
         src = xd if self.grad == "full" else xd.detach()
         mean = src.mean(dim=0)
         xc = src - mean
         cov = xc.T @ xc / src.shape[0]
-        if bool(self.initialised):
+        if initialised:
             beta = self.momentum
             new_mean = beta * self.running_mean + (1.0 - beta) * mean
             new_cov = beta * self.running_cov + (1.0 - beta) * cov
         else:
             new_mean, new_cov = mean, cov
-        if self.stats == "previous" and bool(self.initialised):
+        if self.stats == "previous" and initialised:
             mean, cov = self.running_mean.clone(), self.running_cov.clone()
         else:
             mean, cov = new_mean, new_cov
         eye = torch.eye(cov.shape[0], dtype=cov.dtype, device=cov.device)
-        evals, evecs = torch.linalg.eigh(cov + self.eps * eye)
+        evals, evecs = _finite_eigh(cov + self.eps * eye)
         _check_eigenvalues(evals.detach().unsqueeze(0), 1, step, f"{self.kind} whitening")
         if self.kind == "zca":
             w = evecs @ torch.diag_embed(evals.rsqrt()) @ evecs.T
@@ -307,7 +366,7 @@ class RunningWhitening(nn.Module):
         with torch.no_grad():
             self.running_mean.copy_(new_mean.detach())
             self.running_cov.copy_(new_cov.detach())
-            self.initialised.fill_(True)
+            self._initialised.set(self.initialised, True)
         out = (xd - mean) @ w
         return out.to(x.dtype), evals.detach()
 

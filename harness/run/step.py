@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+from torch._C._profiler import _ExperimentalConfig
+from torch.profiler import ProfilerActivity, profile
 
 from harness.config.run_config import RunConfig
 from harness.encoder.loading import loader_beside
 from harness.encoder.precision import arithmetic, grad_scaler, matmul_arithmetic
 from harness.encoder.training_encode import TrainingEncode
+from methods.base import Check, deferred_checks
 
 if TYPE_CHECKING:
     from harness.encoder.model import SentenceEncoder
@@ -34,8 +38,10 @@ class TrainStep:
 
     Shared by :func:`~harness.run.training.train_run` and the benchmarks, so they time exactly the
     loop's step. A step never waits for the device: it returns the loss and the method's metrics as
-    detached tensors, which the run reads at its evaluation points
-    (:class:`~harness.run.trajectory.PendingSteps`, where a non-finite loss fails the run).
+    detached tensors and keeps the method's checks (:func:`~methods.base.device_check`) in
+    :attr:`checks`, which the run reads at its evaluation points
+    (:class:`~harness.run.trajectory.PendingSteps`, where a non-finite loss or a failed check fails
+    the run). :func:`host_reads` counts what a step reads back all the same.
 
     Args:
         encoder: the sentence encoder (put in train mode here).
@@ -73,6 +79,7 @@ class TrainStep:
         )
         self.device_type = encoder.device.type
         self.scaler = grad_scaler(config.precision, self.device_type)
+        self.checks: list[Check] = []  # the last step's device checks
         self.compiled = compile
         if compile:  # after bind: a method's copies of the encoder stay eager
             encoder.compile_training("reduce-overhead" if self.device_type == "cuda" else None)
@@ -91,25 +98,27 @@ class TrainStep:
         (its ``after_step`` hook's merged in), detached, as the device left them."""
         batch = self.encoder.tokenize(sentences, self.config.max_length, full_width=self.compiled)
         self.optimizer.zero_grad(set_to_none=True)
-        with arithmetic(self.config.precision, self.device_type):
-            out = self.method.compute_loss(self.encode, batch, step)
-        loss = out.loss
-        with matmul_arithmetic(self.config.precision, self.device_type):
+        with deferred_checks() as checks:
+            with arithmetic(self.config.precision, self.device_type):
+                out = self.method.compute_loss(self.encode, batch, step)
+            loss = out.loss
+            with matmul_arithmetic(self.config.precision, self.device_type):
+                if self.scaler is None:
+                    loss.backward()
+                else:
+                    self.scaler.scale(loss).backward()
+                    self.scaler.unscale_(self.optimizer)  # clipping sees the true gradients
+            if self.config.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
             if self.scaler is None:
-                loss.backward()
-            else:
-                self.scaler.scale(loss).backward()
-                self.scaler.unscale_(self.optimizer)  # clipping sees the true gradients
-        if self.config.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.parameters, self.config.grad_clip)
-        if self.scaler is None:
-            self.optimizer.step()
-        else:  # skips the update where a gradient overflowed, and adapts the scale
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-        self.scheduler.step()
-        metrics = dict(out.metrics)
-        metrics.update(self.method.after_step(step))
+                self.optimizer.step()
+            else:  # skips the update where a gradient overflowed, and adapts the scale
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            self.scheduler.step()
+            metrics = dict(out.metrics)
+            metrics.update(self.method.after_step(step))
+        self.checks = checks
         return loss.detach(), metrics
 
 
@@ -126,3 +135,56 @@ def make_adamw(parameters: list[nn.Parameter], lr: float, weight_decay: float) -
         except (RuntimeError, ValueError):  # no fused kernel in this build: the default below
             pass
     return torch.optim.AdamW(parameters, **kwargs)
+
+
+HOST_READ = "aten::_local_scalar_dense"
+"""The operator behind every read of a tensor's value by the host (``.item()``, ``bool``, ``int`` and
+``float`` of a tensor, a tensor in an ``if``, the error checks of ``torch.linalg``): on a GPU each
+waits for the device to finish."""
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def host_reads(run: Callable[[], object]) -> list[str]:
+    """The host reads ``run()`` makes, each named by the repository function that made it (see
+    :func:`read_sites`). Device-agnostic: on the CPU they cost nothing, but they are the calls that
+    make a GPU step wait."""
+    with profile(activities=[ProfilerActivity.CPU], **STACKS) as prof:
+        run()
+    return read_sites(prof.events())
+
+
+STACKS: dict[str, Any] = {"with_stack": True, "experimental_config": _ExperimentalConfig(verbose=True)}
+"""Profiler options that keep each operator's Python stack (:func:`read_sites` names reads by it)."""
+
+
+def read_sites(events: Iterable[Any]) -> list[str]:
+    """The :data:`HOST_READ` events of a profile taken with :data:`STACKS`, each as the innermost
+    repository frame above it (``methods/whitening.py(150): _checked_blocks``). Reads by the
+    optimiser are left out: the fused AdamW reads its own step counters, which live on the host."""
+    sites: list[str] = []
+    for event in events:
+        if event.name != HOST_READ:
+            continue
+        stack: list[str] = []
+        parent, fused = event, False
+        while parent is not None:
+            fused = fused or parent.name.startswith("aten::_fused_adam")
+            stack = stack or list(parent.stack or [])
+            parent = parent.cpu_parent
+        if fused or any(f"{Path('torch', 'optim')}" in frame for frame in stack):
+            continue
+        inside = [site for site in map(_in_repo, stack) if site is not None]
+        sites.append(inside[0] if inside else "outside the repository")
+    return sites
+
+
+def _in_repo(frame: str) -> str | None:
+    """``frame`` (``path(line): name``) with its path relative to the repository, or None when it is
+    not a repository file (the profiler writes some paths relative, some absolute)."""
+    path = Path(frame.split("(", 1)[0])
+    if path.is_absolute():
+        if ".venv" in path.parts or not path.is_relative_to(_REPO):
+            return None
+        return str(path.relative_to(_REPO)) + frame[len(str(path)) :]
+    return frame if path.parts and (_REPO / path).is_file() else None

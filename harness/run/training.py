@@ -23,10 +23,11 @@ The shared recipe of METHODS.md section 1, method-agnostic:
   on the text :meth:`~methods.base.Method.sentence_input` makes of each sentence where the method
   has one (PromptBERT's template).
 
-A step never waits for the device: its loss and metrics stay there until the next evaluation point
-reads them (:mod:`harness.run.trajectory`). A non-finite loss, or one beyond float16's range
-(overflowing logits), raises :class:`~harness.errors.TrainingError` there, naming the step it
-happened at; so do final scores that are not finite (the run is failed, not finished). Whatever
+A step never waits for the device: its loss, metrics and the method's checks (a whitening's
+non-finite input, :func:`~methods.base.device_check`) stay there until the next evaluation point
+reads them (:mod:`harness.run.trajectory`). A failed check, a non-finite loss, or one beyond
+float16's range (overflowing logits), raises :class:`~harness.errors.TrainingError` there, naming
+the step it happened at; so do final scores that are not finite (the run is failed, not finished). Whatever
 fails, the record is written with ``status: failed``, the error text and the trajectory so far, then
 the error propagates. The record is also written at the start and after every evaluation.
 
@@ -409,7 +410,7 @@ class TrainingRun(EvaluationPoints, FinalStage):
         t0 = time.perf_counter()
         for step in range(start + 1, self.total + 1):
             loss, metrics = self.step_fn(next(stream), step)
-            self.pending.add(step, loss, metrics)
+            self.pending.add(step, loss, metrics, self.step_fn.checks)
             if step % config.eval_every == 0 or step == self.total:
                 self.pending.check()  # the steps' losses, read once: the device finishes them here
                 self.train_time += time.perf_counter() - t0

@@ -1,21 +1,23 @@
 """The steps between two evaluation points: their losses and metrics, kept on the device until the
 point reads them, checked, averaged and written as one trajectory point.
 
-A step hands back its loss and the method's metrics as detached tensors and never waits for the
-device to finish; the evaluation point reads them all at once. A loss that is not finite, or beyond
-:data:`LOSS_LIMIT` (overflowing logits), fails the run there, naming the first step it happened at.
+A step hands back its loss, the method's metrics and its checks (:func:`~methods.base.device_check`)
+as detached tensors and never waits for the device to finish; the evaluation point reads them all at
+once. A failed check, a loss that is not finite, or one beyond :data:`LOSS_LIMIT` (overflowing
+logits), fails the run there, naming the first step it happened at (a step's checks before its loss:
+they say why).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 from harness.errors import TrainingError
-from methods.base import Metric
+from methods.base import Check, Metric
 
 LOSS_LIMIT = float(torch.finfo(torch.float16).max)
 """The largest loss a run accepts (float16's largest number, 65504). The methods' losses stay far
@@ -45,25 +47,50 @@ class PendingSteps:
         self.steps: list[int] = []
         self.losses: list[torch.Tensor] = []
         self.metrics: dict[str, list[Metric]] = {}
+        self.checks: list[tuple[int, Check]] = []
 
-    def add(self, step: int, loss: torch.Tensor, metrics: Mapping[str, Metric]) -> None:
+    def add(
+        self, step: int, loss: torch.Tensor, metrics: Mapping[str, Metric], checks: Sequence[Check] = ()
+    ) -> None:
         self.steps.append(step)
         self.losses.append(loss.detach())
         for key, value in metrics.items():
             kept = value.detach() if isinstance(value, torch.Tensor) else value
             self.metrics.setdefault(key, []).append(kept)
+        self.checks.extend((step, check) for check in checks)
 
     def check(self) -> None:
-        """Raise :class:`TrainingError` naming the first step whose loss is not finite or beyond
-        :data:`LOSS_LIMIT` (one read of all pending losses)."""
+        """Raise :class:`TrainingError` naming the first step with a failed check, a loss that is not
+        finite or one beyond :data:`LOSS_LIMIT` (one read of all pending losses, one of the checks)."""
         if not self.losses:
             return
         values = torch.stack([loss.float() for loss in self.losses]).cpu().tolist()
+        failed = self._failed_checks()
         for step, value in zip(self.steps, values, strict=True):
+            if step in failed:
+                message, note = failed[step]
+                error = TrainingError(f"step {step}: {message}")
+                if note:
+                    error.add_note(note)  # kept in the record
+                error.add_note(f"found at the evaluation point after steps {self.steps[0]}-{self.steps[-1]}")
+                raise error
             if not math.isfinite(value):
                 raise TrainingError(f"non-finite loss ({value}) at step {step}")
             if abs(value) > LOSS_LIMIT:
                 raise TrainingError(overflow_message(value, step, self.temperature))
+
+    def _failed_checks(self) -> dict[int, tuple[str, str]]:
+        """The first failed check of each step that has one, as its message and note (one read)."""
+        if not self.checks:
+            return {}
+        device = self.checks[0][1].numbers.device
+        read = iter(torch.cat([check.numbers.to(device) for _, check in self.checks]).cpu().tolist())
+        failed: dict[int, tuple[str, str]] = {}
+        for step, check in self.checks:
+            numbers = [next(read) for _ in range(check.numbers.numel())]
+            if numbers and numbers[0] > 0 and step not in failed:
+                failed[step] = check.text(numbers)
+        return failed
 
     def summary(self) -> tuple[float | None, dict[str, float]]:
         """The mean loss (None when no step ran) and each metric's mean, read from the device; clears
@@ -75,6 +102,7 @@ class PendingSteps:
         self.steps.clear()
         self.losses.clear()
         self.metrics.clear()
+        self.checks.clear()
         return loss, metrics
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from harness.errors import ConfigError, TrainingError
+from methods.base import deferred_checks
 from methods.whitening import (
     RunningWhitening,
     apply_post_whitening,
@@ -233,3 +234,25 @@ def test_running_whitening_previous_statistics_follow_eq13() -> None:
     torch.testing.assert_close(previous.running_mean, current.running_mean)
     torch.testing.assert_close(previous.running_cov, current.running_cov)
     torch.testing.assert_close(previous.running_mean, 0.5 * mu1 + 0.5 * x2.mean(0))
+
+
+def test_in_the_training_step_the_checks_stay_on_the_device_and_name_what_is_wrong():
+    x = correlated(4, 8, 4)
+    x[3, 2] = float("nan")
+    with deferred_checks() as checks:
+        out, _ = group_whiten(x, num_groups=2, step=11)  # no raise: the loop reads the checks later
+    assert out.shape == x.shape and len(checks) == 2
+    first = checks[0]
+    assert first.text(first.numbers.tolist())[0] == (
+        "group whitening got 1 non-finite input values (the first at block 0, row 3, channel 2)"
+    )
+    with deferred_checks() as checks:
+        group_whiten(correlated(3, 4, 16), num_groups=1, eps=0.0, step=7)
+    singular = [c for c in checks if c.numbers[0] > 0]
+    message, note = singular[0].text(singular[0].numbers.tolist())
+    assert "covariance of block 0, group 0 is singular or non-finite" in message
+    assert note.startswith("eigenvalues of block 0, group 0: [")
+    with deferred_checks() as checks:
+        rw = RunningWhitening(4, "zca")
+        rw(torch.full((6, 4), float("inf")))
+    assert checks[0].text(checks[0].numbers.tolist())[0] == "zca whitening got 24 non-finite input values"

@@ -17,8 +17,9 @@ from harness.run.training import train_run
 from harness.run.trajectory import LOSS_LIMIT, PendingSteps, overflow_message, trajectory_point
 from harness.store.run_store import RunStore
 from methods import REGISTRY
-from methods.base import EncodeFn, LossOutput
+from methods.base import Check, EncodeFn, LossOutput
 from methods.simcse import SimCSE, SimCSEParams
+from methods.whitenedcse import WhitenedCSE
 from tests.helpers import final_with, smoke_config
 
 
@@ -111,3 +112,58 @@ def test_a_trajectory_point_keeps_the_scores_and_renames_a_metric_that_would_ove
         "method_loss": 9.0,  # a method's metric named like a reserved key
         "queue_fill": 0.5,
     }
+
+
+def test_a_failed_device_check_fails_at_the_evaluation_point_naming_its_step_before_the_loss() -> None:
+    pending = PendingSteps()
+    check = "whitening got {0} non-finite input values (the first at row {1})"
+    pending.add(3, torch.tensor(1.0), {}, [Check(check, torch.tensor([0, 0]))])  # nothing wrong
+    bad = Check(check, torch.tensor([2, 5]), "the row's values: {values}", torch.tensor([1.5, math.nan]))
+    pending.add(4, torch.tensor(math.nan), {}, [bad])  # the check says why the loss is NaN
+    pending.add(5, torch.tensor(math.nan), {}, [Check(check, torch.tensor([9, 0]))])
+    with pytest.raises(TrainingError) as caught:
+        pending.check()
+    assert str(caught.value) == "step 4: whitening got 2 non-finite input values (the first at row 5)"
+    assert caught.value.__notes__ == [
+        "the row's values: [1.5, nan]",
+        "found at the evaluation point after steps 3-5",
+    ]
+    clean = PendingSteps()
+    clean.add(6, torch.tensor(1.0), {}, [Check(check, torch.tensor([0, 0]))])
+    clean.check()
+    clean.summary()
+    assert clean.checks == []  # read once, then started again
+
+
+class NonFiniteViewsAtStep3(WhitenedCSE):
+    name = "non_finite_views_at_3"
+
+    def raw_views(self, encode: EncodeFn, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        views = super().raw_views(encode, batch)
+        if self._step == 3:
+            views = views.index_fill(2, torch.tensor([5], device=views.device), float("inf"))
+        return views
+
+    def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
+        self._step = step
+        return super().compute_loss(encode, batch, step)
+
+
+def test_a_whitenings_non_finite_input_fails_the_run_at_the_next_point_naming_its_step(
+    fakes: None, train_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(REGISTRY, "non_finite_views_at_3", NonFiniteViewsAtStep3)
+    config = smoke_config(train_root, "non_finite_views_at_3", eval_every=2, params={"num_groups": 128})
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(TrainingError) as caught:
+        train_run(config, train_root, store, log=None)
+    assert str(caught.value).startswith("step 3: group whitening got ")
+    assert "non-finite input values (the first at block 0, row 0, channel 5)" in str(caught.value)
+    saved = store.load(config.run_id())
+    assert (
+        saved is not None
+        and saved["status"] == "failed"
+        and saved["error"].startswith("TrainingError: step 3:")
+    )
+    assert [p["step"] for p in saved["trajectory"]] == [0, 2]  # what was computed before is kept
+    assert "after steps 3-4" in saved["error_details"]
