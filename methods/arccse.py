@@ -97,24 +97,25 @@ def span_masks(
             tokens); for each row they are contiguous (``[CLS] tokens [SEP] pad``).
         ratios: ``(r1, r2)`` with ``r1 <= r2``: the spans cover ``max(1, round(r * n))`` of the
             row's ``n`` maskable tokens (a row without any masks nothing).
-        generator: torch generator for the span positions (default: torch's global one).
+        generator: a torch generator on ``maskable``'s device for the span positions (default:
+            torch's global one of that device).
 
     Returns:
         ``(short, long)`` ``[B, L]`` bool masks; ``short`` lies inside ``long``.
+
+    In tensor operations, without reading the rows back (a GPU step never waits): each row's long
+    span starts uniformly among its ``n - len_long + 1`` places and the short one uniformly among
+    the ``len_long - len_short + 1`` places inside it (a 62-bit draw modulo the count).
     """
-    short = torch.zeros_like(maskable)
-    long = torch.zeros_like(maskable)
-    for row in range(maskable.shape[0]):
-        positions = torch.nonzero(maskable[row]).flatten()
-        n = int(positions.numel())
-        if n == 0:
-            continue
-        len_long = min(n, max(1, round(ratios[1] * n)))
-        len_short = min(len_long, max(1, round(ratios[0] * n)))
-        start = int(torch.randint(n - len_long + 1, (1,), generator=generator))
-        inner = start + int(torch.randint(len_long - len_short + 1, (1,), generator=generator))
-        long[row, positions[start : start + len_long]] = True
-        short[row, positions[inner : inner + len_short]] = True
+    n = maskable.sum(dim=1)  # [B]
+    len_long = torch.minimum(n, torch.round(ratios[1] * n.double()).long().clamp(min=1))
+    len_short = torch.minimum(len_long, torch.round(ratios[0] * n.double()).long().clamp(min=1))
+    draws = torch.randint(2**62, (2, maskable.shape[0]), device=maskable.device, generator=generator)
+    start = draws[0] % (n - len_long + 1).clamp(min=1)
+    inner = start + draws[1] % (len_long - len_short + 1)
+    rank = torch.cumsum(maskable.long(), dim=1) - 1  # a maskable position's index among the row's
+    long = maskable & (rank >= start[:, None]) & (rank < (start + len_long)[:, None])
+    short = maskable & (rank >= inner[:, None]) & (rank < (inner + len_short)[:, None])
     return short, long
 
 
@@ -193,11 +194,17 @@ class ArcCSE(ContrastiveMethod[ArcCSEParams]):
         ids, attention = batch["input_ids"], batch["attention_mask"]
         special = torch.tensor(self.special_ids, dtype=ids.dtype, device=ids.device)
         maskable = attention.bool() & ~torch.isin(ids, special)
-        short, long = span_masks(maskable.cpu(), self.params.ratios())
+        short, long = span_masks(maskable, self.params.ratios())
         triplet = {k: v.repeat_interleave(3, dim=0) for k, v in batch.items()}
-        masked = triplet["input_ids"].clone().view(ids.shape[0], 3, -1)
-        masked[:, 1][short.to(ids.device)] = self.mask_id
-        masked[:, 2][long.to(ids.device)] = self.mask_id
+        masked = triplet["input_ids"].view(ids.shape[0], 3, -1)
+        masked = torch.stack(
+            [
+                masked[:, 0],
+                masked[:, 1].masked_fill(short, self.mask_id),
+                masked[:, 2].masked_fill(long, self.mask_id),
+            ],
+            dim=1,
+        )
         triplet["input_ids"] = masked.view(-1, ids.shape[1])
         return triplet
 

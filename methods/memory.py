@@ -11,6 +11,31 @@ import torch
 from torch import nn
 
 
+class HostCount:
+    """The host's copy of a 0-d integer buffer a method keeps up to date itself (a queue's fill and
+    pointer, an update count), so a step reads the copy, never the device.
+
+    The buffer is read again only when something else wrote it (a state load, ``.to()``, a test's
+    ``fill_``), which its identity and version counter tell without a read.
+    """
+
+    def __init__(self) -> None:
+        self._tensor: torch.Tensor | None = None
+        self._version = -1
+        self._value = 0
+
+    def get(self, buffer: torch.Tensor) -> int:
+        if buffer is not self._tensor or buffer._version != self._version:
+            self._value = int(buffer)
+            self._tensor, self._version = buffer, buffer._version
+        return self._value
+
+    def set(self, buffer: torch.Tensor, value: int) -> None:
+        """``buffer.fill_(value)``, remembered on the host."""
+        buffer.fill_(value)
+        self._tensor, self._version, self._value = buffer, buffer._version, value
+
+
 class NegativeQueue(nn.Module):
     """A fixed-size FIFO of past (detached) embeddings, kept as buffers.
 
@@ -30,6 +55,7 @@ class NegativeQueue(nn.Module):
         self.register_buffer("rows", torch.zeros(size, dim))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
         self.register_buffer("pointer", torch.zeros((), dtype=torch.long))
+        self._filled, self._pointer = HostCount(), HostCount()
 
     @property
     def size(self) -> int:
@@ -37,20 +63,21 @@ class NegativeQueue(nn.Module):
 
     def contents(self) -> torch.Tensor:
         """The rows enqueued so far (oldest first once the queue has wrapped), ``[n, dim]``."""
-        n = int(self.filled)
+        n = self._filled.get(self.filled)
         if n < self.size:
             return self.rows[:n]
-        p = int(self.pointer)
+        p = self._pointer.get(self.pointer)
         return torch.cat([self.rows[p:], self.rows[:p]])
 
     @torch.no_grad()
     def push(self, batch: torch.Tensor) -> None:
         """Enqueue ``batch: [b, dim]`` (detached), overwriting the oldest rows."""
         batch = batch.detach().to(self.rows.dtype)[-self.size :]
-        for row in batch:
-            self.rows[int(self.pointer)] = row
-            self.pointer.fill_((int(self.pointer) + 1) % self.size)
-        self.filled.fill_(min(self.size, int(self.filled) + batch.shape[0]))
+        p, b = self._pointer.get(self.pointer), batch.shape[0]
+        slots = (p + torch.arange(b, device=self.rows.device)) % self.size  # distinct: b <= size
+        self.rows[slots] = batch
+        self._pointer.set(self.pointer, (p + b) % self.size)
+        self._filled.set(self.filled, min(self.size, self._filled.get(self.filled) + b))
 
 
 @torch.no_grad()
@@ -62,4 +89,4 @@ def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
         t.mul_(momentum).add_(o.detach(), alpha=1.0 - momentum)
 
 
-__all__ = ["NegativeQueue", "ema_update"]
+__all__ = ["HostCount", "NegativeQueue", "ema_update"]

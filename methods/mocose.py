@@ -61,7 +61,7 @@ from methods.base import (
     switch,
 )
 from methods.losses import cosine_logits
-from methods.memory import NegativeQueue, ema_update
+from methods.memory import HostCount, NegativeQueue, ema_update
 
 MOCOSE_CITATION = (
     "Cao et al., Exploring the Impact of Negative Samples of Contrastive Learning: A Case Study of "
@@ -157,6 +157,7 @@ class NewestFirstQueue(nn.Module):
             raise ValueError(f"queue size and dim must be >= 1, got {size} and {dim}")
         self.register_buffer("rows", torch.zeros(size, dim))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
+        self._filled = HostCount()
 
     @property
     def size(self) -> int:
@@ -164,14 +165,14 @@ class NewestFirstQueue(nn.Module):
 
     def contents(self) -> torch.Tensor:
         """The rows kept, newest first, ``[n, dim]``."""
-        return self.rows[: int(self.filled)]
+        return self.rows[: self._filled.get(self.filled)]
 
     @torch.no_grad()
     def push(self, batch: torch.Tensor) -> None:
         """``rows = [batch; rows][:size]`` (detached)."""
         kept = torch.cat([batch.detach().to(self.rows.dtype), self.contents()])[: self.size]
         self.rows[: kept.shape[0]] = kept
-        self.filled.fill_(kept.shape[0])
+        self._filled.set(self.filled, kept.shape[0])
 
 
 def bert_init(module: nn.Module, std: float) -> None:
@@ -246,11 +247,13 @@ class MoCoSE(Method[MoCoSEParams]):
                 self.queue.filled.fill_(params.queue_size)
         self.updates: torch.Tensor
         self.register_buffer("updates", torch.zeros((), dtype=torch.long))
+        self._updates = HostCount()
         self.pooler: nn.Linear | None = None
         self.projection: Projection | None = None
         self.predictor: Predictor | None = None
         self._keys: torch.Tensor | None = None
         self._words: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._query_rows = 0  # the rows of this step's query call (its buckets cut 0..n-1)
         self._noise_grad: torch.Tensor | None = None
         self.embedding_dropout = 0.1
 
@@ -293,6 +296,7 @@ class MoCoSE(Method[MoCoSEParams]):
     def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
         p = self.params
         self._words = []
+        self._query_rows = int(batch["input_ids"].shape[0])
         q = encode(batch) if p.fgsm == 0 else encode(batch, embeddings=self._query_edit())
         with contextlib.nullcontext() if p.key_gradient == "full" else torch.no_grad():
             k = self._keys_of(encode, batch)
@@ -335,8 +339,9 @@ class MoCoSE(Method[MoCoSEParams]):
         return out
 
     def after_step(self, step: int) -> dict[str, Metric]:
-        self.updates += 1
-        decay = self.params.decay(int(self.updates) + 1)  # the code updates before its forward: u = step + 1
+        updates = self._updates.get(self.updates) + 1
+        self._updates.set(self.updates, updates)
+        decay = self.params.decay(updates + 1)  # the code updates before its forward: u = step + 1
         online, key = self.encoder, self.key_encoder
         parts, key_parts = encoder_parts(online), encoder_parts(key)
         if "layers" in parts and "layers" in key_parts:
@@ -376,8 +381,8 @@ class MoCoSE(Method[MoCoSEParams]):
             return x
         length = min(int(g.shape[1]), int(x.shape[1]))
         delta = torch.zeros_like(x)
-        inside = rows < g.shape[0]
-        delta[inside, :length] = g[rows[inside], :length].to(x.dtype)
+        inside = (rows < g.shape[0]).to(x.dtype)[:, None, None]  # rows beyond g's get no noise
+        delta[:, :length] = g[rows.clamp(max=g.shape[0] - 1), :length].to(x.dtype) * inside
         return x + self.params.fgsm * delta
 
     def _collect_noise_gradient(self) -> None:
@@ -386,7 +391,7 @@ class MoCoSE(Method[MoCoSEParams]):
         self._words = []
         if not parts:
             return
-        n = max(int(rows.max()) for rows, _ in parts) + 1
+        n = self._query_rows
         length = max(int(g.shape[1]) for _, g in parts)
         full = torch.zeros(n, length, parts[0][1].shape[2], device=parts[0][1].device, dtype=torch.float32)
         for rows, g in parts:

@@ -63,3 +63,16 @@ def test_ema_refuses_a_momentum_outside_0_1_and_a_different_model() -> None:
             ema_update(target, torch.nn.Linear(3, 2), momentum)
     with pytest.raises(ValueError):
         ema_update(target, torch.nn.Linear(3, 2, bias=False), 0.5)
+
+
+def test_the_queue_keeps_its_counts_on_the_host_and_reads_them_again_after_a_load() -> None:
+    from harness.run.step import host_reads
+
+    queue = NegativeQueue(5, 2)
+    queue.push(torch.ones(3, 2))
+    assert host_reads(lambda: (queue.push(torch.ones(4, 2)), queue.contents())) == []
+    state = {k: v.clone() for k, v in queue.state_dict().items()}
+    fresh = NegativeQueue(5, 2)
+    fresh.load_state_dict(state)  # the buffers changed under the host's copy: read once
+    torch.testing.assert_close(fresh.contents(), queue.contents())
+    assert int(fresh.pointer) == 2 and int(fresh.filled) == 5
