@@ -84,12 +84,29 @@ def edited_forward(
 
 
 def _attention_mask(model: Any, hidden: torch.Tensor, mask: torch.Tensor) -> Any:
-    """The attention mask the model's own forward builds from ``mask`` (Transformers 5 and 4)."""
+    """The attention mask the model's own forward builds from ``mask`` (Transformers 5 and 4), always
+    built: Transformers' shortcut for a mask without padding reads ``mask.all()`` back to the host,
+    which makes a GPU step wait, and an all-true mask attends the same (bitwise on the CPU)."""
     try:
         from transformers.masking_utils import create_bidirectional_mask
     except ImportError:  # Transformers 4 before the masking utilities
         return model.get_extended_attention_mask(mask, tuple(mask.shape))
-    return create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=mask)
+    return create_bidirectional_mask(
+        config=model.config, inputs_embeds=hidden, attention_mask=mask, allow_is_bidirectional_skip=False
+    )
+
+
+def built_mask(model: Any, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``batch`` with its attention mask built as :func:`_attention_mask` builds it, for the model's own
+    forward (which passes a built mask through); unchanged before Transformers 5."""
+    try:
+        import transformers.masking_utils  # noqa: F401
+    except ImportError:
+        return batch
+    mask = batch["attention_mask"]
+    shape = (*mask.shape, 0)  # the mask reads the rows, the width, the dtype and the device only
+    stub = torch.empty(shape, dtype=next(model.parameters()).dtype, device=mask.device)
+    return {**batch, "attention_mask": _attention_mask(model, stub, mask)}
 
 
 def _last_layer(model: nn.Module) -> nn.Module | None:

@@ -29,7 +29,7 @@ from torch import nn
 from harness.config.choices import POOLERS
 from harness.config.models import usable_positions
 from harness.encoder.cpu_kernels import onednn_linears
-from harness.encoder.forward import bert_word_embeddings, cls_only_last_layer, edited_forward
+from harness.encoder.forward import bert_word_embeddings, built_mask, cls_only_last_layer, edited_forward
 from harness.encoder.packed import packed_cls_states, packed_supported
 from harness.encoder.precision import arithmetic
 from harness.errors import ConfigError, DataError
@@ -165,7 +165,9 @@ class SentenceEncoder(nn.Module):
             outputs = model(**batch, output_hidden_states=need_hidden, return_dict=True)
             return self._pool(outputs, batch, pooler)
         with self._forward_context(batch, pooler):
-            outputs = self.model(**batch, output_hidden_states=need_hidden, return_dict=True)
+            outputs = self.model(
+                **built_mask(self.model, batch), output_hidden_states=need_hidden, return_dict=True
+            )
         return self._pool(outputs, batch, pooler)
 
     def can_pack(self, pooler: str) -> bool:
@@ -228,7 +230,7 @@ class SentenceEncoder(nn.Module):
         """
         with self._forward_context(batch, None):
             if edit is None:
-                outputs = self.model(**batch, return_dict=True)
+                outputs = self.model(**built_mask(self.model, batch), return_dict=True)
             else:
                 outputs = edited_forward(self.model, self.name, batch, edit, rows, False)
         hidden: torch.Tensor = outputs.last_hidden_state
