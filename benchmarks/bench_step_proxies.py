@@ -3,30 +3,38 @@ operator launches per step, eager against compiled.
 
 A GPU step of a bert-base encoder at batch 64 is bound by launches and host synchronisation, not
 arithmetic, unless it is compiled and captured. These proxies show, on the CPU as well, whether the
-harness's step (:class:`harness.run.step.TrainStep`, the registered ``simcse`` method) is ready:
+harness's step (:class:`harness.run.step.TrainStep`) is ready, for every registered method with each
+of its ``smoke_params`` (``--methods``):
 
-* graph breaks per step: where ``torch.compile`` falls back to Python (target 0);
+* graph breaks per step: where ``torch.compile`` falls back to Python (target 0; the compiled side
+  compiles the encoder's own training call, which a method's edited or token-level calls bypass);
 * host reads per step: scalar reads (``aten::_local_scalar_dense``: ``.item()``, ``float(tensor)``,
-  ``int(tensor)``, a tensor in an ``if``) in a profiler trace of one step (target 0): on a GPU each
-  makes the host wait for the device. The fused AdamW kernel's reads of its own step counters are
-  left out: they live on the host (on a GPU too) and wait for nothing;
+  ``int(tensor)``, a tensor in an ``if``, ``torch.linalg``'s error checks) in a profiler trace of one
+  step (target 0), with the functions that made them (:func:`harness.run.step.read_sites`): on a GPU
+  each makes the host wait for the device. The fused AdamW kernel's reads of its own step counters
+  are left out: they live on the host (on a GPU too) and wait for nothing;
 * operator launches per step: the ATen operators the step dispatches on the host and, on a GPU, the
   kernels it launches (fewer after compiling: fused kernels; with CUDA graphs, one replay).
 
+The eager step runs the encoder unpacked (``--pack`` for the CPU runs' packed forward), the path a
+GPU runs.
+
 Usage::
 
-    python benchmarks/bench_step_proxies.py                              # random:tiny on the CPU
-    python benchmarks/bench_step_proxies.py --model minilm --steps 5
+    python benchmarks/bench_step_proxies.py --sides eager --batch-size 8     # every method, random:tiny
+    python benchmarks/bench_step_proxies.py --methods simcse --model minilm --steps 5
     python benchmarks/bench_step_proxies.py --model random:bert-base --device cuda --bf16
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import statistics
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +46,9 @@ from harness.config.paths import resolve_corpus, resolve_data_root
 from harness.config.run_config import resolve_config
 from harness.encoder.loading import load_encoder
 from harness.run.data import batches, read_corpus, seed_everything
-from harness.run.step import TrainStep
-from methods import get_method
+from harness.run.step import STACKS, TrainStep, read_sites
+from methods import REGISTRY, get_method
 
-HOST_READS = ("aten::_local_scalar_dense",)
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 
 
@@ -56,15 +63,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=5, help="timed steps per side, after 3 warm-up steps")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--sides", default="eager,compiled", help="eager, compiled or both")
+    parser.add_argument(
+        "--methods", default="all", help="registered methods, comma-separated (each with its smoke_params)"
+    )
+    parser.add_argument("--pack", action="store_true", help="the CPU runs' packed forward (CPU only)")
     parser.add_argument("--json", default=None, help="also write the numbers to this file")
     return parser.parse_args(argv)
 
 
-def build(args: argparse.Namespace, compiled: bool) -> tuple[TrainStep, Any]:
+def cases(names: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(method, params)`` for each named method (``all``: the registry) and each of its smoke_params."""
+    chosen = list(REGISTRY) if names == "all" else [n.strip() for n in names.split(",") if n.strip()]
+    return [(name, dict(params)) for name in chosen for params in get_method(name).smoke_params]
+
+
+def label(method: str, params: Mapping[str, Any]) -> str:
+    return method + (" " + ",".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+
+def build(
+    args: argparse.Namespace, compiled: bool, method: str = "simcse", params: Mapping[str, Any] | None = None
+) -> tuple[TrainStep, Any]:
     data_root = resolve_data_root(args.data_dir)
     config = resolve_config(
-        "simcse",
-        None,
+        method,
+        dict(params or {}),
         "cpu",
         {
             "model": args.model,
@@ -79,19 +102,11 @@ def build(args: argparse.Namespace, compiled: bool) -> tuple[TrainStep, Any]:
     )
     seed_everything(0)
     encoder = load_encoder(args.model, args.device, seed=0)
-    method = get_method("simcse")(config.params, encoder.hidden_size).to(args.device)
-    step = TrainStep(encoder, method, config, total=1000, compile=compiled)
+    encoder.packed_training = bool(getattr(args, "pack", False))
+    module = get_method(method)(config.params, encoder.hidden_size).to(args.device)
+    step = TrainStep(encoder, module, config, total=1000, compile=compiled)
     corpus = read_corpus(resolve_corpus(None, data_root), args.batch_size)
     return step, batches(corpus, args.batch_size, 0)
-
-
-def _in_optimizer(event: Any) -> bool:
-    parent = event.cpu_parent
-    while parent is not None:
-        if parent.name.startswith(("aten::_fused_adam", "Optimizer.step")):
-            return True
-        parent = parent.cpu_parent
-    return False
 
 
 def sync(device: str) -> None:
@@ -99,13 +114,15 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def measure(args: argparse.Namespace, compiled: bool) -> dict[str, Any]:
+def measure(
+    args: argparse.Namespace, compiled: bool, method: str = "simcse", params: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     import torch._dynamo
 
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     t0 = time.perf_counter()
-    step, stream = build(args, compiled)
+    step, stream = build(args, compiled, method, params)
     for i in range(3):  # warm-up: the compile, the CUDA graph capture
         step(next(stream), i + 1)
     sync(args.device)
@@ -120,25 +137,41 @@ def measure(args: argparse.Namespace, compiled: bool) -> dict[str, Any]:
         sync(args.device)
         times.append(time.perf_counter() - t)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
-    with profile(activities=activities) as prof:
+    with profile(activities=activities, **STACKS) as prof:
         step(next(stream), 4 + args.steps)
         sync(args.device)
     events = prof.events()
-    host_reads = sum(1 for e in events if e.name in HOST_READS and not _in_optimizer(e))
+    sites = read_sites(events)
     syncs = sum(1 for e in events if e.name in SYNCS)
     aten = sum(1 for e in events if e.name.startswith("aten::") and e.cpu_parent is None)
     kernels = sum(1 for e in events if getattr(e.device_type, "name", "") == "CUDA")
     return {
+        "method": label(method, params or {}),
         "compiled": compiled,
         "warmup_s": round(warm_s, 2),
         "step_ms": round(1000 * statistics.median(times), 2),
         "graph_breaks": breaks,
         "graphs": graphs,
-        "host_reads_per_step": host_reads,
+        "host_reads_per_step": len(sites),
         "syncs_per_step": syncs,
         "aten_ops_per_step": aten,
         "cuda_kernels_per_step": kernels,
+        "read_sites": "; ".join(f"{n}x {site}" for site, n in collections.Counter(sites).items()) or "-",
     }
+
+
+ROW_KEYS = (
+    "graph_breaks",
+    "host_reads_per_step",
+    "syncs_per_step",
+    "aten_ops_per_step",
+    "cuda_kernels_per_step",
+    "step_ms",
+    "warmup_s",
+    "graphs",
+    "read_sites",
+)
+"""The table's columns, in order."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,13 +185,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.batch_size}, length {args.max_length}, {'bf16' if args.bf16 else 'fp32'}, "
         f"torch {torch.__version__}"
     )
-    rows = [measure(args, side == "compiled") for side in args.sides.split(",") if side]
-    keys = [k for k in rows[0] if k != "compiled"]
-    print("| side | " + " | ".join(keys) + " |")
-    print("|---" * (len(keys) + 1) + "|")
-    for row in rows:
-        name = "compiled" if row["compiled"] else "eager"
-        print(f"| {name} | " + " | ".join(str(row[k]) for k in keys) + " |")
+    sides = [side == "compiled" for side in args.sides.split(",") if side]
+    keys = list(ROW_KEYS)
+    print("| method | side | " + " | ".join(keys) + " |")
+    print("|---" * (len(keys) + 2) + "|")
+    rows = []
+    for method, params in cases(args.methods):
+        for compiled in sides:
+            row = measure(args, compiled, method, params)
+            rows.append(row)
+            side = "compiled" if compiled else "eager"
+            print(f"| {row['method']} | {side} | " + " | ".join(str(row[k]) for k in keys) + " |", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2) + "\n")
     return 0

@@ -10,7 +10,8 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
    same batches, interleaved (``benchmarks/bench_train_step.py``); its floating-point work counted
    once (``torch.utils.flop_counter``), so the achieved TFLOPS and their share of the peak follow;
 3. the proxies of a launch-bound step (``benchmarks/bench_step_proxies.py``): graph breaks, host
-   reads and operator launches per step;
+   reads and operator launches per step, for SimCSE eager and compiled and, eager, for every
+   registered method with each of its smoke parameter sets (``--proxy-methods``);
 4. a full ``paper``-profile SimCSE trial of a few hundred steps (random bert-base weights, the real
    tokenizer, the compiled step), every stage on the device: training, STS-B dev probes, the final
    STS pass; the record it writes gives the probe and evaluation throughput;
@@ -104,6 +105,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--final-tasks", default="all", help="the trial's final tasks (all: STS, transfer)")
     parser.add_argument("--trial-transfer-mode", default="fasttest", help="the trial's transfer mode")
+    parser.add_argument(
+        "--proxy-methods", default="all", help="methods whose eager step's proxies are printed ('' = none)"
+    )
     return parser.parse_args(argv)
 
 
@@ -330,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         steps = check.stage("step against sentence-transformers", lambda: compare_steps(args, out))
     trialled = check.stage("paper-profile trial", lambda: trial(args, runs, out))
     check.stage("proxies", lambda: _proxies(args, out))
+    if args.proxy_methods:
+        check.stage("proxies per method", lambda: _method_proxies(args))
     shared = None
     if args.device.startswith("cuda") and args.trials:
         shared = check.stage("trials per GPU", lambda: trials_per_gpu(args))
@@ -504,6 +510,25 @@ def _proxies(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         ("compiled" if r["compiled"] else "eager"): {k: v for k, v in r.items() if k != "compiled"}
         for r in rows
     }
+
+
+def _method_proxies(args: argparse.Namespace) -> dict[str, Any]:
+    """Each method's eager step (one timed step): host reads, with where they are made, and launches."""
+    proxy = _proxy_args(args)
+    proxy.steps = 1
+    keys = (
+        "host_reads_per_step",
+        "syncs_per_step",
+        "aten_ops_per_step",
+        "cuda_kernels_per_step",
+        "read_sites",
+    )
+    out = {}
+    for method, params in bench_step_proxies.cases(args.proxy_methods):
+        row = bench_step_proxies.measure(proxy, False, method, params)
+        out[row["method"]] = {k: row[k] for k in keys}
+        print(f"   {row['method']}: " + ", ".join(f"{k} {row[k]}" for k in keys), flush=True)
+    return out
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ momentum encoder, a negative queue) needs no change to the loop:
 3. each step: ``compute_loss(encode, batch, step)``; the optimiser steps over
    ``encoder.parameters()`` and :meth:`Method.trainable_parameters`; then ``after_step(step)``
    (momentum updates, queue bookkeeping) returns metrics to log. Metrics are detached tensors (or
-   floats): the loop reads them at evaluation points, so a step never waits on the device.
+   floats): the loop reads them at evaluation points, so a step never waits on the device. A
+   condition that must fail the run (a non-finite input) is a :func:`device_check`, read there too;
+   parameters are checked once, in :meth:`MethodParams.validate`, never in the step.
 4. model selection snapshots :meth:`Method.snapshot_state` (the trainable part only: frozen copies
    registered with :meth:`Method.register_frozen` and buffers are not copied into best-state
    snapshots) and restores it with :meth:`Method.restore_state`.

@@ -28,6 +28,7 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     argv = ["--device", "cpu", "--model", "random:tiny", "--steps", "4", "--bench-steps", "2"]
     argv += ["--transfer-mode", "fasttest", "--transfer-limit", "60"]
     argv += ["--methods", "simcse,simcsepp", "--final-tasks", "sts"]
+    argv += ["--proxy-methods", "whitenedcse"]  # every method: tests/run/test_step.py
     code = gpu_check.main([*argv, "--out", str(out), "--runs-dir", str(runs), "--data-dir", str(data_root)])
     assert code == 0, capsys.readouterr().err
     result = json.loads((out / "gpu_check.json").read_text())
@@ -38,6 +39,10 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     proxies = stages["proxies"]
     assert proxies["compiled"]["graph_breaks"] == 0 and proxies["compiled"]["host_reads_per_step"] == 0
     assert proxies["compiled"]["aten_ops_per_step"] < proxies["eager"]["aten_ops_per_step"]
+    per_method = stages["proxies per method"]
+    assert set(per_method) == {"whitenedcse num_groups=128", "whitenedcse whitening=zca,num_positives=2"}
+    for row in per_method.values():  # only torch.linalg.eigh's own status read is left
+        assert row["host_reads_per_step"] <= 2 and row["read_sites"].endswith(": _finite_eigh")
     trial = stages["paper-profile trial"]
     assert trial["status"] == "finished" and trial["compiled"] is True and trial["sts_s"] > 0
     assert result["achieved"]["share_of_peak"] > 0
