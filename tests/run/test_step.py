@@ -4,6 +4,7 @@ the eager step's losses and weights at one padded width."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -12,8 +13,8 @@ from torch.profiler import ProfilerActivity, profile
 from harness.config.run_config import resolve_config
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import dropout_rate
-from harness.run.step import TrainStep, linear_schedule
-from methods import get_method
+from harness.run.step import TrainStep, host_reads, linear_schedule
+from methods import REGISTRY, get_method
 
 
 def test_adamw_is_fused_where_it_can_be_and_updates_as_the_default_does() -> None:
@@ -107,3 +108,56 @@ def test_a_compiled_step_pads_every_call_to_one_width_and_reads_nothing_back(dat
     reads = [e for e in prof.events() if e.name == "aten::_local_scalar_dense" and not in_optimizer(e)]
     assert reads == []
     assert loss.requires_grad is False and loss.dim() == 0  # handed back detached, not read
+
+
+# -- host reads ------------------------------------------------------------------------------------
+# No method's step reads a device value back (a GPU step would wait for the device): every registered
+# method with each of its smoke_params, on the path a GPU runs (the encoder unpacked). The one read
+# left is torch.linalg.eigh's own solver status (whitening), which PyTorch does not leave on the device.
+
+CASES = [(name, dict(p)) for name, cls in REGISTRY.items() for p in cls.smoke_params]
+EIGH_STATUS = ": _finite_eigh"
+
+
+def _method_step(data_root: Path, name: str, params: dict[str, Any]) -> TrainStep:
+    config = resolve_config(name, params, "smoke", {"max_steps": 3, "batch_size": 4}, data_root=data_root)
+    encoder = load_encoder("random:tiny", seed=0)
+    encoder.packed_training = False  # the CPU's packed forward: a GPU runs the unpacked one
+    torch.manual_seed(0)
+    return TrainStep(encoder, get_method(name)(config.params, encoder.hidden_size), config, total=3)
+
+
+@pytest.mark.parametrize(("name", "params"), CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_no_method_reads_the_device_back_inside_a_step(
+    data_root: Path, name: str, params: dict[str, Any]
+) -> None:
+    step = _method_step(data_root, name, params)
+    step(SENTENCES, 1)  # the first step fills queues and running statistics
+    reads = host_reads(lambda: step(SENTENCES[::-1], 2))
+    assert [site for site in reads if not site.endswith(EIGH_STATUS)] == []
+    assert len(reads) <= 2  # one eigh per run of equal-sized whitening groups
+
+
+def test_a_host_read_inserted_into_a_step_is_found(data_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    step = _method_step(data_root, "simcse", {})
+    original = step.method.compute_loss
+
+    def reading(encode: Any, batch: Any, at: int) -> Any:
+        out = original(encode, batch, at)
+        if float(out.loss) > -1.0:  # a tensor's value on the host: the step waits for the device
+            pass
+        return out
+
+    monkeypatch.setattr(step.method, "compute_loss", reading)
+    reads = host_reads(lambda: step(SENTENCES, 1))
+    assert (
+        len(reads) == 1 and reads[0].startswith("tests/run/test_step.py(") and reads[0].endswith(": reading")
+    )
+    assert host_reads(lambda: _method_step(data_root, "simcse", {})(SENTENCES, 1)) == []
+
+
+def test_a_steps_device_checks_are_kept_for_the_loop(data_root: Path) -> None:
+    step = _method_step(data_root, "whitenedcse", {"num_groups": 128})
+    step(SENTENCES, 1)
+    assert step.checks and all(check.numbers.device == step.encoder.device for check in step.checks)
+    assert [int(check.numbers[0]) for check in step.checks] == [0] * len(step.checks)  # nothing wrong
