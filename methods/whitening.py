@@ -77,15 +77,18 @@ def _check_eigenvalues(
     bad_rows = bad.any(dim=-1)
 
     def found() -> Check:
-        first = bad_rows.to(torch.uint8).argmax()
+        first = bad_rows.to(torch.uint8).argmax().reshape(1)  # a tensor index, not a Python int
         block, group = first // groups_per_block, first % groups_per_block + group_offset
-        numbers = torch.stack([bad_rows.sum(), block, group, bad[first].sum()])
+        row = evals.index_select(0, first)[0]
+        numbers = torch.cat(
+            [bad_rows.sum().reshape(1), block, group, bad.index_select(0, first).sum().reshape(1)]
+        )
         message = (
             f"{what}: covariance of block {{1}}, group {{2}} is singular or non-finite ({{3}} of its "
             f"{evals.shape[1]} eigenvalues non-positive or non-finite; {{0}} such covariances); raise eps "
             "or use fewer channels per group"
         )
-        return Check(message, numbers, "eigenvalues of block {1}, group {2}: {values}", evals[first])
+        return Check(message, numbers, "eigenvalues of block {1}, group {2}: {values}", row)
 
     def check_now() -> None:
         if bool(bad_rows.any()):
