@@ -109,6 +109,16 @@ def build(
     return step, batches(corpus, args.batch_size, 0)
 
 
+def _under_aten(event: Any) -> bool:
+    """Whether an ATen operator dispatched ``event`` (the stacks add Python frames as parents)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("aten::"):
+            return True
+        parent = parent.cpu_parent
+    return False
+
+
 def sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -143,7 +153,7 @@ def measure(
     events = prof.events()
     sites = read_sites(events)
     syncs = sum(1 for e in events if e.name in SYNCS)
-    aten = sum(1 for e in events if e.name.startswith("aten::") and e.cpu_parent is None)
+    aten = sum(1 for e in events if e.name.startswith("aten::") and not _under_aten(e))
     kernels = sum(1 for e in events if getattr(e.device_type, "name", "") == "CUDA")
     return {
         "method": label(method, params or {}),
