@@ -528,7 +528,7 @@ def _method_proxies(args: argparse.Namespace) -> dict[str, Any]:
         row = bench_step_proxies.measure(proxy, False, method, params)
         out[row["method"]] = {k: row[k] for k in keys}
         print(f"   {row['method']}: " + ", ".join(f"{k} {row[k]}" for k in keys), flush=True)
-    return out
+    return {"methods": out}
 
 
 if __name__ == "__main__":

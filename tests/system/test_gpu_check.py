@@ -39,7 +39,7 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     proxies = stages["proxies"]
     assert proxies["compiled"]["graph_breaks"] == 0 and proxies["compiled"]["host_reads_per_step"] == 0
     assert proxies["compiled"]["aten_ops_per_step"] < proxies["eager"]["aten_ops_per_step"]
-    per_method = stages["proxies per method"]
+    per_method = stages["proxies per method"]["methods"]
     assert set(per_method) == {"whitenedcse num_groups=128", "whitenedcse whitening=zca,num_positives=2"}
     for row in per_method.values():  # only torch.linalg.eigh's own status read is left
         assert row["host_reads_per_step"] <= 2 and row["read_sites"].endswith(": _finite_eigh")
