@@ -63,7 +63,7 @@ import bench_train_step
 from harness.atomic import write_json
 from harness.config.hardware import cpu_description, cpu_id
 from harness.config.paths import resolve_data_root
-from harness.config.run_config import resolve_config
+from harness.config.run_config import RunConfig, resolve_config
 from harness.evaluation.tasks import sts_sentences
 from harness.grid.calibrate import measure_parts
 from harness.grid.calibration import CALIBRATION_DIR, VERSION, calibration_name
@@ -236,26 +236,30 @@ def compare_steps(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     }
 
 
+def paper_config(args: argparse.Namespace, data_root: Path, **overrides: Any) -> RunConfig:
+    """SimCSE under the paper profile on the check's model, batch and length, on the NLI corpus that
+    is beside the data (the papers' Wikipedia corpus need not be)."""
+    settings = {
+        "model": args.model,
+        "corpus": "corpus/nli-sentences.txt",
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+    }
+    return resolve_config("simcse", None, "paper", {**settings, **overrides}, data_root=data_root)
+
+
 def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
     """A paper-profile SimCSE run of ``--steps`` steps on the device, compiled, STS at the end."""
     data_root = resolve_data_root(args.data_dir)
     bf16 = args.device.startswith("cuda")
-    config = resolve_config(
-        "simcse",
-        None,
-        "paper",
-        {
-            "model": args.model,
-            "corpus": "corpus/nli-sentences.txt",
-            "batch_size": args.batch_size,
-            "max_length": args.max_length,
-            "max_steps": args.steps,
-            "eval_every": max(1, args.steps // 2),
-            "final_tasks": args.final_tasks,
-            "transfer_mode": args.trial_transfer_mode,
-            "precision": "bf16" if bf16 else "fp32",
-        },
-        data_root=data_root,
+    config = paper_config(
+        args,
+        data_root,
+        max_steps=args.steps,
+        eval_every=max(1, args.steps // 2),
+        final_tasks=args.final_tasks,
+        transfer_mode=args.trial_transfer_mode,
+        precision="bf16" if bf16 else "fp32",
     )
     store = RunStore(runs)
     record = train_run(config, data_root, store, device=args.device, log=print, resume=False, compile=True)
@@ -436,19 +440,7 @@ def calibration_parts(args: argparse.Namespace) -> dict[str, Any]:
     methods = [m for m in args.methods.split(",") if m]
     out = {}
     for precision in precisions(args):
-        config = resolve_config(
-            "simcse",
-            None,
-            "paper",
-            {
-                "model": args.model,
-                "corpus": "corpus/nli-sentences.txt",
-                "batch_size": args.batch_size,
-                "max_length": args.max_length,
-                "precision": precision,
-            },
-            data_root=data_root,
-        )
+        config = paper_config(args, data_root, precision=precision)
         out[precision] = measure_parts(config, data_root, args.device, methods)
     return {"by_precision": out}
 
