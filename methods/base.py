@@ -1,5 +1,8 @@
 """The contract between the training loop and a method.
 
+499 lines: the contract's parameters, encoder call, device checks and the Method class; the device
+checks (``Check``, ``deferred_checks``, ``device_check``) should move to a module of their own.
+
 The loop knows nothing method-specific. Each step it tokenises B sentences (truncated to the
 profile's max length) and calls ``method.compute_loss(encode, batch, step)``. The method decides how
 many encoder calls it makes and on which rows (m dropout views in ONE call on a repeated batch, a
