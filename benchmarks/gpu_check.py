@@ -15,18 +15,19 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
 4. a full ``paper``-profile SimCSE trial of a few hundred steps (random bert-base weights, the real
    tokenizer, the compiled step), every stage on the device: training, STS-B dev probes, the final
    STS pass; the record it writes gives the probe and evaluation throughput;
-5. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device
-   (``benchmarks/bench_gpu_trials.py``);
-6. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
+5. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
    and in fp32 (``benchmarks/bench_probe.py``; target: 0.5 s for bert-base);
-7. the final transfer evaluation on the device: the seven tasks embedded there, then their
+6. the final transfer evaluation on the device: the seven tasks embedded there, then their
    classifiers in SentEval's ``test`` mode on the device (``benchmarks/bench_transfer_eval.py``'s
-   device path; target: 60 s for bert-base).
-8. the grid's calibration, for each precision (``--precisions``): each method's step beside
+   device path; target: 60 s for bert-base);
+7. the grid's calibration, for each precision (``--precisions``): each method's step beside
    SimCSE's (``--methods``; eager, as the grid's estimate scales them), the dev probe and the final
    STS pass (:func:`harness.grid.calibrate.measure_parts`); the trial's precision takes the trial's
    own step, probe, STS and transfer seconds. One file per precision and encoder class in
-   ``<runs>/calibration/`` (:mod:`harness.grid.calibration`, format version 2).
+   ``<runs>/calibration/`` (:mod:`harness.grid.calibration`, format version 2);
+8. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device, each built and compiled
+   as a paper-profile grid trial (``benchmarks/bench_gpu_trials.py``); the calibration file is
+   written before this stage, the longest, and again with its slowdowns.
 
 Each stage's numbers are written as soon as they exist (``--out``: ``gpu_check.json`` and the
 calibration file), and a stage that fails is reported and skipped: a short loan of a GPU is never
@@ -295,12 +296,15 @@ def trials_per_gpu(args: argparse.Namespace) -> dict[str, Any]:
         "--model",
         args.model,
         "--steps",
-        "20",
+        "60",
         "--warmup",
         "5",
         "--batch-size",
         str(args.batch_size),
-        "--bf16",
+        "--max-length",
+        str(args.max_length),
+        "--precision",
+        "bf16",
         "--counts",
         *[str(n) for n in args.trials],
         *(["--data-dir", args.data_dir] if args.data_dir else []),
@@ -340,9 +344,6 @@ def main(argv: list[str] | None = None) -> int:
     check.stage("proxies", lambda: _proxies(args, out))
     if args.proxy_methods:
         check.stage("proxies per method", lambda: _method_proxies(args))
-    shared = None
-    if args.device.startswith("cuda") and args.trials:
-        shared = check.stage("trials per GPU", lambda: trials_per_gpu(args))
     check.stage("probe", lambda: probe(args))
     check.stage("transfer", lambda: transfer(args))
     # the trial's step is the loop's own (no read-back between steps); the comparison's is timed
@@ -356,13 +357,22 @@ def main(argv: list[str] | None = None) -> int:
             "share_of_peak": round(achieved / peak["tflops"], 3),
         }
     parts = check.stage("calibration", lambda: calibration_parts(args))
-    written = []
     by_precision = (parts or {}).get("by_precision", {})
-    for calibration in calibrations(args, check.result, trialled, by_precision, shared):
-        path = runs / CALIBRATION_DIR / calibration_name(calibration)
-        write_json(path, calibration, indent=2)
-        written.append(str(path))
-    check.result["calibration"] = written
+
+    def write_calibrations(shared: dict[str, Any] | None) -> None:
+        written = []
+        for calibration in calibrations(args, check.result, trialled, by_precision, shared):
+            path = runs / CALIBRATION_DIR / calibration_name(calibration)
+            write_json(path, calibration, indent=2)
+            written.append(str(path))
+        check.result["calibration"] = written
+        check.save()
+
+    # written before the longest stage and again with its slowdowns: a loan that ends during the
+    # trials-per-GPU stage still leaves the box's calibration
+    write_calibrations(None)
+    if args.device.startswith("cuda") and args.trials:
+        write_calibrations(check.stage("trials per GPU", lambda: trials_per_gpu(args)))
     check.result["finished_at"] = now_iso()
     check.save()
     print(json.dumps({k: check.result.get(k) for k in ("device", "achieved", "calibration")}, indent=2))
