@@ -210,7 +210,7 @@ def _step_seconds(encoder: Any, config: RunConfig) -> float:
     from methods import get_method
 
     model = copy.deepcopy(encoder)
-    method = get_method(config.method)(config.params, model.hidden_size)
+    method = get_method(config.method)(config.params, model.hidden_size).to(model.device)
     step = TrainStep(model, method, config, total=STEPS + 1)
     stream = batches(read_corpus(Path(config.corpus), config.batch_size), config.batch_size, config.seed)
     step(next(stream), 1)

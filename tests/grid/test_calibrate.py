@@ -106,3 +106,31 @@ def test_a_failed_calibration_process_is_one_line(data_root: Path, tmp_path: Pat
     config = resolve_config("simcse", None, "cpu", {"model": "random:tiny"}, data_root=data_root)
     with pytest.raises(HarnessError, match=r"^calibrating the estimate failed: .*senteval"):
         calibrate([config], tmp_path / "runs", tmp_path / "no-data", slots=1, log=lambda _: None)
+
+
+def test_each_method_step_is_timed_on_the_encoder_s_device(
+    data_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # on a GPU the heads stayed on the CPU and every method's step failed (gpu-check, 2026-11-28): the
+    # method must be moved where the encoder is, which on this CPU only a record of the move shows
+    import methods
+    from harness.grid.calibrate import measure_parts
+
+    moved: list[tuple[str, str]] = []
+    real = methods.get_method
+
+    def recording(name: str) -> type:
+        cls = real(name)
+
+        class Recorded(cls):  # type: ignore[valid-type, misc]
+            def to(self, *args: object, **kwargs: object) -> object:
+                moved.append((name, str(args[0] if args else kwargs.get("device"))))
+                return super().to(*args, **kwargs)
+
+        return Recorded
+
+    monkeypatch.setattr(methods, "get_method", recording)
+    config = resolve_config("simcse", None, "cpu", {"model": "random:tiny"}, data_root=data_root)
+    parts = measure_parts(config, data_root, "cpu", methods=["whitenedcse"])
+    assert set(parts["method_steps"]) == {"simcse", "whitenedcse"}
+    assert moved == [("simcse", "cpu"), ("whitenedcse", "cpu")]
