@@ -13,8 +13,9 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
    reads and operator launches per step, for SimCSE eager and compiled and, eager, for every
    registered method with each of its smoke parameter sets (``--proxy-methods``);
 4. a full ``paper``-profile SimCSE trial of a few hundred steps (random bert-base weights, the real
-   tokenizer, the compiled step), every stage on the device: training, STS-B dev probes, the final
-   STS pass; the record it writes gives the probe and evaluation throughput;
+   tokenizer, the compiled step, the profile's precision), every stage on the device: training,
+   STS-B dev probes, the final STS pass; its record gives the steady step apart from the first
+   (compilation, warm-up), each probe's seconds and the evaluation throughput;
 5. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
    and in fp32 (``benchmarks/bench_probe.py``; target: 0.5 s for bert-base);
 6. the final transfer evaluation on the device: the seven tasks embedded there, then their
@@ -45,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import sys
 import time
 import traceback
@@ -252,7 +254,8 @@ def paper_config(args: argparse.Namespace, data_root: Path, **overrides: Any) ->
 def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
     """A paper-profile SimCSE run of ``--steps`` steps on the device, compiled, STS at the end."""
     data_root = resolve_data_root(args.data_dir)
-    bf16 = args.device.startswith("cuda")
+    # on a GPU the paper profile's own precision (what a night runs); fp32 on a CPU
+    precision = {} if args.device.startswith("cuda") else {"precision": "fp32"}
     config = paper_config(
         args,
         data_root,
@@ -260,7 +263,7 @@ def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
         eval_every=max(1, args.steps // 2),
         final_tasks=args.final_tasks,
         transfer_mode=args.trial_transfer_mode,
-        precision="bf16" if bf16 else "fp32",
+        **precision,
     )
     store = RunStore(runs)
     record = train_run(config, data_root, store, device=args.device, log=print, resume=False, compile=True)
@@ -268,10 +271,15 @@ def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
     prov: dict[str, Any] = dict(record.get("provenance") or {})
     if str(prov.get("device", "")).split(":")[0] != torch.device(args.device).type:
         raise RuntimeError(f"the trial ran on {prov.get('device')}, not on {args.device}")
-    steps = args.steps
-    probes = len(record["trajectory"]) - (1 if record.get("step0_probe_cached") else 0)
+    # the steady step: the first one (compilation, CUDA graphs' warm-up) is timed apart
+    first_s = float(record.get("first_step_s") or 0.0)
+    step_ms = 1000 * (float(record["train_time_s"]) - first_s) / max(args.steps - 1, 1)
+    # a probe after the first (which builds the token cache and warms the evaluation path)
+    later = [float(p["probe_s"]) for p in record["trajectory"][1:] if "probe_s" in p]
     final_s = float(record.get("final_time_s") or 0.0)
-    probe_s = (float(record["eval_time_s"]) - final_s) / max(probes, 1)
+    probes = len(record["trajectory"]) - (1 if record.get("step0_probe_cached") else 0)
+    probe_s = statistics.median(later) if later else (float(record["eval_time_s"]) - final_s) / max(probes, 1)
+    first_probe = [p.get("probe_s") for p in record["trajectory"][:1]]
     sts_s = float((record.get("final_seconds") or {}).get("sts") or final_s)
     transfer_s = (record.get("final_seconds") or {}).get("transfer")
     return {
@@ -280,8 +288,10 @@ def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
         "run_id": record["run_id"],
         "status": record["status"],
         "compiled": prov.get("compiled"),
-        "step_ms": round(1000 * float(record["train_time_s"]) / steps, 2),
-        "probe_s": round(probe_s, 2),
+        "step_ms": round(step_ms, 2),
+        "first_step_s": round(first_s, 2),
+        "probe_s": round(probe_s, 3),
+        "first_probe_s": first_probe[0] if first_probe else None,
         "sts_s": round(sts_s, 2),
         "sts_sentences_per_s": round(sts_sentences() / sts_s, 1) if sts_s > 0 else None,
         "sts_avg": (record.get("final") or {}).get("sts", {}).get("avg"),
@@ -304,7 +314,7 @@ def trials_per_gpu(args: argparse.Namespace) -> dict[str, Any]:
         "--max-length",
         str(args.max_length),
         "--precision",
-        "bf16",
+        paper_config(args, resolve_data_root(args.data_dir)).precision,  # what a night's trials run
         "--counts",
         *[str(n) for n in args.trials],
         *(["--data-dir", args.data_dir] if args.data_dir else []),
@@ -494,7 +504,10 @@ def calibrations(
         }
         if trial and trial["precision"] == precision:
             calibration.update(
-                compiled=bool(trial.get("compiled")), step_s=trial["step_ms"] / 1000, probe_s=trial["probe_s"]
+                compiled=bool(trial.get("compiled")),
+                step_s=trial["step_ms"] / 1000,
+                first_step_s=trial["first_step_s"],
+                probe_s=trial["probe_s"],
             )
             calibration["sts_s"][trial["eval_precision"]] = trial["sts_s"]
             if trial.get("transfer_s"):

@@ -1,6 +1,6 @@
 """What a grid costs before it runs: seconds per run, hours per table, makespan on N parallel slots.
 
-468 lines: the unit costs (built-in table, calibration files, finished records) and the cost model
+485 lines: the unit costs (built-in table, calibration files, finished records) and the cost model
 that prices a run from them; the built-in table and its sources should move to a module of their own.
 
 A run's estimate is the sum of its parts::
@@ -8,6 +8,8 @@ A run's estimate is the sum of its parts::
     steps x step_s x step_rows / 2        training (a SimCSE step scaled by the method's encoder rows:
                                           those with gradient, plus those without at
                                           NO_GRAD_ROW_COST each, see step_rows)
+  + first_step_s                          the first step beyond a steady one (compilation, warm-up;
+                                          measured by a calibration or by records, else 0)
   + probes x probe_s                      STS-B dev probes (one every eval_every; the one at step 0
                                           only for runs that cannot share it, see computed_probes)
   + sts_s [eval_precision]                final STS, when the run scores STS
@@ -82,6 +84,8 @@ class UnitCosts:
     """A calibration's steps by method (``step_s`` and the encoder ``rows`` it measured them at)."""
     slowdown: Mapping[str, float] = dataclasses.field(default_factory=dict)
     """A calibration's measured slowdown of k trials sharing the device, keyed ``str(k)``."""
+    first_step_s: float = 0.0
+    """What a run's first step costs beyond a steady one (compilation, warm-up), once per run."""
 
     def probe_s(self, precision: str) -> float:
         return PROBE_SHARE * self.sts_s.get(precision, self.sts_s.get("fp32", 0.0))
@@ -302,7 +306,11 @@ class CostModel:
     ) -> None:
         if steps > 0 and record.get("train_time_s"):
             rows = step_rows(config, self.footprints) / 2.0
-            bucket.setdefault("step_s", []).append(float(record["train_time_s"]) / steps / rows)
+            first = float(record.get("first_step_s") or 0.0)  # older records: not timed apart
+            steady = max(float(record["train_time_s"]) - first, 0.0)
+            bucket.setdefault("step_s", []).append(steady / steps / rows)
+            if "first_step_s" in record:
+                bucket.setdefault("first_step_s", []).append(first)
         final_s = record.get("final_time_s")
         if final_s is not None and config.post_whiten == "none":
             parts = record.get("final_seconds")
@@ -342,6 +350,7 @@ class CostModel:
         transfer: dict[str, float] = {}
         method_steps: dict[str, Mapping[str, float]] = {}
         slowdown: dict[str, float] = {}
+        first_step = 0.0
         size = 1.0
         if calibration is None and self.device != "cpu":  # the GPU measured another encoder: scaled by size
             calibration = self._calibration(config, None)
@@ -355,6 +364,7 @@ class CostModel:
                 transfer.update({k: float(v) for k, v in dict(calibration.get("transfer_s") or {}).items()})
             method_steps = dict(calibration.get("method_steps") or {})
             slowdown = {str(k): float(v) for k, v in dict(calibration.get("trials_slowdown") or {}).items()}
+            first_step = float(calibration.get("first_step_s") or 0.0)
             when = str(calibration.get("measured_at", ""))[:10]
             how = calibration.get("source", "a calibration file")
             where = f"; {calibration['file']}" if calibration.get("file") else ""
@@ -376,11 +386,14 @@ class CostModel:
                     sts[precision] = statistics.median(measured[f"sts_{precision}"])
             if f"probe_{config.precision}" in measured:
                 probe = statistics.median(measured[f"probe_{config.precision}"])
+            if "first_step_s" in measured:
+                first_step = statistics.median(measured["first_step_s"])
             for key, values in measured.items():
                 if key.startswith("transfer_"):
                     transfer[key.removeprefix("transfer_")] = statistics.median(values)
         calibrated = calibration is not None or bool(measured)
-        return UnitCosts(step_s, sts, transfer, source, calibrated, method_steps, slowdown), probe
+        units = UnitCosts(step_s, sts, transfer, source, calibrated, method_steps, slowdown, first_step)
+        return units, probe
 
     def _calibration(self, config: RunConfig, kind: str | None) -> Mapping[str, Any] | None:
         """The newest calibration of this device for the config's encoder class (None: any in
@@ -417,6 +430,7 @@ class CostModel:
         total = steps * self._step_s(config, units)
         total += computed_probes(config, steps) * (probe or units.probe_s(config.precision))
         total *= shared
+        total += units.first_step_s if steps > 0 else 0.0
         sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"]) * shared
         if config.final_tasks in ("sts", "all"):
             total += sts

@@ -87,10 +87,13 @@ class EvaluationPoints:
         t0 = time.perf_counter()
         if self.config.eval_pooler == "cls":
             self.head_into_pooler(required=True)
+        cached_before = bool(self.record.get("step0_probe_cached"))
         scores = self._probe_scores(step)
         self.step_fn.train()
-        self.eval_time += time.perf_counter() - t0
-        point = self._trajectory_point(step, scores)
+        took = time.perf_counter() - t0
+        self.eval_time += took
+        cached = not cached_before and bool(self.record.get("step0_probe_cached"))
+        point = self._trajectory_point(step, scores, None if cached else took)
         self.record["trajectory"].append(point)
         self.select(step, point)
         self.record["train_time_s"] = round(self.train_time, 3)
@@ -130,11 +133,12 @@ class EvaluationPoints:
             cache.put(key, scores, run_id=self.run_id, model=self.config.model)
         return scores
 
-    def _trajectory_point(self, step: int, scores: dict[str, float]) -> dict[str, Any]:
-        """The trajectory point of ``step``: the probe's scores and the steps' mean loss and metrics."""
+    def _trajectory_point(self, step: int, scores: dict[str, float], probe_s: float | None) -> dict[str, Any]:
+        """The trajectory point of ``step``: the probe's scores and seconds, the steps' mean loss
+        and metrics."""
         loss, metrics = self.pending.summary()
         elapsed = time.perf_counter() - self.elapsed0
-        return trajectory_point(step, scores, loss, metrics, self.step_fn.lr, elapsed)
+        return trajectory_point(step, scores, loss, metrics, self.step_fn.lr, elapsed, probe_s)
 
     def select(self, step: int, point: Mapping[str, Any]) -> None:
         """Keep the state of ``step`` (on the CPU) when its STS-B dev beats the best so far.

@@ -401,6 +401,16 @@ class TrainingRun(EvaluationPoints, FinalStage):
         return start
 
     # -- the loop and its evaluation points ------------------------------------------------------
+    def first_step(self, t0: float) -> None:
+        """Add the seconds of this process's first step, the device finished (one wait, once), to
+        ``first_step_s``: a compiled step's compilation, a device's warm-up, read apart from the
+        steady steps by the calibration and the cost model."""
+        if torch.device(self.encoder.device).type == "cuda":
+            torch.cuda.synchronize(self.encoder.device)
+        self.record["first_step_s"] = round(
+            float(self.record.get("first_step_s") or 0.0) + time.perf_counter() - t0, 3
+        )
+
     def train_loop(self, start: int) -> None:
         """Steps ``start + 1 .. total``; a :meth:`probe` every ``eval_every`` steps and at the last."""
         config = self.config
@@ -411,6 +421,8 @@ class TrainingRun(EvaluationPoints, FinalStage):
         for step in range(start + 1, self.total + 1):
             loss, metrics = self.step_fn(next(stream), step)
             self.pending.add(step, loss, metrics, self.step_fn.checks)
+            if step == start + 1:  # compilation and warm-up: what a process's first step costs
+                self.first_step(t0)
             if step % config.eval_every == 0 or step == self.total:
                 self.pending.check()  # the steps' losses, read once: the device finishes them here
                 self.train_time += time.perf_counter() - t0

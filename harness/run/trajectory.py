@@ -26,7 +26,9 @@ so a larger loss means overflowing logits (a temperature of 1e-30, which the set
 record built without its check could carry: logits up to 1e30, a loss of 3e28): the run fails
 instead of training to meaningless numbers."""
 
-RESERVED_KEYS: frozenset[str] = frozenset({"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s"})
+RESERVED_KEYS: frozenset[str] = frozenset(
+    {"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s", "probe_s"}
+)
 """Keys of a trajectory point that a method's metric of the same name must not overwrite (it is
 written as ``method_<key>`` instead)."""
 
@@ -121,8 +123,10 @@ def trajectory_point(
     metrics: Mapping[str, float],
     lr: float,
     elapsed_s: float,
+    probe_s: float | None = None,
 ) -> dict[str, Any]:
-    """The trajectory point of ``step``: the probe's scores, the steps' mean loss and metrics."""
+    """The trajectory point of ``step``: the probe's scores, the steps' mean loss and metrics, and
+    the seconds the probe took (``probe_s``; absent where the scores came from the cache)."""
     point: dict[str, Any] = {
         "step": step,
         "loss": loss,
@@ -132,6 +136,8 @@ def trajectory_point(
         "lr": lr,
         "elapsed_s": round(elapsed_s, 3),
     }
+    if probe_s is not None:
+        point["probe_s"] = round(probe_s, 3)
     for key in sorted(scores):
         if key not in point:
             point[key] = float(scores[key])

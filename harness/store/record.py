@@ -97,6 +97,8 @@ class RunRecord(TypedDict):
     train_time_s: float
     eval_time_s: float
     final_time_s: NotRequired[float]
+    # the first step of each process that trained the run, compilation and warm-up (in train_time_s)
+    first_step_s: NotRequired[float]
     final_seconds: NotRequired[dict[str, float]]  # the final pass per task group: {"sts": s, "transfer": s}
     peak_rss_mb: NotRequired[float]
     final_threads: NotRequired[int]
@@ -213,6 +215,7 @@ _FIELD_TYPES: dict[str, tuple[str, ...]] = {
     "train_time_s": (_NUMBER, "null"),
     "eval_time_s": (_NUMBER, "null"),
     "final_time_s": (_NUMBER, "null"),
+    "first_step_s": (_NUMBER, "null"),
     "final_seconds": ("object",),
     "peak_rss_mb": (_NUMBER, "null"),
     "final_threads": ("int",),

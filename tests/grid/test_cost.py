@@ -303,3 +303,42 @@ def test_an_estimate_for_a_device_without_calibration_says_so_first(tmp_path: Pa
     assert line is not None and line.startswith(
         "estimate: no calibration for this processor (Some CPU (family 1))"
     )
+
+
+def test_a_compiled_run_s_first_step_is_priced_once_not_in_every_step(data_root: Path) -> None:
+    # a record that timed its first step apart (compilation, warm-up): its steady step is the rest
+    simcse = cpu(data_root)
+    records = [
+        {**_timed_record(simcse.replace(seed=s), train=80.0, eval_s=70.0, final=50.0), "first_step_s": f}
+        for s, f in ((42, 29.0), (43, 30.0), (44, 31.0))
+    ]
+    model = CostModel(records)
+    units, probe = model.units(simcse)
+    assert units.step_s == pytest.approx(0.50) and units.first_step_s == pytest.approx(30.0)
+    assert model.run_seconds(simcse) == pytest.approx(100 * 0.50 + 4 * probe + 30.0 + 50.0)
+    # a calibration file's first step, likewise once per run
+    calibration = {
+        "kind": "harness-calibration",
+        "device": "cuda",
+        "device_name": "a GPU",
+        "encoder": "bert-base",
+        "precision": "tf32",
+        "batch_size": 64,
+        "max_length": 32,
+        "step_s": 0.02,
+        "first_step_s": 40.0,
+        "probe_s": 0.5,
+        "sts_s": {"fp32": 2.0},
+        "measured_at": "2026-11-28",
+    }
+    gpu = CostModel(device="cuda", calibrations=[calibration])
+    paper = resolve_config(
+        "simcse",
+        None,
+        "paper",
+        {"max_steps": 1000, "final_tasks": "sts", "corpus": "corpus/nli-sentences.txt"},
+        data_root=data_root,
+    )
+    assert gpu.units(paper)[0].first_step_s == pytest.approx(40.0)
+    without = CostModel(device="cuda", calibrations=[{**calibration, "first_step_s": None}])
+    assert gpu.run_seconds(paper) - without.run_seconds(paper) == pytest.approx(40.0)

@@ -29,7 +29,7 @@ from methods import REGISTRY
 from tests.helpers import REPO_ROOT, make_data_root
 
 CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus, with words {i % 7}.\n" for i in range(96))
-TIMING_KEYS = ("elapsed_s",)
+TIMING_KEYS = ("elapsed_s", "probe_s")
 
 
 class Killed(BaseException):

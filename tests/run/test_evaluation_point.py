@@ -90,5 +90,5 @@ def test_a_point_s_trajectory_entry_carries_the_probe_s_scores(step: int) -> Non
         lr = 0.5
 
     points.step_fn = _Step()  # type: ignore[assignment]
-    point = points._trajectory_point(step, {"stsb_dev": 61.0, "align": 0.2, "uniform": -2.0})
+    point = points._trajectory_point(step, {"stsb_dev": 61.0, "align": 0.2, "uniform": -2.0}, 0.5)
     assert (point["step"], point["stsb_dev"], point["align"], point["uniform"]) == (step, 61.0, 0.2, -2.0)

@@ -60,7 +60,7 @@ def final(
 
 
 def strip(record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in p.items() if k != "elapsed_s"} for p in record["trajectory"]]
+    return [{k: v for k, v in p.items() if k not in ("elapsed_s", "probe_s")} for p in record["trajectory"]]
 
 
 def test_runs_of_one_store_share_the_starting_encoders_probe(

@@ -48,6 +48,10 @@ def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, t
     assert record["final"]["tasks"] == "sts" and record["final"]["mode"] == "fasttest"
     for key in ("wall_time_s", "train_time_s", "eval_time_s"):
         assert record[key] > 0
+    # the first step (compilation, warm-up) is part of the training time; each probe is timed
+    assert 0 < record["first_step_s"] <= record["train_time_s"]
+    probes = [p["probe_s"] for p in record["trajectory"]]
+    assert all(s >= 0 for s in probes) and sum(probes) <= record["eval_time_s"]
     if Path("/proc/self/status").exists():  # the run's peak resident memory (harness.grid.memory)
         assert 50 < record["peak_rss_mb"] < 64 * 1024
     assert record["started_at"] and record["finished_at"] and record["host"] and record["code_version"]
@@ -56,7 +60,7 @@ def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, t
     assert any("step 4/4" in line for line in lines)
 
     again = train_run(config, train_root, None, device="cpu", log=None)
-    strip = ("elapsed_s",)
+    strip = ("elapsed_s", "probe_s")
     assert [{k: v for k, v in p.items() if k not in strip} for p in again["trajectory"]] == [
         {k: v for k, v in p.items() if k not in strip} for p in record["trajectory"]
     ]
