@@ -71,10 +71,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def cases(names: str) -> list[tuple[str, dict[str, Any]]]:
-    """``(method, params)`` for each named method (``all``: the registry) and each of its smoke_params."""
+def cases(names: str, every_setting: bool = True) -> list[tuple[str, dict[str, Any]]]:
+    """``(method, params)`` for each named method (``all``: the registry) and each of its smoke_params
+    (``every_setting``), else its first (its defaults, where the method lists them first)."""
     chosen = list(REGISTRY) if names == "all" else [n.strip() for n in names.split(",") if n.strip()]
-    return [(name, dict(params)) for name in chosen for params in get_method(name).smoke_params]
+    out = []
+    for name in chosen:
+        settings = get_method(name).smoke_params
+        out += [(name, dict(params)) for params in (settings if every_setting else settings[:1])]
+    return out
 
 
 def label(method: str, params: Mapping[str, Any]) -> str:

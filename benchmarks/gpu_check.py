@@ -7,33 +7,36 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
    measured against);
 2. the step: the harness's SimCSE step, eager and compiled (``torch.compile``, CUDA graphs),
    against sentence-transformers' unsupervised SimCSE on the same random bert-base weights and the
-   same batches, interleaved (``benchmarks/bench_train_step.py``); its floating-point work counted
-   once (``torch.utils.flop_counter``), so the achieved TFLOPS and their share of the peak follow;
-3. the proxies of a launch-bound step (``benchmarks/bench_step_proxies.py``): graph breaks, host
-   reads and operator launches per step, for SimCSE eager and compiled and, eager, for every
-   registered method with each of its smoke parameter sets (``--proxy-methods``);
-4. a full ``paper``-profile SimCSE trial of a few hundred steps (random bert-base weights, the real
+   same batches, interleaved (``benchmarks/bench_train_step.py``; not with ``--quick``); its
+   floating-point work counted once (``torch.utils.flop_counter``), so the achieved TFLOPS and
+   their share of the peak follow;
+3. a full ``paper``-profile SimCSE trial of a few hundred steps (random bert-base weights, the real
    tokenizer, the compiled step, the profile's precision), every stage on the device: training,
    STS-B dev probes, the final STS pass; its record gives the steady step apart from the first
    (compilation, warm-up), each probe's seconds and the evaluation throughput;
-5. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
-   and in fp32 (``benchmarks/bench_probe.py``; target: 0.5 s for bert-base);
-6. the final transfer evaluation on the device: the seven tasks embedded there, then their
-   classifiers in SentEval's ``test`` mode on the device (``benchmarks/bench_transfer_eval.py``'s
-   device path; target: 60 s for bert-base);
-7. the grid's calibration, for each precision (``--precisions``): each method's step beside
+4. the grid's calibration, for each precision (``--precisions``): each method's step beside
    SimCSE's (``--methods``; eager, as the grid's estimate scales them), the dev probe and the final
    STS pass (:func:`harness.grid.calibrate.measure_parts`); the trial's precision takes the trial's
-   own step, probe, STS and transfer seconds. One file per precision and encoder class in
-   ``<runs>/calibration/`` (:mod:`harness.grid.calibration`, format version 2);
-8. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device, each built and compiled
-   as a paper-profile grid trial (``benchmarks/bench_gpu_trials.py``); the calibration file is
-   written before this stage, the longest, and again with its slowdowns.
+   own step, first step, probe, STS and transfer seconds. One file per precision and encoder class
+   in ``<runs>/calibration/`` (:mod:`harness.grid.calibration`, format version 2), written as soon
+   as this stage ends;
+5. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device, each built and compiled
+   as a paper-profile grid trial (``benchmarks/bench_gpu_trials.py``); the calibration files are
+   written again with the slowdowns;
+6. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
+   and in fp32 (``benchmarks/bench_probe.py``; target: 0.5 s for bert-base);
+7. the proxies of a launch-bound step (``benchmarks/bench_step_proxies.py``): graph breaks, host
+   reads and operator launches per step, for SimCSE eager and compiled and, eager, for every
+   registered method (``--proxy-methods``; each smoke setting with ``--proxy-settings``);
+8. the final transfer evaluation on the device, last because it is the longest: the seven tasks
+   embedded there, then their classifiers in SentEval's ``test`` mode on the device
+   (``benchmarks/bench_transfer_eval.py``'s device path; target: 60 s for bert-base).
 
-Each stage's numbers are written as soon as they exist (``--out``: ``gpu_check.json`` and the
-calibration file), and a stage that fails is reported and skipped: a short loan of a GPU is never
-spent for nothing. On a CPU with ``--device cpu --model random:tiny --steps 4`` it runs the same code
-in seconds (``tests/system/test_gpu_check.py``), so it works the first time a GPU comes.
+What the estimates need comes first, so a loan that ends early still leaves them. Each stage's
+numbers are written as soon as they exist (``--out``: ``gpu_check.json`` and the calibration file),
+and a stage that fails is reported and skipped: a short loan of a GPU is never spent for nothing.
+On a CPU with ``--device cpu --model random:tiny --steps 4`` it runs the same code in seconds
+(``tests/system/test_gpu_check.py``), so it works the first time a GPU comes.
 
 Usage::
 
@@ -110,6 +113,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trial-transfer-mode", default="fasttest", help="the trial's transfer mode")
     parser.add_argument(
         "--proxy-methods", default="all", help="methods whose eager step's proxies are printed ('' = none)"
+    )
+    parser.add_argument(
+        "--proxy-settings",
+        action="store_true",
+        help="proxies for each of a method's smoke settings (default: its first; all take minutes)",
     )
     return parser.parse_args(argv)
 
@@ -351,11 +359,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quick:
         steps = check.stage("step against sentence-transformers", lambda: compare_steps(args, out))
     trialled = check.stage("paper-profile trial", lambda: trial(args, runs, out))
-    check.stage("proxies", lambda: _proxies(args, out))
-    if args.proxy_methods:
-        check.stage("proxies per method", lambda: _method_proxies(args))
-    check.stage("probe", lambda: probe(args))
-    check.stage("transfer", lambda: transfer(args))
     # the trial's step is the loop's own (no read-back between steps); the comparison's is timed
     # with the device synchronised around every step
     step_ms = (trialled or {}).get("step_ms") or (steps or {}).get("compiled_ms")
@@ -383,6 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     write_calibrations(None)
     if args.device.startswith("cuda") and args.trials:
         write_calibrations(check.stage("trials per GPU", lambda: trials_per_gpu(args)))
+    # what the estimates need comes first; the explaining stages after it, the longest last
+    check.stage("probe", lambda: probe(args))
+    check.stage("proxies", lambda: _proxies(args, out))
+    if args.proxy_methods:
+        check.stage("proxies per method", lambda: _method_proxies(args))
+    check.stage("transfer", lambda: transfer(args))
     check.result["finished_at"] = now_iso()
     check.save()
     print(json.dumps({k: check.result.get(k) for k in ("device", "achieved", "calibration")}, indent=2))
@@ -440,6 +449,8 @@ def transfer(args: argparse.Namespace) -> dict[str, Any]:
         "device": args.device,
         "embed_s": round(embedded, 1),
         "classify_s": round(timing.seconds, 1),
+        "classify_steps": timing.steps,
+        "ms_per_step": round(1000 * timing.seconds / max(sum(timing.steps), 1), 3),
         "finished_at_s": {k: round(v, 1) for k, v in timing.finished_at.items()},
         "accuracies": {**accuracies, "avg": average(accuracies)},
     }
@@ -539,7 +550,7 @@ def _method_proxies(args: argparse.Namespace) -> dict[str, Any]:
         "read_sites",
     )
     out = {}
-    for method, params in bench_step_proxies.cases(args.proxy_methods):
+    for method, params in bench_step_proxies.cases(args.proxy_methods, every_setting=args.proxy_settings):
         row = bench_step_proxies.measure(proxy, False, method, params)
         out[row["method"]] = {k: row[k] for k in keys}
         print(f"   {row['method']}: " + ", ".join(f"{k} {row[k]}" for k in keys), flush=True)

@@ -212,6 +212,7 @@ def fit_batched(
     y: torch.Tensor,
     fits: Sequence[BatchedFit],
     config: ClassifierConfig,
+    steps: list[int] | None = None,
 ) -> list[FitResult]:
     """Train ``fits`` on the rows of ``x`` ``[N, d]`` (float32) and ``y`` ``[N]``, where they lie.
 
@@ -221,11 +222,15 @@ def fit_batched(
     kept, stop once the never-reset non-improvement count has reached ``tenacity`` or past
     ``max_epoch`` passes; the best model scores the ``score`` rows.
 
+    Args:
+        steps: Given, the count of minibatch steps taken (one after another) is appended to it.
+
     Returns:
         One :class:`~harness.evaluation.logreg.FitResult` per fit, in order.
     """
     if not fits:
         return []
+    minibatches = 0
     device = x.device
     plan = _plan(fits)
     order = np.array(sorted(range(len(fits)), key=lambda i: -len(plan.train[i])), dtype=np.int64)
@@ -237,7 +242,7 @@ def fit_batched(
     epochs = np.zeros(len(fits), dtype=np.int64)
     nepoch = 0
     while len(batch.ids) and nepoch <= config.max_epoch:
-        _passes(x, y, batch, plan, config)
+        minibatches += _passes(x, y, batch, plan, config)
         nepoch += config.epoch_size
         ids = torch.from_numpy(batch.ids).to(device)
         acc = batch.accuracy(x, y, batch.valid_rows, batch.valid_mask) / batch.valid_n
@@ -250,13 +255,16 @@ def fit_batched(
         epochs[batch.ids] = nepoch
         if stopped.any():
             batch.keep(np.flatnonzero(~stopped))
+    if steps is not None:
+        steps.append(minibatches)
     return _results(x, y, fits, plan, config, best_flat, best, epochs)
 
 
-def _passes(x: torch.Tensor, y: torch.Tensor, batch: _Batch, plan: _Plan, config: ClassifierConfig) -> None:
-    """``epoch_size`` passes of every live fit (no read-back)."""
+def _passes(x: torch.Tensor, y: torch.Tensor, batch: _Batch, plan: _Plan, config: ClassifierConfig) -> int:
+    """``epoch_size`` passes of every live fit (no read-back); the minibatch steps taken."""
     device, bsz = x.device, config.batch_size
     width = batch.train_rows.shape[1]
+    count = 0
     for _ in range(config.epoch_size):
         perms = np.zeros((len(plan.streams), width), dtype=np.int64)
         for s in np.unique(batch.stream):  # one permutation per stream with a live fit, in stream order
@@ -277,6 +285,8 @@ def _passes(x: torch.Tensor, y: torch.Tensor, batch: _Batch, plan: _Plan, config
                     table[i, :t] = np.float32(1.0) / np.float32(t)
                 scale = torch.from_numpy(table).to(device)
             batch.step(x[idx], y[idx], scale)
+            count += 1
+    return count
 
 
 def rows_of_score(fit: BatchedFit) -> np.ndarray:

@@ -266,6 +266,9 @@ class TransferTiming:
 
     seconds: float = 0.0
     finished_at: dict[str, float] = field(default_factory=dict)
+    steps: list[int] = field(default_factory=list)
+    """The batched engine's minibatch steps, one after another, per stage: on a GPU its time is
+    about these steps times one step's launches."""
 
 
 def default_workers() -> int:
@@ -417,7 +420,7 @@ def _classify_batched(
         x, y, offsets = _stacked(group, device)
 
         stage = [(proto, job) for proto in group for job in proto.selection_jobs]
-        selection = _fit_stage(x, y, offsets, stage, config)
+        selection = _fit_stage(x, y, offsets, stage, config, timing.steps)
         finals: list[tuple[TaskProtocol, FitJob]] = []
         counts = []
         for proto in group:
@@ -425,7 +428,7 @@ def _classify_batched(
             jobs = proto.final_jobs(chosen)
             finals += [(proto, job) for job in jobs]
             counts.append(len(jobs))
-        scores = _fit_stage(x, y, offsets, finals, config)
+        scores = _fit_stage(x, y, offsets, finals, config, timing.steps)
         for proto, count in zip(group, counts, strict=True):
             mine, scores = scores[:count], scores[count:]
             results[proto.name] = proto.accuracy(mine)
@@ -439,6 +442,7 @@ def _fit_stage(
     offsets: Mapping[tuple[str, str], int],
     jobs: Sequence[tuple[TaskProtocol, FitJob]],
     config: ClassifierConfig,
+    steps: list[int],
 ) -> list[float]:
     """The fits of ``jobs`` at once; each one's value as :func:`run_fit` returns it."""
     batched = [
@@ -451,7 +455,7 @@ def _fit_stage(
         )
         for proto, job in jobs
     ]
-    return [r.best_valid if r.score is None else r.score for r in fit_batched(x, y, batched, config)]
+    return [r.best_valid if r.score is None else r.score for r in fit_batched(x, y, batched, config, steps)]
 
 
 def _stacked(

@@ -52,9 +52,12 @@ def test_each_fit_matches_fit_fast(mode: str) -> None:
 def test_stops_at_max_epoch_and_runs_on_one_fit() -> None:
     config = ClassifierConfig(optim="adam", batch_size=16, tenacity=1000, epoch_size=2, kfold=2, max_epoch=5)
     x, y, fits = _fits(120)
-    (got,) = fit_batched(torch.from_numpy(x), torch.from_numpy(y), fits[:1], config)
+    steps: list[int] = []
+    (got,) = fit_batched(torch.from_numpy(x), torch.from_numpy(y), fits[:1], config, steps)
     fit = fits[0]
     assert fit.valid is not None
+    # every pass is ceil(rows / batch) minibatch steps, one after another: the count a GPU pays for
+    assert steps == [-(-len(fit.train) // config.batch_size) * got.epochs]
     want = fit_fast(x[fit.train], y[fit.train], 2, fit.l2, config, (x[fit.valid], y[fit.valid]))
     assert got.epochs == want.epochs == 6
     assert got.best_valid == pytest.approx(want.best_valid, abs=1e-12)

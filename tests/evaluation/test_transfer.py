@@ -155,6 +155,7 @@ def test_batched_on_the_device_equals_the_cpu_path(mode: str) -> None:
     for task, accuracy in cpu.items():
         assert on_device[task] == pytest.approx(accuracy, abs=0.1), task
     assert set(timing.finished_at) == set(feats)
+    assert len(timing.steps) == 4 and min(timing.steps) > 0  # two widths, each selection then refits
 
 
 def test_the_device_chooses_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,7 +28,7 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     argv = ["--device", "cpu", "--model", "random:tiny", "--steps", "4", "--bench-steps", "2"]
     argv += ["--transfer-mode", "fasttest", "--transfer-limit", "60"]
     argv += ["--methods", "simcse,simcsepp", "--final-tasks", "sts"]
-    argv += ["--proxy-methods", "whitenedcse"]  # every method: tests/run/test_step.py
+    argv += ["--proxy-methods", "whitenedcse", "--proxy-settings"]  # every method: tests/run/test_step.py
     code = gpu_check.main([*argv, "--out", str(out), "--runs-dir", str(runs), "--data-dir", str(data_root)])
     assert code == 0, capsys.readouterr().err
     result = json.loads((out / "gpu_check.json").read_text())
@@ -49,12 +49,17 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     assert stages["probe"]["fp32"]["run_s"] > 0 and stages["probe"]["fp32"]["before_s"] > 0
     transfer = stages["transfer"]
     assert transfer["classify_s"] > 0 and set(transfer["accuracies"]) == {*TRANSFER_TASKS, "avg"}
+    # what the estimates need first, the longest stage last: a short loan still leaves a calibration
+    order = [name for name in stages if name in ("paper-profile trial", "calibration", "probe", "transfer")]
+    assert order == ["paper-profile trial", "calibration", "probe", "transfer"]
+    assert trial["first_step_s"] > 0 and trial["probe_s"] > 0
 
     (calibration,) = load_calibrations(runs)  # one precision on a CPU: the trial's, fp32
     assert calibration["device"] == "cpu" and calibration["step_s"] == pytest.approx(
         result["achieved"]["step_ms"] / 1000
     )
     assert calibration["version"] == 2 and result["calibration"] == [calibration["file"]]
+    assert calibration["first_step_s"] == trial["first_step_s"]
     steps = calibration["method_steps"]
     assert set(steps) == {"simcse", "simcsepp"} and steps["simcse"]["rows"] == 2.0
     assert all(s["step_s"] > 0 for s in steps.values()) and steps["simcsepp"]["rows"] >= 2.0
