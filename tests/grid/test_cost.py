@@ -315,7 +315,8 @@ def test_a_compiled_run_s_first_step_is_priced_once_not_in_every_step(data_root:
     model = CostModel(records)
     units, probe = model.units(simcse)
     assert units.step_s == pytest.approx(0.50) and units.first_step_s == pytest.approx(30.0)
-    assert model.run_seconds(simcse) == pytest.approx(100 * 0.50 + 4 * probe + 30.0 + 50.0)
+    assert probe == pytest.approx(20.0 / 5)
+    assert model.run_seconds(simcse) == pytest.approx(100 * 0.50 + 4 * 4.0 + 30.0 + 50.0)
     # a calibration file's first step, likewise once per run
     calibration = {
         "kind": "harness-calibration",
