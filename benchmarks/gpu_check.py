@@ -23,12 +23,16 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
 5. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device, each built and compiled
    as a paper-profile grid trial (``benchmarks/bench_gpu_trials.py``); the calibration files are
    written again with the slowdowns;
-6. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
+6. a night rehearsal (``--rehearsal``; on by default on a GPU): the ``cpu_demo`` table's three runs
+   through ``harness grid`` under the paper profile, ``--steps`` steps each, two trials sharing the
+   GPU, the estimate the grid makes of it from this calibration beside the wall time and each run's,
+   then ``harness tables`` on the records (:func:`rehearsal`);
+7. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
    and in fp32 (``benchmarks/bench_probe.py``; target: 0.5 s for bert-base);
-7. the proxies of a launch-bound step (``benchmarks/bench_step_proxies.py``): graph breaks, host
+8. the proxies of a launch-bound step (``benchmarks/bench_step_proxies.py``): graph breaks, host
    reads and operator launches per step, for SimCSE eager and compiled and, eager, for every
    registered method (``--proxy-methods``; each smoke setting with ``--proxy-settings``);
-8. the final transfer evaluation on the device, last because it is the longest: the seven tasks
+9. the final transfer evaluation on the device, last because it is the longest: the seven tasks
    embedded there, then their classifiers in SentEval's ``test`` mode on the device
    (``benchmarks/bench_transfer_eval.py``'s device path; target: 60 s for bert-base).
 
@@ -113,6 +117,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--trial-transfer-mode", default="fasttest", help="the trial's transfer mode")
     parser.add_argument(
         "--proxy-methods", default="all", help="methods whose eager step's proxies are printed ('' = none)"
+    )
+    parser.add_argument(
+        "--rehearsal",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="a small night through `harness grid` (auto: on a GPU)",
     )
     parser.add_argument(
         "--proxy-settings",
@@ -386,7 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     write_calibrations(None)
     if args.device.startswith("cuda") and args.trials:
         write_calibrations(check.stage("trials per GPU", lambda: trials_per_gpu(args)))
-    # what the estimates need comes first; the explaining stages after it, the longest last
+    if args.rehearsal == "on" or (args.rehearsal == "auto" and args.device.startswith("cuda")):
+        check.stage("night rehearsal", lambda: rehearsal(args, runs))
+    # what the estimates need comes first, the explaining stages after it, the longest last
     check.stage("probe", lambda: probe(args))
     check.stage("proxies", lambda: _proxies(args, out))
     if args.proxy_methods:
@@ -454,6 +466,80 @@ def transfer(args: argparse.Namespace) -> dict[str, Any]:
         "finished_at_s": {k: round(v, 1) for k, v in timing.finished_at.items()},
         "accuracies": {**accuracies, "avg": average(accuracies)},
     }
+
+
+REHEARSAL_SPEC = "cpu_demo"
+"""The rehearsal's table: three runs (SimCSE, WhitenedCSE, SimCSE++) and two claims."""
+
+
+def rehearsal(args: argparse.Namespace, runs: Path) -> dict[str, Any]:
+    """A small night on this device through ``harness grid``, as a user starts one: the
+    :data:`REHEARSAL_SPEC` table's runs under the paper profile on the check's model, ``--steps``
+    steps each, two trials sharing the GPU (on a CPU one thread per trial); the estimate the grid's
+    cost model makes of it with this check's calibration beside the grid's wall time and each run's
+    own, then ``harness tables`` on what it wrote."""
+    import shutil
+    import subprocess
+
+    from harness.commands import grid_cmd
+    from harness.commands.arguments import grid_options
+    from harness.grid.estimate import makespan
+    from harness.grid.launch import cost_model, plan_grid
+
+    folder = runs / "rehearsal"
+    if (runs / CALIBRATION_DIR).is_dir():  # the grid's estimate reads the calibration there
+        shutil.copytree(runs / CALIBRATION_DIR, folder / CALIBRATION_DIR, dirs_exist_ok=True)
+    settings = ["--profile", "paper", "--model", args.model, "--corpus", "corpus/nli-sentences.txt"]
+    settings += ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
+    settings += ["--max-steps", str(args.steps), "--eval-every", str(max(1, args.steps // 2))]
+    settings += ["--final-tasks", "sts", "--runs-dir", str(folder), *_data_dir(args)]
+    if not args.device.startswith("cuda"):
+        settings += ["--precision", "fp32"]
+    sharing = ["--gpus-per-trial", "0.5"] if args.device.startswith("cuda") else ["--cpus-per-trial", "1"]
+    argv = [REHEARSAL_SPEC, "--seeds", "1", *settings, *sharing]
+    parser = argparse.ArgumentParser()
+    grid_cmd.add_arguments(parser)
+    options = grid_options(parser.parse_args(argv))
+    grid = plan_grid(options)
+    model, slots = cost_model(options, grid.store, [r.config for r in grid.plan.runs])
+    estimates = {r.config.run_id(): model.run_seconds(r.config) for r in grid.plan.runs}
+    harness = [sys.executable, "-m", "harness.cli"]
+    t0 = time.perf_counter()
+    ran = subprocess.run([*harness, "grid", *argv], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    records = {r["run_id"]: r for r in RunStore(folder).records()}
+    per_run = {
+        run_id: {
+            "status": records.get(run_id, {}).get("status"),
+            "estimate_s": round(estimate, 1),
+            "wall_s": records.get(run_id, {}).get("wall_time_s"),
+            "first_step_s": records.get(run_id, {}).get("first_step_s"),
+        }
+        for run_id, estimate in estimates.items()
+    }
+    tables = subprocess.run(
+        [*harness, "tables", REHEARSAL_SPEC, *settings, "--out", str(folder / "tables")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    result = {
+        "runs": len(estimates),
+        "finished": sum(1 for r in per_run.values() if r["status"] == "finished"),
+        "grid_exit": ran.returncode,
+        "estimate_s": round(makespan(list(estimates.values()), slots), 1),
+        "wall_s": round(wall, 1),
+        "slots": slots,
+        "estimate_source": sorted({model.source(r.config) for r in grid.plan.runs}),
+        "per_run": per_run,
+        "tables_exit": tables.returncode,
+        "tables": sorted(p.name for p in (folder / "tables").glob("*.tex")),
+    }
+    for name, proc in (("grid", ran), ("tables", tables)):
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"harness {name} exited {proc.returncode}: {' | '.join(tail)}; {result}")
+    return result
 
 
 def _data_dir(args: argparse.Namespace) -> list[str]:

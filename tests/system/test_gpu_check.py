@@ -76,3 +76,21 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     assert units.step_s == calibration["step_s"] and probe == calibration["probe_s"]
     assert units.sts_s["fp32"] == calibration["sts_s"]["fp32"]
     assert CostModel(device="cuda", calibrations=[calibration]).units(config)[0].source != units.source
+
+
+@pytest.mark.slow
+def test_the_night_rehearsal_runs_a_grid_estimates_it_and_renders_its_table(
+    data_root: Path, tmp_path: Path
+) -> None:
+    # what the stage does on a GPU, here with one thread per trial: the estimate made with the
+    # calibration beside it, the grid through Ray, its runs' own seconds, the table rendered
+    runs = tmp_path / "runs"
+    args = gpu_check.parse_args(
+        ["--device", "cpu", "--model", "random:tiny", "--steps", "2", "--data-dir", str(data_root)]
+    )
+    result = gpu_check.rehearsal(args, runs)
+    assert result["grid_exit"] == 0 and result["runs"] == result["finished"] == 3
+    assert result["estimate_s"] > 0 and result["wall_s"] > 0 and result["slots"] >= 1
+    for run in result["per_run"].values():
+        assert run["status"] == "finished" and run["wall_s"] > 0 and run["first_step_s"] > 0
+    assert result["tables_exit"] == 0 and f"{gpu_check.REHEARSAL_SPEC}.tex" in result["tables"]
