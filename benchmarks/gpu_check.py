@@ -23,10 +23,12 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
 5. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device, each built and compiled
    as a paper-profile grid trial (``benchmarks/bench_gpu_trials.py``); the calibration files are
    written again with the slowdowns;
-6. a night rehearsal (``--rehearsal``; on by default on a GPU): the ``cpu_demo`` table's three runs
-   through ``harness grid`` under the paper profile, ``--steps`` steps each, two trials sharing the
-   GPU, the estimate the grid makes of it from this calibration beside the wall time and each run's,
-   then ``harness tables`` on the records (:func:`rehearsal`);
+6. a night rehearsal (``--rehearsal``; on by default on a GPU): six runs of different methods
+   (``benchmarks/rehearsal.toml``) through ``harness grid`` under the paper profile, ``--steps``
+   steps each, four trials sharing the GPU, the final STS and transfer (``fasttest``); the grid's
+   estimate of it from this check's calibration beside what it took, by part, then ``harness
+   tables`` on the records; and what the one-seed paper grid would take on this device by the same
+   calibration (:func:`rehearsal`);
 7. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
    and in fp32 (``benchmarks/bench_probe.py``; target: 0.5 s for bert-base);
 8. the proxies of a launch-bound step (``benchmarks/bench_step_proxies.py``): graph breaks, host
@@ -468,73 +470,128 @@ def transfer(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-REHEARSAL_SPEC = "cpu_demo"
-"""The rehearsal's table: three runs (SimCSE, WhitenedCSE, SimCSE++) and two claims."""
+REHEARSAL_SPEC = Path(__file__).resolve().parent / "rehearsal.toml"
+"""The rehearsal's table: six runs of different methods (not a paper table)."""
+
+
+def _grid_plan(argv: list[str]) -> tuple[Any, Any, int]:
+    """``harness grid ARGV``'s plan, its cost model and slots, as ``--dry-run`` makes them."""
+    from harness.commands import grid_cmd
+    from harness.commands.arguments import grid_options
+    from harness.grid.launch import cost_model, plan_grid
+
+    parser = argparse.ArgumentParser()
+    grid_cmd.add_arguments(parser)
+    options = grid_options(parser.parse_args(argv))
+    grid = plan_grid(options)
+    model, slots = cost_model(options, grid.store, [r.config for r in grid.plan.runs])
+    return grid, model, slots
+
+
+def _parts(model: Any, configs: list[RunConfig]) -> dict[str, float]:
+    """The estimated seconds of ``configs`` by part (:meth:`harness.grid.cost.CostModel.run_parts`)."""
+    total: dict[str, float] = {}
+    for config in configs:
+        for part, seconds in model.run_parts(config).items():
+            total[part] = total.get(part, 0.0) + seconds
+    return {k: round(v, 1) for k, v in total.items()}
 
 
 def rehearsal(args: argparse.Namespace, runs: Path) -> dict[str, Any]:
-    """A small night on this device through ``harness grid``, as a user starts one: the
-    :data:`REHEARSAL_SPEC` table's runs under the paper profile on the check's model, ``--steps``
-    steps each, two trials sharing the GPU (on a CPU one thread per trial); the estimate the grid's
-    cost model makes of it with this check's calibration beside the grid's wall time and each run's
-    own, then ``harness tables`` on what it wrote."""
+    """A small night on this device through ``harness grid``, as a user starts one, and what the
+    one-seed paper grid would take here.
+
+    The :data:`REHEARSAL_SPEC` table's runs under the paper profile on the check's model, ``--steps``
+    steps each, four trials sharing the GPU (on a CPU one thread per trial), final STS and transfer
+    (``fasttest``): the grid's estimate of it from this check's calibration (its first line, as a
+    user sees it) beside the grid's wall time, by part (training, probes, final evaluation) against
+    the records' own seconds; then ``harness tables`` on them. Last, ``harness grid all --profile
+    paper --seeds 1`` estimated with the same calibration, by part."""
     import shutil
     import subprocess
 
-    from harness.commands import grid_cmd
-    from harness.commands.arguments import grid_options
     from harness.grid.estimate import makespan
-    from harness.grid.launch import cost_model, plan_grid
 
+    cuda = args.device.startswith("cuda")
     folder = runs / "rehearsal"
     if (runs / CALIBRATION_DIR).is_dir():  # the grid's estimate reads the calibration there
         shutil.copytree(runs / CALIBRATION_DIR, folder / CALIBRATION_DIR, dirs_exist_ok=True)
     settings = ["--profile", "paper", "--model", args.model, "--corpus", "corpus/nli-sentences.txt"]
     settings += ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
     settings += ["--max-steps", str(args.steps), "--eval-every", str(max(1, args.steps // 2))]
-    settings += ["--final-tasks", "sts", "--runs-dir", str(folder), *_data_dir(args)]
-    if not args.device.startswith("cuda"):
+    settings += ["--final-tasks", "all", "--transfer-mode", "fasttest"]
+    settings += ["--runs-dir", str(folder), *_data_dir(args)]
+    if not cuda:
         settings += ["--precision", "fp32"]
-    sharing = ["--gpus-per-trial", "0.5"] if args.device.startswith("cuda") else ["--cpus-per-trial", "1"]
-    argv = [REHEARSAL_SPEC, "--seeds", "1", *settings, *sharing]
-    parser = argparse.ArgumentParser()
-    grid_cmd.add_arguments(parser)
-    options = grid_options(parser.parse_args(argv))
-    grid = plan_grid(options)
-    model, slots = cost_model(options, grid.store, [r.config for r in grid.plan.runs])
-    estimates = {r.config.run_id(): model.run_seconds(r.config) for r in grid.plan.runs}
+    sharing = ["--gpus-per-trial", "0.25"] if cuda else ["--cpus-per-trial", "1"]
+    argv = [str(REHEARSAL_SPEC), "--seeds", "1", *settings, *sharing]
+    grid, model, slots = _grid_plan(argv)
+    configs = [r.config for r in grid.plan.runs]
+    estimates = {c.run_id(): model.run_seconds(c) for c in configs}
+    first_line = model.uncalibrated_line(configs) or f"unit costs: {model.source(configs[0])}"
     harness = [sys.executable, "-m", "harness.cli"]
     t0 = time.perf_counter()
     ran = subprocess.run([*harness, "grid", *argv], capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     records = {r["run_id"]: r for r in RunStore(folder).records()}
-    per_run = {
-        run_id: {
-            "status": records.get(run_id, {}).get("status"),
+    measured = {"training": 0.0, "probes": 0.0, "final": 0.0}
+    per_run = {}
+    for run_id, estimate in estimates.items():
+        record = records.get(run_id, {})
+        final = float(record.get("final_time_s") or 0.0)
+        measured["training"] += float(record.get("train_time_s") or 0.0)
+        measured["probes"] += float(record.get("eval_time_s") or 0.0) - final
+        measured["final"] += final
+        per_run[run_id] = {
+            "method": record.get("config", {}).get("method"),
+            "status": record.get("status"),
             "estimate_s": round(estimate, 1),
-            "wall_s": records.get(run_id, {}).get("wall_time_s"),
-            "first_step_s": records.get(run_id, {}).get("first_step_s"),
+            "wall_s": record.get("wall_time_s"),
+            "first_step_s": record.get("first_step_s"),
         }
-        for run_id, estimate in estimates.items()
-    }
     tables = subprocess.run(
-        [*harness, "tables", REHEARSAL_SPEC, *settings, "--out", str(folder / "tables")],
+        [*harness, "tables", str(REHEARSAL_SPEC), *settings, "--out", str(folder / "tables")],
         capture_output=True,
         text=True,
         check=False,
     )
+    # the one-seed paper grid, estimated with this device's calibration (one epoch of the corpus)
+    paper_argv = ["all", "--profile", "paper", "--seeds", "1", "--dry-run", "--runs-dir", str(folder)]
+    paper_argv += _data_dir(args)
+    paper_argv += ["--gpus-per-trial", "0.5"] if cuda else ["--cpus-per-trial", "1"]
+    paper, paper_model, _ = _grid_plan(paper_argv)
+    paper_configs = [r.config for r in paper.plan.runs]
+    paper_parts = _parts(paper_model, paper_configs)
+    share = paper_model.trials_per_gpu
+    paper_hours = sum(paper_parts.values()) / 3600 / share
+    unit = "GPU" if cuda else "CPU-trial"
     result = {
         "runs": len(estimates),
         "finished": sum(1 for r in per_run.values() if r["status"] == "finished"),
         "grid_exit": ran.returncode,
+        "estimate_first_line": first_line,
         "estimate_s": round(makespan(list(estimates.values()), slots), 1),
         "wall_s": round(wall, 1),
         "slots": slots,
-        "estimate_source": sorted({model.source(r.config) for r in grid.plan.runs}),
+        "estimate_parts_s": _parts(model, configs),
+        "measured_parts_s": {k: round(v, 1) for k, v in measured.items()},
         "per_run": per_run,
         "tables_exit": tables.returncode,
         "tables": sorted(p.name for p in (folder / "tables").glob("*.tex")),
+        "paper_grid": {
+            "runs": len(paper_configs),
+            "trials_per_gpu": share,
+            f"{unit}_hours": round(paper_hours, 2),
+            "parts_s": paper_parts,
+            "source": sorted({paper_model.source(c) for c in paper_configs}),
+        },
     }
+    parts = ", ".join(f"{k} {v / 3600 / share:.1f} h" for k, v in paper_parts.items() if v)
+    print(
+        f"   the one-seed paper grid on this device: about {paper_hours:.1f} {unit}-h "
+        f"({len(paper_configs)} runs, {share} per GPU; {parts})",
+        flush=True,
+    )
     for name, proc in (("grid", ran), ("tables", tables)):
         if proc.returncode != 0:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]

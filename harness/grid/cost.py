@@ -1,6 +1,6 @@
 """What a grid costs before it runs: seconds per run, hours per table, makespan on N parallel slots.
 
-485 lines: the unit costs (built-in table, calibration files, finished records) and the cost model
+490 lines: the unit costs (built-in table, calibration files, finished records) and the cost model
 that prices a run from them; the built-in table and its sources should move to a module of their own.
 
 A run's estimate is the sum of its parts::
@@ -420,6 +420,12 @@ class CostModel:
 
     def run_seconds(self, config: RunConfig) -> float:
         """Estimated wall seconds of one run (training, probes, final tasks, whitening fit)."""
+        return sum(self.run_parts(config).values())
+
+    def run_parts(self, config: RunConfig) -> dict[str, float]:
+        """Estimated wall seconds of one run by part: ``training`` (its steps, and the first step's
+        compilation once), ``probes`` (the STS-B dev probes), ``final`` (final STS and transfer) and
+        ``post`` (a post-processing fit: whitening or flow)."""
         units, probe = self.units(config)
         steps = self.steps(config)
         shared = sharing_slowdown(config.model, self.trials_per_gpu)
@@ -427,20 +433,19 @@ class CostModel:
         if self.trials_per_gpu > 1 and measured:  # the device's own measurement, nearest k
             k = min(measured, key=lambda n: abs(int(n) - self.trials_per_gpu))
             shared = units.slowdown[k] * self.trials_per_gpu / int(k)
-        total = steps * self._step_s(config, units)
-        total += computed_probes(config, steps) * (probe or units.probe_s(config.precision))
-        total *= shared
-        total += units.first_step_s if steps > 0 else 0.0
+        training = steps * self._step_s(config, units) * shared + (units.first_step_s if steps > 0 else 0.0)
+        probes = computed_probes(config, steps) * (probe or units.probe_s(config.precision)) * shared
         sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"]) * shared
+        final = post = 0.0
         if config.final_tasks in ("sts", "all"):
-            total += sts
+            final += sts
         if config.final_tasks in ("transfer", "all"):
-            total += units.transfer(config.transfer_mode, config.eval_precision)  # fits: host CPU
+            final += units.transfer(config.transfer_mode, config.eval_precision)  # fits: host CPU
         if config.post_whiten != "none":
-            total += sts * config.post_whiten_sentences / sts_sentences()  # the task registry's count
+            post += sts * config.post_whiten_sentences / sts_sentences()  # the task registry's count
         if config.post_whiten.startswith("flow"):
-            total += FLOW_FIT_S_PER_SENTENCE * config.post_whiten_sentences
-        return total
+            post += FLOW_FIT_S_PER_SENTENCE * config.post_whiten_sentences
+        return {"training": training, "probes": probes, "final": final, "post": post}
 
     def _step_s(self, config: RunConfig, units: UnitCosts) -> float:
         """One step of ``config``: SimCSE's scaled by encoder rows, or, where a calibration timed this

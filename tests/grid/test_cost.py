@@ -343,3 +343,16 @@ def test_a_compiled_run_s_first_step_is_priced_once_not_in_every_step(data_root:
     assert gpu.units(paper)[0].first_step_s == pytest.approx(40.0)
     without = CostModel(device="cuda", calibrations=[{**calibration, "first_step_s": None}])
     assert gpu.run_seconds(paper) - without.run_seconds(paper) == pytest.approx(40.0)
+
+
+def test_a_run_s_parts_add_up_to_its_estimate(data_root: Path) -> None:
+    config = cpu(data_root, final_tasks="all", transfer_mode="fasttest", post_whiten="zca")
+    model = CostModel()
+    parts = model.run_parts(config)
+    assert set(parts) == {"training", "probes", "final", "post"} and min(parts.values()) > 0
+    assert sum(parts.values()) == pytest.approx(model.run_seconds(config))
+    units, _ = model.units(config)
+    steps = model.steps(config)
+    assert parts["probes"] == pytest.approx(computed_probes(config, steps) * units.probe_s(config.precision))
+    sts_only = model.run_parts(config.replace(final_tasks="sts", post_whiten="none"))
+    assert sts_only["post"] == 0 and sts_only["final"] < parts["final"]

@@ -89,8 +89,15 @@ def test_the_night_rehearsal_runs_a_grid_estimates_it_and_renders_its_table(
         ["--device", "cpu", "--model", "random:tiny", "--steps", "2", "--data-dir", str(data_root)]
     )
     result = gpu_check.rehearsal(args, runs)
-    assert result["grid_exit"] == 0 and result["runs"] == result["finished"] == 3
+    assert result["grid_exit"] == 0 and result["runs"] == result["finished"] == 6
     assert result["estimate_s"] > 0 and result["wall_s"] > 0 and result["slots"] >= 1
+    methods = {run["method"] for run in result["per_run"].values()}
+    assert {"simcse", "whitenedcse", "simcsepp", "noise_probe", "barlow_probe"} == methods
     for run in result["per_run"].values():
         assert run["status"] == "finished" and run["wall_s"] > 0 and run["first_step_s"] > 0
-    assert result["tables_exit"] == 0 and f"{gpu_check.REHEARSAL_SPEC}.tex" in result["tables"]
+    assert set(result["estimate_parts_s"]) >= set(result["measured_parts_s"])
+    assert all(v > 0 for v in result["measured_parts_s"].values())
+    assert result["tables_exit"] == 0 and "rehearsal.tex" in result["tables"]
+    paper = result["paper_grid"]  # the one-seed paper grid, by the same cost model
+    assert paper["runs"] > 50 and paper["CPU-trial_hours"] > 0
+    assert sum(paper["parts_s"].values()) > 0
