@@ -336,7 +336,10 @@ class CostModel:
         if base is not None:
             source = base[2]
         else:  # another encoder measured on this device: scale its compute by encoder size
-            known = [k for k in _BUILTIN if k[0] == self.device and k[2] == config.precision]
+            # this device's entry at the precision, else its fp32 one (a tf32 step is no slower)
+            known = [k for k in _BUILTIN if k[0] == self.device and k[2] == config.precision] or [
+                k for k in _BUILTIN if k[0] == self.device and k[2] == "fp32"
+            ]
             ref = known[0] if known else ("cpu", "minilm", "fp32")
             base = _BUILTIN[ref]
             scale = _COMPUTE[kind] / _COMPUTE[ref[1]]

@@ -119,11 +119,16 @@ def stand_in_encoder(hidden_size: int) -> SentenceEncoder:
 
 
 def _shared_copy(module: _M) -> _M:
-    """A copy of ``module`` whose parameters are new objects over the same storage: the measurement
-    runs one loss and no update, and cloning the stand-in's 30k-word embeddings cost most of it."""
+    """A copy of ``module`` whose parameters are new objects over the same storage, sharing its
+    tokenizer: the measurement runs one loss and no update, and cloning the stand-in's 30k-word
+    embeddings, then copying the tokenizer's vocabulary, cost most of it."""
     memo: dict[int, Any] = {
         id(p): nn.Parameter(p.detach(), requires_grad=p.requires_grad) for p in module.parameters()
     }
+    for encoder in module.modules():  # tokenizers are read, never changed: shared, not copied
+        tokenizer = getattr(encoder, "tokenizer", None)
+        if tokenizer is not None:
+            memo[id(tokenizer)] = tokenizer
     return copy.deepcopy(module, memo)
 
 

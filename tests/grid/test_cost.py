@@ -356,3 +356,21 @@ def test_a_run_s_parts_add_up_to_its_estimate(data_root: Path) -> None:
     assert parts["probes"] == pytest.approx(computed_probes(config, steps) * units.probe_s(config.precision))
     sts_only = model.run_parts(config.replace(final_tasks="sts", post_whiten="none"))
     assert sts_only["post"] == 0 and sts_only["final"] < parts["final"]
+
+
+def test_an_unmeasured_encoder_on_a_gpu_scales_that_gpu_s_costs_at_any_precision(data_root: Path) -> None:
+    # the paper profile trains in tf32, which the built-in table has no row of: a bert-large run was
+    # priced from the CPU's MiniLM costs (a 55 s step, 331 GPU-hours for one run)
+    model = CostModel(device="cuda")
+    for precision in ("tf32", "fp32", "bf16"):
+        large = resolve_config(
+            "simcse",
+            None,
+            "paper",
+            {"model": "bert-large-uncased", "precision": precision, "corpus": "corpus/nli-sentences.txt"},
+            data_root=data_root,
+        )
+        base = large.replace(model="bert-base-uncased")
+        assert "on cuda" in model.source(large) and "cpu" not in model.source(large)
+        ratio = model.units(large)[0].step_s / model.units(base)[0].step_s
+        assert 1 < ratio < 10  # bert-large against bert-base, on the same device
