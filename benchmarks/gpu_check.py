@@ -589,7 +589,7 @@ def rehearsal(args: argparse.Namespace, runs: Path) -> dict[str, Any]:
     parts = ", ".join(f"{k} {v / 3600 / share:.1f} h" for k, v in paper_parts.items() if v)
     print(
         f"   the one-seed paper grid on this device: about {paper_hours:.1f} {unit}-h "
-        f"({len(paper_configs)} runs, {share} per GPU; {parts})",
+        f"({len(paper_configs)} runs{f', {share} per GPU' if cuda else ''}; {parts})",
         flush=True,
     )
     for name, proc in (("grid", ran), ("tables", tables)):
