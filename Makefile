@@ -61,9 +61,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_train_step.py
 	$(BIN)/python benchmarks/bench_methods.py
 
-# Run first whenever a GPU is at hand (a few minutes of device time): the compiled step against
-# sentence-transformers, its TFLOPS, a paper-profile trial, trials per GPU, and a calibration file
-# the grid's cost model reads (runs/calibration/). Numbers: results/gpu_check/gpu_check.json.
+# Run first whenever a GPU is at hand (minutes of device time): a paper-profile trial, the
+# calibration file the grid's cost model reads (runs/calibration/), trials per GPU, a night
+# rehearsal through the grid, then probes, launch proxies and transfer (benchmarks/gpu_check.py).
+# Numbers: results/gpu_check/gpu_check.json.
 gpu-check: $(STAMP)
 	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check --runs-dir runs
 
