@@ -32,6 +32,27 @@ KNOWN_HIDDEN_SIZES: dict[str, int] = {
 """Hidden sizes of the papers' hub encoders (and their SBERT starts), so that grids, tables and
 plots are expanded and validated without reading a config from the hub."""
 
+KNOWN_LICENSES: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "bert-base-uncased",
+            "bert-base-cased",
+            "bert-large-uncased",
+            "bert-large-cased",
+            "google-bert/bert-base-uncased",
+            "google-bert/bert-large-uncased",
+            "sentence-transformers/bert-base-nli-mean-tokens",
+            "sentence-transformers/bert-large-nli-mean-tokens",
+            "sentence-transformers/all-MiniLM-L6-v2",
+        ],
+        "apache-2.0",
+    ),
+    **dict.fromkeys(
+        ["roberta-base", "roberta-large", "FacebookAI/roberta-base", "FacebookAI/roberta-large"], "mit"
+    ),
+}
+"""The licenses of those encoders as their model cards state them, which an exported model carries."""
+
 
 DEFAULT_MODEL = "minilm"
 

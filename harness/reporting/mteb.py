@@ -4,7 +4,7 @@ MTEB keeps one folder per model and revision, a ``model_meta.json`` and one JSON
 (``TaskResult``: ``task_name``, ``dataset_revision``, ``mteb_version``, ``scores`` per split, each a
 list of per-subset dicts with ``main_score``). Laid out as MTEB's own result cache
 (``DIR/results/<model>/<revision>/<Task>.json``), so that MTEB's loader reads it as it reads its
-own runs: ``mteb.ResultCache(DIR).load_results(include_remote=False)``.
+own runs: ``mteb.ResultCache(cache_path=DIR).load_results(include_remote=False)``.
 
 Each finished run is one model, named ``cse-harness/<run_id>`` (the run record says how it was
 trained; ``adapted_from`` names its base model); its revision is the code version that produced it.
@@ -16,8 +16,9 @@ MTEB's scale, a fraction (Spearman / 100): ``cosine_spearman`` is the main score
 cosine similarity); STS12-16 are SentEval's "all" setting, one Spearman over every pair, as MTEB's
 single ``default`` subset is. The numbers come from SentEval's files (``shared/data/senteval``), not
 from MTEB's Hugging Face copies: ``dataset_revision`` names the MTEB dataset each task corresponds
-to, for comparison, not the files scored. STS-B's ``validation`` split holds the record's best
-STS-B dev score (the checkpoint the run kept).
+to, for comparison, not the files scored. Each task has its ``test`` split alone: the STS-B dev
+score that chose the run's checkpoint stays in the run record (MTEB's loader would average a
+``validation`` split into the task's score).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_text
-from harness.evaluation.tasks import STSB_DEV_PROBE, mteb_tasks
+from harness.evaluation.tasks import mteb_tasks
 
 FORMAT_VERSION = "2.0.0"
 """``mteb_version`` of the files: the result format they follow (MTEB 2's), not a run of MTEB."""
@@ -56,9 +57,6 @@ def task_results(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if not isinstance(score, int | float) or isinstance(score, bool):
             continue
         scores: dict[str, list[dict[str, Any]]] = {"test": [_subset(score)]}
-        dev = record.get("best_stsb_dev")
-        if task == STSB_DEV_PROBE[0] and isinstance(dev, int | float):  # the probe's task
-            scores["validation"] = [_subset(dev)]
         out[name] = {
             "dataset_revision": revision,
             "task_name": name,

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.config.models import KNOWN_LICENSES
 from harness.errors import ConfigError
 
 ST_POOLING = {"cls_before_pooler": "cls", "cls": "cls", "avg": "mean"}
@@ -100,6 +101,25 @@ def write_st_model(checkpoint: Path, out: Path, pooler: str, whitening: tuple[st
     SentenceTransformer(modules=modules, device="cpu").save(str(out))
 
 
+def base_license(model: str) -> str | None:
+    """The license of a run's base encoder: the known hub encoders' (:data:`KNOWN_LICENSES`), else a
+    local folder's model card's ``license:`` line; None for random weights or where none is stated."""
+    base = base_model(model)
+    if base is None:
+        return None
+    if base in KNOWN_LICENSES:
+        return KNOWN_LICENSES[base]
+    card = Path(base) / "README.md"
+    try:
+        head = card.read_text(encoding="utf-8").split("---")[1] if card.is_file() else ""
+    except (OSError, UnicodeDecodeError, IndexError):
+        return None
+    for line in head.splitlines():
+        if line.startswith("license:") and line.partition(":")[2].strip():
+            return line.partition(":")[2].strip()
+    return None
+
+
 def base_model(model: str) -> str | None:
     """The hub name of a run's encoder, None for a random one (a local path stays as given)."""
     if model.startswith("random:"):
@@ -138,7 +158,7 @@ def model_card(record: Mapping[str, Any], citation: str, pooler: str, whitening:
     base = base_model(str(config.get("model", "")))
     method = str(config.get("method", "?"))
     steps = config.get("max_steps")
-    front = _front_matter(base, method)
+    front = _front_matter(base, method, base_license(str(config.get("model", ""))))
     embedding = _embedding_text(config, pooler, whitening)
     settings = _settings(config)
     best, step = record.get("best_stsb_dev"), record.get("best_step")
@@ -185,9 +205,11 @@ def model_card(record: Mapping[str, Any], citation: str, pooler: str, whitening:
     return "\n".join(lines)
 
 
-def _front_matter(base: str | None, method: str) -> list[str]:
-    """The card's YAML header, as the hub reads it."""
+def _front_matter(base: str | None, method: str, license: str | None) -> list[str]:
+    """The card's YAML header, as the hub reads it (the base encoder's license carried over)."""
     front = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity"]
+    if license:
+        front.append(f"license: {license}")
     if base:
         front.append(f"base_model: {base}")
     tags = ["sentence-transformers", "sentence-similarity", "cse-harness", method]

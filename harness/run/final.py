@@ -143,7 +143,7 @@ class FinalStage:
     def _save_model(self, store: RunStore, whitening: Whitening | None) -> None:
         target = store.checkpoint_dir(self.run_id)
         save_encoder(target, self.encoder, self.config.method, self.method.sentence_head(), whitening)
-        self.record["checkpoint"] = str(target)
+        self.record["checkpoint"] = store.checkpoint_ref(self.run_id)
         self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
 
     def _post_whitened(self, embed: EmbedFn) -> tuple[EmbedFn, Whitening | None]:

@@ -80,6 +80,11 @@ class RunStore:
         self.path(run_id)  # validates the id
         return self.root / "checkpoints" / run_id
 
+    def checkpoint_ref(self, run_id: str) -> str:
+        """A record's ``checkpoint``: the saved encoder's folder relative to the runs folder, so that
+        a record names no path of the machine that wrote it and the folder can move."""
+        return self.checkpoint_dir(run_id).relative_to(self.root).as_posix()
+
     def attempts_dir(self, run_id: str) -> Path:
         """Where the attempts kept beside ``run_id``'s finished record live."""
         return self.records_dir / f"{run_id}.attempts"

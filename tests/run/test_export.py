@@ -5,6 +5,7 @@ sentence-transformers: tests/commands/test_export_cmd.py.)"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -76,7 +77,18 @@ def test_the_card_names_the_base_model_the_settings_and_the_records_scores() -> 
     assert "note" not in card  # only numbers are scores
     random = model_card(record(model="random:tiny", max_steps=None), "c", "avg", None)
     assert "base_model:" not in random and "- **Base model:** random:tiny (random weights)" in random
+    # the base encoder's license travels with it; random weights have none to carry
+    assert "license: apache-2.0" in card and "license:" not in random
     assert "mean pooling; cosine similarity" in random and "- steps: one epoch" in random
+
+
+def test_the_license_comes_from_the_known_encoders_or_a_local_folder_s_card(tmp_path: Path) -> None:
+    from harness.run.export import base_license
+
+    assert base_license("minilm") == "apache-2.0" and base_license("roberta-base") == "mit"
+    assert base_license("random:bert-base") is None and base_license(str(tmp_path)) is None
+    (tmp_path / "README.md").write_text("---\nlanguage: en\nlicense: cc-by-4.0\n---\n# a model\n")
+    assert base_license(str(tmp_path)) == "cc-by-4.0"
 
 
 def test_the_run_summary_keeps_no_path_of_the_training_machine() -> None:

@@ -103,7 +103,7 @@ def test_a_grid_on_nodes_that_share_no_folder(mini_data_root: Path, tmp_path: Pa
     assert len(records) == 2 and all(r["status"] == "finished" for r in records)
     for record in records:
         assert store.attempts(record["run_id"]) == []  # one record per run, no duplicate attempt
-        assert record["checkpoint"] == str(store.checkpoint_dir(record["run_id"]))
+        assert record["checkpoint"] == store.checkpoint_ref(record["run_id"])
         assert (store.checkpoint_dir(record["run_id"]) / "config.json").is_file()
     killed = store.load(killed_run)
     assert killed is not None and killed.get("resumed_from_step", 0) >= step, killed

@@ -94,7 +94,7 @@ class TuneProgress(GridProgress, tune.Callback):
         run_id = record["run_id"]
         record.pop("checkpoint", None)  # the trial's own folder: no path of this machine
         if result.get("model") and record.get("status") == "finished":
-            record["checkpoint"] = str(self.store.checkpoint_dir(run_id))  # fetched by on_checkpoint
+            record["checkpoint"] = self.store.checkpoint_ref(run_id)  # fetched by on_checkpoint
         try:
             self.store.save(record)
         except WriteError as exc:
