@@ -1,9 +1,11 @@
 """One self-contained HTML report: every table, the claims, the plots and each run's provenance.
 
-The page fits any window from 1,280 px: a measured cell prints its sd on a smaller line under its
-mean, so the tables fit the width; a table still wider than the window scrolls inside its own box,
-its label column staying in view (sticky) and no cell hidden under it
-(``tests/system/test_report_cells.py`` checks every cell in headless Chromium at 1,280 and 1,920 px).
+The page fits any window from a phone's to 1,920 px: a measured cell prints its sd on a smaller line
+under its mean, so the tables fit the width; a table still wider than the window scrolls inside its
+own box, its label column staying in view (sticky; on a narrow screen wrapped to under a third of
+it) and no cell hidden under it; provenance tables scroll in boxes of their own
+(``tests/system/test_report_cells.py`` checks every cell in headless Chromium at 390, 1,280 and
+1,920 px).
 Figures show at their natural size (a 7 in figure is 672 CSS px wide), shrinking only to fit the
 window, with the captions their reporters wrote (``captions.json``). Provenance lists every run
 with its method, seed and scores, then every key once per distinct value with the runs that share
@@ -76,6 +78,18 @@ table.prov td:first-child { font-weight: 600; white-space: nowrap; }
 table.prov pre { margin: 0; max-height: 24em; overflow: auto; }
 details { margin: .4em 0; } summary { cursor: pointer; }
 .status-finished { color: #137333; } .status-failed { color: #b3261e; }
+@media (max-width: 700px) {
+  body { margin: 1em auto; padding: 0 .7em; font-size: 14px; }
+  nav ul { columns: 1; }
+  table.results th:first-child, table.results td:first-child, table.claims td:first-child,
+  table.claims th:first-child { white-space: normal; overflow-wrap: break-word; min-width: 27vw;
+       width: 27vw; max-width: 27vw; font-size: .9em; }
+  table.results tr.measured td:first-child { padding-left: .8em; }
+  table.prov:not(.runs) { table-layout: fixed; width: 100%; }
+  table.prov:not(.runs) td, table.prov:not(.runs) th { white-space: normal; overflow-wrap: anywhere; }
+}
+tr.heading td > .head { position: sticky; left: .55em; display: inline-block; white-space: normal;
+       max-width: min(60em, calc(100vw - 4em)); }
 """
 
 
@@ -188,7 +202,8 @@ def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
     for r in rows:
         title = str(r.get("heading") or r.get("spec", ""))
         if title != group:
-            body.append(f'<tr class="heading"><td colspan="{len(columns)}">{_esc(title)}</td></tr>')
+            head = f'<span class="head">{_esc(title)}</span>'
+            body.append(f'<tr class="heading"><td colspan="{len(columns)}">{head}</td></tr>')
             group = title
         low, high = (r.get("ci95") or [None, None])[:2]
         ci = _interval(low, high, r.get("n"))
@@ -334,6 +349,7 @@ def render_report(
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>cse-harness report ({_esc(profile)})</title>",
         f"<style>{CSS}</style></head><body>",
         "<h1>cse-harness report</h1>",

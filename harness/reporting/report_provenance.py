@@ -126,12 +126,12 @@ def provenance_html(records: Sequence[Mapping[str, Any]]) -> str:
         for value, ids in values[key].values():
             shared = _runs_text(ids, len(ordered))
             rows.append(f"<tr><td>{_esc(key)}</td><td>{_value(value)}</td><td>{shared}</td></tr>")
-    return (
-        '<table class="prov runs"><thead><tr>'
+    return (  # each in a scroll box of its own: a long value never widens the page
+        '<div class="scroll"><table class="prov runs"><thead><tr>'
         + "".join(f"<th>{h}</th>" for h in head)
-        + f"</tr></thead><tbody>{runs}</tbody></table>"
-        '<table class="prov"><thead><tr><th>key</th><th>value</th><th>runs</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        + f"</tr></thead><tbody>{runs}</tbody></table></div>"
+        '<div class="scroll"><table class="prov"><thead><tr><th>key</th><th>value</th><th>runs</th></tr>'
+        f"</thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 

@@ -1,12 +1,14 @@
-"""No cell of the HTML report is hidden, checked cell by cell in headless Chromium at 1,280 and 1,920 px.
+"""No cell of the HTML report is hidden, checked cell by cell in headless Chromium at a phone's 390 px
+and at 1,280 and 1,920 px.
 
 The reports of the committed ``docs/demo`` and ``docs/night`` records (every night table: the widest
 tables there are) get a script that visits every cell of every table in a scroll box: it scrolls the
 box (and the page) until the cell is in view, then asks the browser which element is on top at the
 cell's left edge, centre and right edge (``document.elementFromPoint``). A cell under a sticky column,
 outside its scroll box or outside the window is reported with its text. The page itself must not
-scroll sideways, and the figures show at their natural width (the PNG's printed size at 96 px per
-inch), shrinking only to fit the window.
+scroll sideways, the sticky label column takes at most a third of a phone's screen, and the figures
+show at their natural width (the PNG's printed size at 96 px per inch), shrinking only to fit the
+page's text width.
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ PROBE = """<script>
 window.addEventListener("load", () => {
   const hidden = [];
   let checked = 0;
-  for (const cell of document.querySelectorAll(".scroll > table td, .scroll > table th")) {
-    if (!cell.textContent.trim()) continue;
+  for (const found of document.querySelectorAll(".scroll > table td, .scroll > table th")) {
+    if (!found.textContent.trim()) continue;
+    // a heading across the whole table: its text (sticky at the left) is what must show
+    const cell = found.colSpan > 1 && found.firstElementChild ? found.firstElementChild : found;
     const box = cell.closest(".scroll");
     box.scrollLeft = 0;
     let r = cell.getBoundingClientRect();
@@ -65,17 +69,38 @@ window.addEventListener("load", () => {
   const figures = [...document.querySelectorAll("figure img")].map((img) => [
     img.getBoundingClientRect().width, Number(img.getAttribute("width")),
   ]);
+  const style = getComputedStyle(document.body);
+  const labels = [...document.querySelectorAll("table.results td:first-child, table.results th:first-child")]
+    .filter((c) => c.colSpan === 1);
   const out = {
     width: document.documentElement.clientWidth,
     page: document.documentElement.scrollWidth,
+    text: document.body.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight),
+    sticky: Math.max(0, ...labels.map((c) => c.getBoundingClientRect().width)),
     checked, hidden, figures,
   };
+  if (window.parent !== window) {  // in a phone-sized frame: the page around it prints it
+    window.parent.postMessage(JSON.stringify(out), "*");
+    return;
+  }
   const pre = document.createElement("pre");
   pre.id = "cells";
   pre.textContent = JSON.stringify(out);
   document.body.appendChild(pre);
 });
 </script>"""
+
+PHONE = """<!DOCTYPE html><html><head><style>body{margin:0} iframe{border:0}</style></head><body>
+<iframe src="{src}" width="{width}" height="844"></iframe>
+<script>
+window.addEventListener("message", (event) => {
+  const pre = document.createElement("pre");
+  pre.id = "cells";
+  pre.textContent = event.data;
+  document.body.appendChild(pre);
+});
+</script></body></html>"""
+"""A phone's screen in a frame: headless Chromium opens no window narrower than 500 px."""
 
 
 def _report(folder: Path, specs: list[str], tmp: Path) -> Path:
@@ -91,6 +116,10 @@ def _report(folder: Path, specs: list[str], tmp: Path) -> Path:
 def _cells(exe: str, page: Path, width: int, home: Path) -> dict:
     probe = page.with_name(f"cells-{page.name}")
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    if width < 500:
+        phone = page.with_name(f"phone-{page.name}")
+        phone.write_text(PHONE.replace("{src}", probe.name).replace("{width}", str(width)), encoding="utf-8")
+        probe = phone
     proc = subprocess.run(
         [
             exe,
@@ -98,7 +127,7 @@ def _cells(exe: str, page: Path, width: int, home: Path) -> dict:
             "--no-sandbox",
             "--disable-gpu",
             "--hide-scrollbars",
-            f"--window-size={width},1000",
+            f"--window-size={max(width, 500)},1000",
             "--virtual-time-budget=20000",
             "--dump-dom",
             probe.resolve().as_uri(),
@@ -118,14 +147,17 @@ def test_no_cell_of_the_report_is_hidden(tmp_path: Path, folder: str, specs: lis
     exe = chromium()
     assert exe is not None
     page = _report(REPO_ROOT / "docs" / folder, specs, tmp_path / "results")
-    for width in (1280, 1920):
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page.read_text()
+    for width in (390, 1280, 1920):
         layout = _cells(exe, page, width, tmp_path)
         assert layout["width"] == width and layout["page"] <= width, layout  # no sideways page scroll
         assert layout["checked"] > (300 if folder == "night" else 60), layout["checked"]
         assert layout["hidden"] == [], (width, layout["hidden"])
+        if width < 700:  # a phone: the label column leaves two thirds of the screen to the numbers
+            assert 0 < layout["sticky"] <= width / 3, layout["sticky"]
         assert layout["figures"]
-        for shown, natural in layout["figures"]:  # natural width, or the window's when narrower
-            assert natural > 0 and shown == pytest.approx(min(natural, width - 60), abs=40), layout["figures"]
+        for shown, natural in layout["figures"]:  # natural width, or the text's when narrower
+            assert natural > 0 and shown == pytest.approx(min(natural, layout["text"]), abs=40), layout
 
 
 def test_the_probe_sees_a_cell_under_a_sticky_column(tmp_path: Path) -> None:
