@@ -8,6 +8,8 @@ caption kept out of the image, and the width a page shows the PNG at.
   LaTeX and the report under the image, from the caption text the reporter writes beside it.
 * :func:`css_width`: a PNG saved at :data:`PNG_DPI` shown at its natural size, 1 in = 96 CSS px, so
   its 8 pt text reads as 8 pt on a page instead of shrinking with a fixed image width.
+* :data:`TEX_HEADER` and :func:`beside`: a ``.tex`` file of figure floats finds its PDFs beside
+  itself wherever a paper inputs it from (``\\CurrentFilePath``, LaTeX 2020-10 or later).
 """
 
 from __future__ import annotations
@@ -27,6 +29,18 @@ PNG_DPI = 300
 
 CSS_DPI = 96
 """CSS pixels per inch."""
+
+TEX_HEADER: tuple[str, ...] = (
+    "% needs \\usepackage{graphicx} (and LaTeX 2020-10 or later); the PDFs are found beside this file",
+    "% wherever it is \\input from, e.g. \\input{results/claims/claims_figures.tex} in a paper's folder",
+    "\\providecommand{\\besidethisfile}[1]{\\ifx\\CurrentFilePath\\empty#1\\else\\CurrentFilePath/#1\\fi}",
+)
+"""The lines under a figure ``.tex`` file's first: what it needs and the macro :func:`beside` uses."""
+
+
+def beside(pdf: str) -> str:
+    """A figure file's name as ``\\includegraphics`` takes it in a file headed by :data:`TEX_HEADER`."""
+    return f"\\besidethisfile{{{pdf}}}"
 
 
 def save_png_pdf(fig: Any, stem: Path) -> list[Path]:
