@@ -187,7 +187,8 @@ def test_claims_writes_one_forest_plot_per_table_and_drops_stale_ones(
         "claims_forest_whitenedcse_table4.png",
     ]
     figures = (out / "claims_figures.tex").read_text(encoding="utf-8")
-    assert r"\includegraphics[width=\textwidth]{\besidethisfile{claims_forest_whitenedcse_table4.pdf}}" in figures
+    picture = r"\besidethisfile{claims_forest_whitenedcse_table4.pdf}"  # found beside the file
+    assert r"\includegraphics[width=\textwidth]{" + picture + "}" in figures
     assert set(json.loads((out / "captions.json").read_text(encoding="utf-8"))) == {
         "claims_forest_cpu_demo",
         "claims_forest_whitenedcse_table4",
