@@ -254,10 +254,29 @@ def logger_callbacks() -> list[Any]:
             super().log_trial_result(iteration, trial, public(result))
 
     class PublicTBX(TBXLoggerCallback):
+        steps: dict[Any, int]
+
         def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-            super().log_trial_result(iteration, trial, public(result))
+            self.steps = getattr(self, "steps", {})
+            super().log_trial_result(iteration, trial, stepped(public(result), self.steps, trial))
 
     return [PublicCSV(), PublicJson(), PublicTBX()]
+
+
+def stepped(result: dict[str, Any], steps: dict[Any, int], trial: Any) -> dict[str, Any]:
+    """A report as a tracker plots it: its x axis the run's training step (the report's ``step``,
+    else the trial's last; Tune's loggers take ``timesteps_total``, else ``training_iteration``, the
+    count of reports), and ``done`` set on a finished run's last report."""
+    from ray.tune.result import TIMESTEPS_TOTAL, TRAINING_ITERATION
+
+    step = result.get("step")
+    if isinstance(step, int) and not isinstance(step, bool):
+        steps[trial] = step
+    at = steps.get(trial, 0)
+    out = {**result, TIMESTEPS_TOTAL: at, TRAINING_ITERATION: at}
+    if result.get("status") == "finished":
+        out["done"] = True
+    return out
 
 
 def tracker_callbacks(tracking: Tracking | None, grid_name: str) -> list[Any]:
@@ -315,6 +334,7 @@ def _mlflow_callback_class() -> type:
                 self.mlflow_util.log_params(run_id=self._trial_runs[trial], params_to_log=_run_params(trial))
 
         def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-            super().log_trial_result(iteration, trial, public(result))
+            self.steps: dict[Any, int] = getattr(self, "steps", {})
+            super().log_trial_result(iteration, trial, stepped(public(result), self.steps, trial))
 
     return MLflowCallback

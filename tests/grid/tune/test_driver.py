@@ -193,6 +193,11 @@ def assert_live_curves(runs: Path, out: str) -> None:
         events.Reload()
         dev = [e.value for e in events.Scalars("ray/tune/stsb_dev")]
         assert [int(e.value) for e in events.Scalars("ray/tune/step")] == [0, 2, 4]
+        # the x axis is the training step, not Tune's count of reports; the last report says done
+        assert [e.step for e in events.Scalars("ray/tune/stsb_dev")] == [0, 2, 4]
+        assert (
+            events.Scalars("ray/tune/done")[-1].value == 1 and events.Scalars("ray/tune/done")[-1].step == 4
+        )
         assert dev == pytest.approx([p["stsb_dev"] for p in record["trajectory"]], abs=1e-4)
         assert "progress.csv" in {p.name for p in trial_dir.iterdir()}
     client = MlflowClient(f"sqlite:///{(runs / 'mlflow.db').resolve()}")
@@ -204,6 +209,7 @@ def assert_live_curves(runs: Path, out: str) -> None:
         record = records[run.info.run_name]
         history = client.get_metric_history(run.info.run_id, "stsb_dev")
         assert [m.value for m in history] == pytest.approx([p["stsb_dev"] for p in record["trajectory"]])
+        assert [m.step for m in history] == [p["step"] for p in record["trajectory"]]
         assert run.data.params["method"] == record["config"]["method"]
 
 
