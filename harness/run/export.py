@@ -21,10 +21,12 @@ keeps the record's config, scores and provenance beside it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.atomic import write_text
 from harness.config.models import KNOWN_LICENSES
 from harness.errors import ConfigError
 
@@ -99,6 +101,47 @@ def write_st_model(checkpoint: Path, out: Path, pooler: str, whitening: tuple[st
             whiten.linear.weight.copy_(torch.from_numpy(w.T.copy()))
         modules += [centre, whiten]
     SentenceTransformer(modules=modules, device="cpu").save(str(out))
+    classic_layout(out, int(word.max_seq_length))
+
+
+POOLING_FLAGS = {
+    "cls": "cls_token",
+    "mean": "mean_tokens",
+    "max": "max_tokens",
+    "mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "weightedmean": "weightedmean_tokens",
+    "lasttoken": "lasttoken",
+}
+"""sentence-transformers 6's pooling mode -> the flag of the classic ``1_Pooling/config.json``."""
+
+
+def classic_layout(out: Path, max_seq_length: int) -> None:
+    """Rewrite a saved sentence-transformers folder in the layout that versions 3.x to 6.x all load:
+    module types under ``sentence_transformers.models`` (6 moved them; it still loads the old names,
+    as every older model on the hub uses them), the Transformer's ``max_seq_length``, the Pooling
+    flags of before 6, and no keys a Dense of before 6 refuses. The modules' weights are untouched."""
+    modules = json.loads((out / "modules.json").read_text(encoding="utf-8"))
+    for module in modules:
+        kind = str(module["type"]).rsplit(".", 1)[-1]
+        module["type"] = f"sentence_transformers.models.{kind}"
+        folder = out / str(module.get("path") or "")
+        if kind == "Transformer":
+            config = {"max_seq_length": max_seq_length, "do_lower_case": False}
+            write_text(folder / "sentence_bert_config.json", json.dumps(config, indent=2) + "\n")
+        elif kind in ("Pooling", "Dense"):
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            if kind == "Pooling" and "pooling_mode" in config:
+                mode = str(config.pop("pooling_mode"))
+                dim = config.pop("embedding_dimension", config.get("word_embedding_dimension"))
+                config = {
+                    "word_embedding_dimension": dim,
+                    **{f"pooling_mode_{f}": f == POOLING_FLAGS[mode] for f in POOLING_FLAGS.values()},
+                    "include_prompt": config.get("include_prompt", True),
+                }
+            for key in ("module_input_name", "module_output_name"):
+                config.pop(key, None)
+            write_text(folder / "config.json", json.dumps(config, indent=4) + "\n")
+    write_text(out / "modules.json", json.dumps(modules, indent=2) + "\n")
 
 
 def base_license(model: str) -> str | None:

@@ -186,6 +186,14 @@ def test_the_exported_model_scores_what_the_record_says(
     assert main(["export", record["run_id"], str(out), "--runs-dir", str(tmp_path / "runs")]) == 0
     listed = json.loads((out / "modules.json").read_text(encoding="utf-8"))
     assert [m["type"].rsplit(".", 1)[-1] for m in listed] == modules
+    # the layout sentence-transformers 3.x to 6.x all load (5.1.2 and 6.2.0 tried: the same
+    # embeddings): the module paths of before 6, and no config key a module of before 6 refuses
+    assert all(m["type"] == f"sentence_transformers.models.{m['type'].rsplit('.', 1)[-1]}" for m in listed)
+    for module in listed[1:]:
+        config = json.loads((out / module["path"] / "config.json").read_text(encoding="utf-8"))
+        assert not {"module_input_name", "module_output_name", "pooling_mode"} & set(config), config
+    transformer = json.loads((out / "sentence_bert_config.json").read_text(encoding="utf-8"))
+    assert set(transformer) == {"max_seq_length", "do_lower_case"}
 
     embed = _st_embed(out)
     final = run_evaluation(embed, root, "STSBenchmark").results["sts"]["STSBenchmark"]
