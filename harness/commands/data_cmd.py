@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-HELP = "fetch the papers' data (SentEval, the 1M Wikipedia sentences) into a data root, or check it"
+HELP = (
+    "fetch the papers' data (SentEval, the 1M Wikipedia sentences) into a data root, or check it "
+    "(every profile's corpus too)"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

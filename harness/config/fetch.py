@@ -53,8 +53,39 @@ def check_names(names: Sequence[str]) -> list[str]:
 
 
 def check_data(data_root: Path, names: Sequence[str]) -> list[Fetched]:
-    """Verify what the data root holds, without the network."""
-    return [_check(data_root, DATASETS[name]) for name in check_names(names)]
+    """Verify what the data root holds, without the network; with ``all``, every profile's corpus
+    too (:func:`profile_corpora`), fetchable or not."""
+    results = [_check(data_root, DATASETS[name]) for name in check_names(names)]
+    if not names or "all" in names:
+        results += profile_corpora(data_root)
+    return results
+
+
+def profile_corpora(data_root: Path) -> list[Fetched]:
+    """Each profile's training corpus that no dataset here fetches: there and not empty, or missing
+    (named with the profiles that train on it)."""
+    from harness.config.profiles import PROFILES
+
+    fetched = {d.target for d in DATASETS.values()}
+    users: dict[str, list[str]] = {}
+    for profile, settings in PROFILES.items():
+        corpus = settings.get("corpus")
+        if isinstance(corpus, str) and corpus not in fetched:
+            users.setdefault(corpus, []).append(profile)
+    out = []
+    for corpus, profiles in users.items():
+        path = data_root / corpus
+        name = Path(corpus).stem
+        if path.is_file() and path.stat().st_size > 0:
+            out.append(Fetched(name, True, f"present, sha256 {file_sha256(path)[:12]}"))
+            continue
+        detail = (
+            f"{path} not found: the corpus of the {', '.join(profiles)} profile(s), which `harness data "
+            "fetch` cannot download (the data README says how it was built); any one-sentence-per-line "
+            "file there, or --corpus FILE, will do"
+        )
+        out.append(Fetched(name, False, detail))
+    return out
 
 
 def fetch(

@@ -147,6 +147,13 @@ def test_fetch_lays_out_and_verifies_both_sets_and_resumes_a_cut_download(hub: H
     assert "verified against the hub's" in last
     again = harness_data(hub, tmp_path, "fetch")  # everything there: nothing downloaded again
     assert again.returncode == 0 and "already in" in again.stdout
+    check = harness_data(hub, tmp_path, "check")  # the CPU profiles' corpus, which nothing fetches
+    assert (
+        check.returncode == 1
+        and "nli-sentences: " in check.stdout
+        and "nli-sentences.txt not found" in check.stdout
+    )
+    (data / "corpus" / "nli-sentences.txt").write_text("a sentence .\n", encoding="utf-8")
     check = harness_data(hub, tmp_path, "check")
     checked = check.stdout.strip().splitlines()[-1]
     assert check.returncode == 0 and checked.startswith(f"data root {data}: senteval 77 files verified; ")
