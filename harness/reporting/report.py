@@ -202,8 +202,8 @@ def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
     for r in rows:
         title = str(r.get("heading") or r.get("spec", ""))
         if title != group:
-            head = f'<span class="head">{_esc(title)}</span>'
-            body.append(f'<tr class="heading"><td colspan="{len(columns)}">{head}</td></tr>')
+            label = f'<span class="head">{_esc(title)}</span>'
+            body.append(f'<tr class="heading"><td colspan="{len(columns)}">{label}</td></tr>')
             group = title
         low, high = (r.get("ci95") or [None, None])[:2]
         ci = _interval(low, high, r.get("n"))

@@ -111,8 +111,8 @@ def test_a_failed_calibration_process_is_one_line(data_root: Path, tmp_path: Pat
 def test_each_method_step_is_timed_on_the_encoder_s_device(
     data_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # on a GPU the heads stayed on the CPU and every method's step failed (gpu-check, 2026-11-28): the
-    # method must be moved where the encoder is, which on this CPU only a record of the move shows
+    # on a GPU the heads stayed on the CPU and every method's step failed (a gpu-check in docs/gpu/):
+    # the method must be moved where the encoder is, which on this CPU only a record of the move shows
     import methods
     from harness.grid.calibrate import measure_parts
 

@@ -87,5 +87,6 @@ def test_every_output_names_the_pair_and_the_score(night: list, tmp_path: Path) 
     (tmp_path / "claims.json").write_text(json.dumps(data), encoding="utf-8")
     page = claims_html(tmp_path)
     assert page.count('<span class="pair">') == len(night)
-    assert '<tr class="heading"><td colspan="10">SimCSE++ Table 5 (Xu et al., EMNLP 2023)' in page
+    heading = '<span class="head">SimCSE++ Table 5 (Xu et al., EMNLP 2023)'
+    assert f'<tr class="heading"><td colspan="10">{heading}' in page
     assert f"[{MINUS}0.36, {MINUS}0.01]" in page and "[-0.36" not in page

@@ -31,6 +31,7 @@ def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
         "attempt",
         "final_time_s",
         "final_seconds",
+        "first_step_s",
         "peak_rss_mb",
         "final_threads",
         "step0_probe_cached",
