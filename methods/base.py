@@ -1,6 +1,6 @@
 """The contract between the training loop and a method.
 
-499 lines: the contract's parameters, encoder call, device checks and the Method class; the device
+502 lines: the contract's parameters, encoder call, device checks and the Method class; the device
 checks (``Check``, ``deferred_checks``, ``device_check``) should move to a module of their own.
 
 The loop knows nothing method-specific. Each step it tokenises B sentences (truncated to the

@@ -1,6 +1,6 @@
 """The SentEval transfer tasks (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC), with SentEval's numbers.
 
-529 lines: the protocol with its two engines (the CPU's process pool, and the device's batched fits
+536 lines: the protocol with its two engines (the CPU's process pool, and the device's batched fits
 of ``_classify_batched``, which should move to a module of their own with their tests).
 
 The tasks (files, readers) are values of :mod:`harness.evaluation.tasks`; the readers are in

@@ -1,6 +1,6 @@
 """What a grid costs before it runs: seconds per run, hours per table, makespan on N parallel slots.
 
-490 lines: the unit costs (built-in table, calibration files, finished records) and the cost model
+493 lines: the unit costs (built-in table, calibration files, finished records) and the cost model
 that prices a run from them; the built-in table and its sources should move to a module of their own.
 
 A run's estimate is the sum of its parts::
