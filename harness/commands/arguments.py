@@ -213,15 +213,16 @@ def add_analysis_arguments(parser: argparse.ArgumentParser, *, as_written: bool 
 
 
 def add_effect_argument(parser: argparse.ArgumentParser) -> None:
-    """``--effect``: the smallest difference worth deciding (power lines, futility)."""
-    from harness.reporting.decisions import DEFAULT_EFFECT
+    """``--effect``: the smallest difference worth deciding (ruled out, not enough seeds, power lines)."""
+    from harness.reporting.outcomes import DEFAULT_EFFECT
 
     parser.add_argument(
         "--effect",
         default=DEFAULT_EFFECT,
         metavar="E",
         help="the smallest difference you care about: score points (0.3) or a share of each claim's "
-        f"paper delta (50%%); sets the power lines and, with --until-decided, futility (default "
+        f"paper delta (50%%): a claim whose interval lies inside +-E is ruled out; with --until-decided "
+        "also whether the seeds can reach a verdict (default "
         f"{DEFAULT_EFFECT.replace('%', '%%')})",
     )
 
@@ -229,18 +230,26 @@ def add_effect_argument(parser: argparse.ArgumentParser) -> None:
 def analysis_from_args(args: argparse.Namespace, profile: str) -> Analysis:
     """The claims' analysis the flags ask for; the anytime-valid test where the runs folder's
     ``sequential.json`` (written by ``harness grid --until-decided`` under this profile) says the
-    seeds were added until decided."""
+    seeds were added until decided, with that grid's ``c``, effect and most seeds (so the claims say
+    what the grid decided); else ``--effect``."""
     from harness.grid.rounds import read_sequential
     from harness.reporting.correction import Analysis
+    from harness.reporting.outcomes import parse_effect
 
     state = read_sequential(args.runs_dir)
     design = (state or {}).get("design") or {}
     sequential = design.get("profile") == profile and design.get("test") == "sequential"
     c = design.get("mixture_c")
+    effect = parse_effect(getattr(args, "effect", None))
+    max_seeds = design.get("max_seeds") if sequential else None
+    if sequential and isinstance(design.get("effect"), str):
+        effect = parse_effect(design["effect"])
     return Analysis(
         correction=args.correction,
         family=args.family,
         sequential=sequential,
+        effect=effect,
+        max_seeds=max_seeds if isinstance(max_seeds, int) and max_seeds > 0 else None,
         **({"mixture_c": float(c)} if sequential and isinstance(c, int | float) else {}),
     )
 

@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--until-decided",
         action="store_true",
         help="run seeds in rounds until every claim is decided (anytime-valid: the seeds may depend on "
-        "the data), futile at --effect or at --max-seeds; only undecided claims' cells get more seeds",
+        "the data), ruled out at --effect, or short of seeds (--max-seeds or --budget cannot reach a "
+        "verdict); only undecided claims' cells get more seeds",
     )
     parser.add_argument(
         "--max-seeds",
@@ -113,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan, then either describe the plan (``--dry-run``) or, holding the grid lock, run it (in rounds
     until decided with ``--until-decided``)."""
-    from harness.reporting.decisions import parse_effect
+    from harness.reporting.outcomes import parse_effect
 
     effect = parse_effect(args.effect)
     options = grid_options(args)
@@ -171,7 +172,14 @@ def _until_decided(args: argparse.Namespace, options: Any, effect: Any) -> int:
     grid = plan_grid(options)
     earlier = (read_sequential(grid.store.root) or {}).get("design") or {}
     c = earlier.get("mixture_c") if earlier.get("profile") == grid.profile else None
-    analysis = Analysis(args.correction, args.family, sequential=True, mixture_c=float(c) if c else MIXTURE_C)
+    analysis = Analysis(
+        args.correction,
+        args.family,
+        sequential=True,
+        mixture_c=float(c) if c else MIXTURE_C,
+        effect=effect,
+        max_seeds=args.max_seeds,
+    )
     specs = [s for s in grid.specs if s.claims]
 
     def build() -> list[Any]:

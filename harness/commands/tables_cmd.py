@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.atomic import check_output_dir
     from harness.config.inputs import check_runs_dir, check_spec_paths
     from harness.config.paths import resolve_data_root
-    from harness.reporting.decisions import parse_effect
+    from harness.reporting.outcomes import parse_effect
     from harness.reporting.tables.build import build_tables
     from harness.reporting.tables.write import write_tables
     from harness.specs.find import load_table_specs

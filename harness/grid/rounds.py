@@ -8,7 +8,7 @@ imports the reporters).
 A round:
 
 1. ``decide()`` reads the store and says which claims are undecided (not decided after correction,
-   not futile, under ``max_seeds``), most promising first, and the cells they compare;
+   not ruled out, not short of seeds), most promising first, and the cells they compare;
 2. the round's seed count ``T`` is the next step of :func:`next_seeds` (from ``--seeds``, default
    :data:`FIRST_SEEDS`; about 25 % more seeds a round, to ``max_seeds``) at which those cells have
    runs to do; the runs are ``expand(specs, seeds=T)``'s, so a seed's run id is the same whatever
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.atomic import write_json
 from harness.config.run_config import RunConfig
@@ -83,7 +83,7 @@ class Decision:
     Attributes:
         needs: the undecided claims, most promising first.
         lines: every claim's state, to print.
-        counts: claims per state (``decided``, ``futile``, ``undecided``, ``max seeds``, ...).
+        counts: claims per state (``decided``, ``ruled out``, ``not enough seeds``, ``undecided``).
         claims: every claim's state as JSON (for :data:`SEQUENTIAL_FILE`).
     """
 
@@ -93,7 +93,12 @@ class Decision:
     claims: Sequence[Mapping[str, Any]] = ()
 
 
-Decide = Callable[[], Decision]
+class Decide(Protocol):
+    """The claims' statistics as the rounds call them: ``decide()`` after each round;
+    ``decide(stopped=why)`` when the grid stops with claims undecided (its budget), which then have
+    not enough seeds for that reason."""
+
+    def __call__(self, stopped: str = "") -> Decision: ...
 
 
 @dataclass(frozen=True)
@@ -237,8 +242,9 @@ def plan_round(
 
 
 def run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequential) -> int:
-    """Holding the grid lock, rounds of seeds until every claim is decided, futile or at the most
-    seeds, or the budget is reached; the exit status (0, or 1 when a run failed, 130 interrupted)."""
+    """Holding the grid lock, rounds of seeds until every claim is decided, ruled out or short of
+    seeds (at the most seeds, or beyond reach of them), or the budget is reached; the exit status
+    (0, or 1 when a run failed, 130 interrupted)."""
     store = grid.store
     budget_s = math.inf if sequential.budget_hours is None else sequential.budget_hours * 3600.0
     ran: dict[str, float] = {}
@@ -267,6 +273,8 @@ def run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequential)
                     else (f"the budget ({sequential.budget_hours:g} trial-h: the next round does not fit)")
                 )
                 print(f"until decided: stopped: {why}")
+                decision = decide(stopped=why)  # the claims left have not enough seeds, for this reason
+                _write_state(store, sequential, rounds, decision)
                 break
             ordered = longest_first_with_estimate(grid, step.runs)
             print(
@@ -284,7 +292,7 @@ def run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequential)
             rounds.append(_round_json(step, outcome, spent_seconds(store, ran) / 3600 / share, share))
             decision = decide()
             _write_state(store, sequential, rounds, decision)
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(decision.counts.items()))
+    counts = ", ".join(f"{k} {v}" for k, v in decision.counts.items())
     print(f"until decided: {len(rounds)} round(s), {len(ran)} run(s); claims: {counts}")
     print(f"state: {store.root / SEQUENTIAL_FILE}; claims: harness claims --profile {grid.profile}")
     return 1 if failed else 0
@@ -316,7 +324,7 @@ def _write_state(
 
 def _print_state(decision: Decision, rounds: list[dict[str, Any]]) -> None:
     when = "before the first round" if not rounds else f"after round {len(rounds)}"
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(decision.counts.items()))
+    counts = ", ".join(f"{k} {v}" for k, v in decision.counts.items())
     print(f"claims {when}: {counts}")
     for line in decision.lines:
         print(f"  {line}")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from harness.specs.claim import Claim
 
 if TYPE_CHECKING:
+    from harness.reporting.correction import Analysis
     from harness.reporting.statistics import ClaimResult
 
 MINUS = "\u2212"
@@ -40,14 +41,66 @@ def heading(claim: Claim) -> str:
     return f"{cited}: {claim.title}" if claim.title else cited
 
 
-VERDICT_TEXT = {
+VERDICT_TEXT = {  # in the order the totals list them
     "holds": "holds",
     "reversed": "reversed",
+    "ruled out": "ruled out",
+    "not enough seeds": "not enough seeds",
+    "undecided": "undecided",
     "inconclusive": "inconclusive",
     "1 seed": "1 seed: no interval",
     "no data": "no finished runs",
     "not run": "not run here",
 }
+
+
+DAGGER = "\u2020"
+"""The mark of a verdict whose paired differences fail the shape check."""
+
+
+def flagged(result: ClaimResult) -> str:
+    """`` † sign-flip p 0.250`` after the verdict of a claim whose differences fail the shape check
+    (:mod:`harness.reporting.shape`), else empty."""
+    if not result.shape:
+        return ""
+    return f" {DAGGER} sign-flip p {p_text(result.sign_flip)}"
+
+
+def shape_notes(results: Sequence[ClaimResult]) -> list[str]:
+    """One line per claim whose differences fail the shape check: what the check found."""
+    from harness.reporting.shape import SHAPE_ALPHA
+
+    flagged_ = [r for r in results if r.shape and not r.same_as]
+    if not flagged_:
+        return []
+    head = (
+        f"{DAGGER} the paired differences do not look normal, as the test assumes (an outlier seed, or "
+        f"Shapiro-Wilk p < {SHAPE_ALPHA:g}); beside the verdict, the exact sign-flip p-value over the "
+        "seeds, which does not assume it:"
+    )
+    lines = [f"{r.claim.spec}: {r.claim.label or r.claim.text}: {r.shape}" for r in flagged_]
+    return [
+        head,
+        *(f"{line}; sign-flip p {p_text(r.sign_flip)}" for line, r in zip(lines, flagged_, strict=True)),
+    ]
+
+
+def outcome_note(analysis: Analysis) -> str:
+    """What the outcome after correction says where a claim is not decided (plain text)."""
+    from harness.reporting.sequential import SD_BOUND
+
+    effect = f"E = {analysis.effect.text}"
+    ruled = (
+        f"ruled out = not decided and the interval lies inside \u00b1E ({effect}): a difference that "
+        "large is excluded"
+    )
+    if not (analysis.sequential and analysis.max_seeds):
+        return f"{ruled}; inconclusive = neither decided nor ruled out"
+    return (
+        f"{ruled}; not enough seeds = the grid's seeds (at most {analysis.max_seeds}, or its budget) cannot "
+        f"reach a verdict at E at this noise (judged on the paired sd's {SD_BOUND:.0%} lower bound): no "
+        "evidence either way; undecided = more seeds may decide it"
+    )
 
 
 def interval_text(result: ClaimResult) -> str:
@@ -74,7 +127,8 @@ def p_text(value: float | None) -> str:
 
 def claim_rows(results: Sequence[ClaimResult]) -> list[list[str]]:
     """Each claim as the printed cells of every output: spec, statement, pair, paper delta, measured
-    mean, interval, n, verdict, p, adjusted p, corrected verdict, MDD."""
+    mean, interval, n, verdict, p, adjusted p, outcome after correction (the corrected verdict where
+    it holds or is reversed, else ruled out, not enough seeds, undecided or inconclusive), MDD."""
     rows = []
     for r in results:
         s = r.summary
@@ -87,10 +141,10 @@ def claim_rows(results: Sequence[ClaimResult]) -> list[list[str]]:
                 number(s.mean),
                 interval_text(r),
                 str(s.n),
-                VERDICT_TEXT[s.verdict] + (" (repeat)" if r.same_as else ""),
+                VERDICT_TEXT[s.verdict] + (" (repeat)" if r.same_as else "") + flagged(r),
                 p_text(s.p),
                 p_text(r.adjusted),
-                VERDICT_TEXT[r.corrected_verdict],
+                VERDICT_TEXT[r.outcome],
                 number(s.mdd, sign=False),
             ]
         )
@@ -98,12 +152,16 @@ def claim_rows(results: Sequence[ClaimResult]) -> list[list[str]]:
 
 
 __all__ = [
+    "DAGGER",
     "MINUS",
     "PAPER_CITATIONS",
     "VERDICT_TEXT",
     "claim_rows",
+    "flagged",
     "heading",
     "interval_text",
     "number",
+    "outcome_note",
     "p_text",
+    "shape_notes",
 ]

@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
 from harness.grid.plan import expand
-from harness.reporting.claim_text import MINUS, VERDICT_TEXT, claim_rows, heading, number, p_text
+from harness.reporting.claim_text import (
+    MINUS,
+    VERDICT_TEXT,
+    claim_rows,
+    heading,
+    number,
+    outcome_note,
+    p_text,
+    shape_notes,
+)
 from harness.reporting.claims_latex import render_latex
 from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis, correct
 from harness.reporting.forest import write_forests
@@ -116,15 +125,17 @@ HEADER = header()
 
 def totals(results: Sequence[ClaimResult], corrected: bool = False) -> str:
     """``Totals: holds 2, reversed 1`` over the distinct comparisons (repeats are not counted); with
-    ``corrected``, the verdicts after correction."""
+    ``corrected``, the outcomes after correction (ruled out, not enough seeds, ... where not decided)."""
     counts: dict[str, int] = {}
     for r in results:
         if not r.same_as:
-            verdict = r.corrected_verdict if corrected else r.summary.verdict
+            verdict = r.outcome if corrected else r.summary.verdict
             counts[verdict] = counts.get(verdict, 0) + 1
     repeats = sum(1 for r in results if r.same_as)
     head = "Totals" if not repeats else f"Totals over {len(results) - repeats} distinct comparisons"
-    return f"{head}: " + ", ".join(f"{VERDICT_TEXT[k]} {v}" for k, v in sorted(counts.items()))
+    order = list(VERDICT_TEXT)
+    ranked = sorted(counts.items(), key=lambda kv: order.index(kv[0]))
+    return f"{head}: " + ", ".join(f"{VERDICT_TEXT[k]} {v}" for k, v in ranked)
 
 
 def corrected_totals(results: Sequence[ClaimResult], analysis: Analysis = DEFAULT_ANALYSIS) -> str:
@@ -156,9 +167,9 @@ def render_markdown(
         f"{_interval_note(analysis)}; holds / reversed = the interval excludes 0 on the claimed / the "
         "other side; p adj. and the second verdict: corrected for testing the claims together, "
         f"{analysis.described} (a comparison that several rows repeat counts once; holds / reversed "
-        f"where p adj. < 0.05); MDD = the smallest true difference {mdd_test} detects with 80% power at "
-        "this many seeds and the observed spread. A cell that does not train runs once; its value stands "
-        "against every seed of the other cell.",
+        f"where p adj. < 0.05; {outcome_note(analysis)}); MDD = the smallest true difference {mdd_test} "
+        "detects with 80% power at this many seeds and the observed spread. A cell that does not train "
+        "runs once; its value stands against every seed of the other cell.",
         "",
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),
@@ -167,6 +178,9 @@ def render_markdown(
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
     repeats = [r for r in results if r.same_as]
     lines += ["", totals(results), "", corrected_totals(results, analysis)]
+    notes = shape_notes(results)
+    if notes:
+        lines += ["", notes[0], *(f"- {line}" for line in notes[1:])]
     if repeats:
         lines += ["", "Repeats (the same runs compared on the same score as an earlier row; not counted):"]
         lines += [f"- {r.claim.spec}: {r.claim.label} = {r.same_as}" for r in repeats]
@@ -205,7 +219,12 @@ def to_json(
                 "family": r.family,
                 "p_adjusted": r.adjusted,
                 "verdict_corrected": r.corrected_verdict,
+                "outcome": r.outcome,
+                "open_outcome": r.open_outcome,
+                "effect": analysis.effect.of(r.claim.paper_delta),
                 "mdd80": r.summary.mdd,
+                "shape": r.shape or None,
+                "sign_flip_p": r.sign_flip,
                 "reason": r.reason,
                 "same_as": r.same_as,
                 "paper": r.claim.paper,

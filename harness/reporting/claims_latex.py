@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from harness.reporting.claim_text import MINUS, claim_rows, heading
+from harness.reporting.claim_text import MINUS, claim_rows, heading, outcome_note, shape_notes
 from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis
 from harness.reporting.latex_text import latex_text
 from harness.reporting.statistics import ClaimResult
@@ -15,8 +15,13 @@ from harness.reporting.tables.latex import text_em
 
 
 def _tex(text: str) -> str:
-    """The table reporter's LaTeX typesetting (escapes, lambda/tau as math), ``>`` as math."""
-    return latex_text(text).replace(">", r"$>$")
+    """The table reporter's LaTeX typesetting (escapes, lambda/tau as math), ``>`` as math, the shape
+    check's dagger as a superscript."""
+    return (
+        latex_text(text)
+        .replace(">", r"$>$")
+        .replace(r" $\dagger$", r"$^\dagger$")  # latex_text sets the dagger as math
+    )
 
 
 def _tex_number(text: str) -> str:
@@ -67,7 +72,7 @@ def _numbers(result: ClaimResult) -> list[str]:
             "$-$inf", "$-\\infty$"
         ),  # an unbounded end of a confidence sequence
         n,
-        _tex(verdict),
+        _tex(verdict.split(" sign-flip")[0]),  # the p-value goes to the caption's shape notes
         _tex(adjusted),
         _tex(corrected),
         _tex_number(mdd),
@@ -132,9 +137,13 @@ def render_latex(results: Sequence[ClaimResult], profile: str, analysis: Analysi
             f"Claims of the papers tested on paired seeds, profile {_tex(profile)}. Each row names the two "
             "cells it compares (better $>$ worse, as the paper has them) and the score. Measured $\\Delta$: "
             f"mean per-seed difference (better $-$ worse); {interval}: {_tex(analysis.test)}; "
-            f"adj.\\ $p$ and Corrected: {_tex(analysis.described)}; MDD: smallest difference "
+            f"adj.\\ $p$ and Corrected: {_tex(analysis.described)}; in Corrected, "
+            f"{_tex(outcome_note(analysis))}; MDD: smallest difference "
             "detectable with 80\\% power at this $n$ and spread."
         )
+        notes = shape_notes(results)
+        if notes:
+            caption += " " + _tex(notes[0]) + " " + "; ".join(_tex(line) for line in notes[1:]) + "."
         lines += [
             "\\begin{table*}[t]",
             "\\centering",

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness.errors import ConfigError
+from harness.reporting.outcomes import Effect, open_outcome, outcome
 from harness.reporting.sequential import ALPHA, MIXTURE_C, sequential_summary
 from harness.reporting.statistics import (
     CORRECTIONS,
@@ -55,12 +56,18 @@ class Analysis:
         sequential: test with the anytime-valid confidence sequence (the seeds were added by
             ``harness grid --until-decided``) instead of the fixed-seed t interval.
         mixture_c: the sequence's mixture parameter (the one the grid used).
+        effect: the smallest difference that matters: a claim whose interval lies inside +-effect is
+            ``ruled out`` (:mod:`harness.reporting.outcomes`).
+        max_seeds: the most seeds the grid may give a claim (``--until-decided``): with the
+            sequence, an open claim is then ``not enough seeds`` or ``undecided``; None: fixed seeds.
     """
 
     correction: CorrectionMethod = DEFAULT_CORRECTION
     family: Family = DEFAULT_FAMILY
     sequential: bool = False
     mixture_c: float = MIXTURE_C
+    effect: Effect = field(default_factory=Effect)
+    max_seeds: int | None = None
 
     def __post_init__(self) -> None:
         if self.correction not in CORRECTIONS:
@@ -112,6 +119,8 @@ class Analysis:
             "alpha": ALPHA,
             "test": "sequential" if self.sequential else "t",
             "mixture_c": self.mixture_c if self.sequential else None,
+            "effect": self.effect.argument,
+            "max_seeds": self.max_seeds if self.sequential else None,
         }
 
 
@@ -171,7 +180,8 @@ def hypothesis_of(result: ClaimResult) -> str:
 
 
 def correct(results: Sequence[ClaimResult], analysis: Analysis = DEFAULT_ANALYSIS) -> list[ClaimResult]:
-    """The results with their family, adjusted p-value and corrected verdict filled in."""
+    """The results with their family, adjusted p-value, corrected verdict and what each is when not
+    decided (:func:`~harness.reporting.outcomes.open_outcome`) filled in."""
     items = [
         Member(
             family_of(r.claim.spec, r.claim.paper, analysis.family),
@@ -185,7 +195,14 @@ def correct(results: Sequence[ClaimResult], analysis: Analysis = DEFAULT_ANALYSI
     for result, item, (p, verdict) in zip(
         results, items, correct_tested(items, analysis.correction), strict=True
     ):
-        out.append(dataclasses.replace(result, family=item.family, adjusted=p, corrected=verdict))
+        max_seeds = analysis.max_seeds if analysis.sequential else None
+        effect = analysis.effect.of(result.claim.paper_delta)
+        undecided = open_outcome(result.summary, effect, max_seeds, analysis.mixture_c)
+        out.append(
+            dataclasses.replace(
+                result, family=item.family, adjusted=p, corrected=verdict, open_outcome=undecided
+            )
+        )
     return out
 
 
@@ -212,7 +229,10 @@ def correct_json_rows(rows: Sequence[Mapping[str, Any]], analysis: Analysis) -> 
         )
     out = []
     for row, item, (p, verdict) in zip(rows, items, correct_tested(items, analysis.correction), strict=True):
-        out.append({**row, "family": item.family, "p_adjusted": p, "verdict_corrected": verdict})
+        fixed = {**row, "family": item.family, "p_adjusted": p, "verdict_corrected": verdict}
+        if isinstance(row.get("open_outcome"), str):
+            fixed["outcome"] = outcome(verdict, row["open_outcome"])
+        out.append(fixed)
     return out
 
 

@@ -1,76 +1,31 @@
 """The claims' side of ``harness grid --until-decided``, and the seeds a claim needs for 80 % power.
 
-* :class:`Effect`: the smallest difference the user cares about (``--effect``): score points, or a
-  share of each claim's paper delta (default :data:`DEFAULT_EFFECT`, half of it: replications of
-  published effects find about half the original effect on average, Open Science Collaboration 2015,
-  Science 349, aac4716, so a claim is worth deciding down to half what its paper printed);
+* the smallest difference the user cares about (``--effect``): score points, or a share of each
+  claim's paper delta (:class:`~harness.reporting.outcomes.Effect`, default half of it: replications
+  of published effects find about half the original effect on average, Open Science Collaboration
+  2015, Science 349, aac4716, so a claim is worth deciding down to half what its paper printed);
 * :func:`power_lines`: per undecided claim, the seeds its test needs for 80 % power at the paper's
   delta and at the effect, from the observed paired sd (``harness claims``, ``harness grid
   --dry-run``);
 * :func:`claim_states` / :func:`decider`: each distinct comparison's state after a round (decided
-  after correction, futile, at the most seeds, undecided), the cells the undecided ones compare,
+  after correction, ruled out, not enough seeds, undecided), the cells the undecided ones compare,
   most promising first, for :mod:`harness.grid.rounds`.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from harness.errors import ConfigError
 from harness.grid.rounds import ClaimNeed, Decide, Decision
 from harness.reporting.correction import Analysis, hypothesis_of
-from harness.reporting.sequential import RULED_OUT, futility, sequential_seeds_for_power
-from harness.reporting.statistics import POWER, ClaimResult, seeds_for_power
+from harness.reporting.outcomes import NOT_ENOUGH_SEEDS, RULED_OUT, UNDECIDED, Effect, open_outcome
+from harness.reporting.sequential import SD_BOUND, sd_lower_bound, sequential_seeds_for_power
+from harness.reporting.statistics import POWER, SEEDS_SEARCH_MAX, ClaimResult, seeds_for_power
 
-State = Literal["decided", "futile", "max seeds", "undecided"]
-DEFAULT_EFFECT = "50%"
-
-
-@dataclass(frozen=True)
-class Effect:
-    """The smallest difference worth deciding: ``points`` (score points) for every claim, or
-    ``share`` of each claim's paper delta."""
-
-    points: float | None = None
-    share: float | None = 0.5
-
-    def of(self, paper_delta: float) -> float:
-        """The effect for a claim with this paper delta (always >= 0)."""
-        if self.points is not None:
-            return abs(self.points)
-        return abs(paper_delta) * (self.share or 0.0)
-
-    @property
-    def text(self) -> str:
-        if self.points is not None:
-            return f"{self.points:g} points"
-        return f"{100 * (self.share or 0.0):g}% of the paper's delta"
-
-
-def parse_effect(text: str | None) -> Effect:
-    """``--effect``: ``0.3`` (score points) or ``50%`` (of each claim's paper delta).
-
-    Raises:
-        ConfigError: not a number > 0 or a percentage in (0, 1000].
-    """
-    value = (text or DEFAULT_EFFECT).strip()
-    share = re.fullmatch(r"([0-9.eE+-]+)\s*%", value)
-    try:
-        number = float(share.group(1) if share else value)
-    except ValueError:
-        number = math.nan
-    if share and math.isfinite(number) and 0 < number <= 1000:
-        return Effect(share=number / 100)
-    if not share and math.isfinite(number) and number > 0:
-        return Effect(points=number, share=None)
-    raise ConfigError(
-        f"--effect must be a difference in score points > 0 (e.g. 0.3) or a share of each claim's paper "
-        f"delta (e.g. 50%), got {text!r}"
-    )
+State = Literal["decided", "ruled out", "not enough seeds", "undecided"]
+STATES: tuple[State, ...] = ("decided", "ruled out", "not enough seeds", "undecided")
 
 
 def _seeds(delta: float, sd: float, analysis: Analysis) -> int | None:
@@ -80,7 +35,7 @@ def _seeds(delta: float, sd: float, analysis: Analysis) -> int | None:
 
 
 def _seeds_text(seeds: int | None) -> str:
-    return "out of reach" if seeds is None else f"{seeds} seeds"
+    return f"over {SEEDS_SEARCH_MAX:,} seeds" if seeds is None else f"{seeds} seeds"
 
 
 def _distinct(results: Sequence[ClaimResult]) -> list[ClaimResult]:
@@ -122,19 +77,21 @@ class ClaimState:
 
     Attributes:
         result: the claim, tested and corrected.
-        state: ``decided`` (after correction), ``futile`` (the effect that matters is ruled out, or
-            out of reach within the most seeds: :func:`~harness.reporting.sequential.futility`),
-            ``max seeds`` (has them all) or ``undecided``.
-        effect: the effect judged (the user's, or the measured mean where larger).
-        seeds_needed: seeds for 80 % power at that effect (None: unknown or out of reach).
-        why: the futility's reason (``ruled out``, ``out of reach``), else empty.
+        state: ``decided`` (after correction, in every family that repeats it), ``ruled out``,
+            ``not enough seeds`` or ``undecided`` (:mod:`harness.reporting.outcomes`).
+        effect: the effect judged (the user's, or the measured mean where larger; the user's for a
+            claim ruled out).
+        seeds_needed: seeds for 80 % power at that effect at the observed sd (None: no spread yet,
+            or over the search's maximum): the order in which undecided claims get seeds.
+        detail: why it is not enough seeds (``has all 20 seeds``, ``needs 34 seeds ...``, the
+            budget), else empty.
     """
 
     result: ClaimResult
     state: State
     effect: float
     seeds_needed: int | None
-    why: str = ""
+    detail: str = ""
 
     def to_json(self) -> dict[str, Any]:
         r = self.result
@@ -153,16 +110,31 @@ class ClaimState:
             "verdict_corrected": r.corrected_verdict,
             "effect": self.effect,
             "seeds_needed": self.seeds_needed,
-            "futile_because": self.why or None,
+            "detail": self.detail or None,
         }
 
 
+def _not_enough(result: ClaimResult, effect: float, max_seeds: int, c: float) -> str:
+    """Why a claim cannot reach a verdict within ``max_seeds`` (see
+    :func:`~harness.reporting.sequential.cannot_reach`)."""
+    s = result.summary
+    if s.n >= max_seeds:
+        return f"has all {max_seeds} seeds"
+    assert s.sd is not None and s.mean is not None
+    judged = max(effect, abs(s.mean))
+    bound = sd_lower_bound(s.sd, s.n)
+    seeds = sequential_seeds_for_power(judged, bound, c=c)
+    needs = f"more than {max_seeds}" if seeds is None else str(seeds)
+    return f"needs {needs} seeds at {judged:.2f} even at sd {bound:.2f} (its {SD_BOUND:.0%} lower bound)"
+
+
 def claim_states(
-    results: Sequence[ClaimResult], effect: Effect, max_seeds: int, analysis: Analysis
+    results: Sequence[ClaimResult], effect: Effect, max_seeds: int, analysis: Analysis, stopped: str = ""
 ) -> list[ClaimState]:
     """Each distinct comparison's state (see :class:`ClaimState`); ``results`` are tested with the
     anytime-valid sequence and corrected. A comparison that rows of several tables repeat is decided
-    when it is decided in every family it belongs to."""
+    when it is decided in every family it belongs to. ``stopped``: why the grid gives no more seeds
+    (its budget): the claims still undecided then have not enough seeds, for that reason."""
     open_somewhere = {hypothesis_of(r) for r in results if r.corrected_verdict not in ("holds", "reversed")}
     out = []
     for r in _distinct(results):
@@ -170,16 +142,19 @@ def claim_states(
         at = effect.of(r.claim.paper_delta)
         judged = max(at, abs(s.mean or 0.0))
         needed = None if s.sd is None else sequential_seeds_for_power(judged, s.sd, c=analysis.mixture_c)
-        state: State = "undecided"
-        why = ""
-        if hypothesis_of(r) not in open_somewhere:
-            state = "decided"
-        elif s.n >= max_seeds:
-            state = "max seeds"
-        elif reason := futility(s, at, max_seeds, analysis.mixture_c):
-            state, why = "futile", reason
-            judged = at if reason == RULED_OUT else judged
-        out.append(ClaimState(r, state, judged, needed, why))
+        state: State = "decided"
+        detail = ""
+        if hypothesis_of(r) in open_somewhere:
+            word = open_outcome(s, at, max_seeds, analysis.mixture_c)
+            state = "undecided"
+            if word == RULED_OUT:
+                state = "ruled out"
+            elif word == NOT_ENOUGH_SEEDS:
+                state, detail = "not enough seeds", _not_enough(r, at, max_seeds, analysis.mixture_c)
+            elif stopped:
+                state, detail = "not enough seeds", stopped
+            judged = at if state == RULED_OUT else judged
+        out.append(ClaimState(r, state, judged, needed, detail))
     return out
 
 
@@ -191,24 +166,25 @@ def _line(state: ClaimState) -> str:
         interval = f"[{s.low:+.2f}, {s.high:+.2f}]"
     mean = f"{s.mean:+.2f}" if s.mean is not None else "--"
     p = f"p adj. {r.adjusted:.3f}" if r.adjusted is not None else "no p"
-    if state.why == RULED_OUT:
-        needed = f", inside +-{state.effect:.2f} (ruled out)"
-    elif s.sd is None:
+    if state.state == RULED_OUT:
+        needed = f", inside +-{state.effect:.2f}"
+    elif state.state == NOT_ENOUGH_SEEDS:
+        needed = f", {state.detail}"
+    elif s.sd is None and state.state != "decided":
         needed = ", no spread yet"
     elif state.state != "decided":
         needed = f", ~{_seeds_text(state.seeds_needed)} at {state.effect:.2f}"
-        needed += " (out of reach)" if state.why else ""
     else:
         needed = ""
     return (
-        f"{state.state:10} {r.claim.spec}: {r.claim.text} ({r.claim.better} > {r.claim.worse}): "
+        f"{state.state:16} {r.claim.spec}: {r.claim.text} ({r.claim.better} > {r.claim.worse}): "
         f"{mean} {interval}, {s.n} seeds, {p}{needed}"
     )
 
 
 def decision_of(states: Sequence[ClaimState]) -> Decision:
     """The rounds' view of the states: the undecided ones' cells, fewest seeds needed first."""
-    undecided = [s for s in states if s.state == "undecided"]
+    undecided = [s for s in states if s.state == UNDECIDED]
     undecided.sort(key=lambda s: (s.seeds_needed is None, s.seeds_needed or 0, s.result.summary.n))
     needs = tuple(
         ClaimNeed(
@@ -219,9 +195,7 @@ def decision_of(states: Sequence[ClaimState]) -> Decision:
         )
         for s in undecided
     )
-    counts: dict[str, int] = {}
-    for s in states:
-        counts[s.state] = counts.get(s.state, 0) + 1
+    counts: dict[str, int] = {word: sum(1 for s in states if s.state == word) for word in STATES}
     return Decision(needs, tuple(_line(s) for s in states), counts, [s.to_json() for s in states])
 
 
@@ -231,19 +205,18 @@ def decider(
     """The :data:`~harness.grid.rounds.Decide` of a grid: ``build()`` evaluates its claims from the
     store as it is now (:func:`harness.reporting.claims.build_claims` with ``analysis``)."""
 
-    def decide() -> Decision:
-        return decision_of(claim_states(build(), effect, max_seeds, analysis))
+    def decide(stopped: str = "") -> Decision:
+        return decision_of(claim_states(build(), effect, max_seeds, analysis, stopped))
 
     return decide
 
 
 __all__ = [
-    "DEFAULT_EFFECT",
+    "STATES",
     "ClaimState",
-    "Effect",
+    "State",
     "claim_states",
     "decider",
     "decision_of",
-    "parse_effect",
     "power_lines",
 ]

@@ -2,11 +2,12 @@
 
 Each figure lists its table's claims top to bottom: a statement (bold) and under it every pair of
 cells it covers, each with its measured mean and 95 % interval. The verdict is drawn twice, by colour
-and by marker shape (holds: triangle up, reversed: triangle down, inconclusive: circle; one seed:
-a square without interval), so it survives greyscale printing; the marker is open where a claim
-holds or is reversed on its own interval but not after the correction across claims (the legend names
-the correction). An unbounded end of a confidence sequence runs to the axes' edge. The paper's delta is
-an open diamond; the x range is set by the measured intervals (and zero), not by the paper's deltas,
+and by marker shape (holds: triangle up, reversed: triangle down; a claim neither: ruled out, a
+square, not enough seeds, a hexagon, undecided or inconclusive, a circle; one seed: a plus without
+interval), so it survives greyscale printing; the marker is open where a claim holds or is reversed
+on its own interval but not after the correction across claims (the legend names the correction).
+An unbounded end of a confidence sequence runs to the axes' edge. The paper's delta is an open
+diamond; the x range is set by the measured intervals (and zero), not by the paper's deltas,
 which can be ten times larger: a paper delta outside the range is an arrow at the edge with its value
 in the margin.
 A pair with nothing measured says so in its label ("not run here").
@@ -41,10 +42,13 @@ if TYPE_CHECKING:
 VERDICT_STYLE: dict[str, tuple[str, str, str]] = {
     "holds": ("#1b7837", "^", "holds"),
     "reversed": ("#b2182b", "v", "reversed"),
+    "ruled out": ("#555555", "s", "ruled out"),
+    "not enough seeds": ("#777777", "h", "not enough seeds"),
+    "undecided": ("#555555", "o", "undecided"),
     "inconclusive": ("#555555", "o", "inconclusive"),
-    "1 seed": ("#999999", "s", "1 seed (no interval)"),
+    "1 seed": ("#999999", "P", "1 seed (no interval)"),
 }
-"""verdict -> (colour, marker, legend text)."""
+"""verdict or outcome -> (colour, marker, legend text)."""
 
 PAPER_COLOUR = "#2166ac"
 WIDTH_IN = 7.0
@@ -104,10 +108,20 @@ def forest_caption(
         f"Claims of {heading(results[0].claim)}, tested on paired seeds (profile {profile}): for each pair "
         f"of cells (better > worse), the mean per-seed difference{score} and its {analysis.interval} "
         f"({analysis.test}); marker and colour give the verdict (triangle up: holds, triangle down: "
-        "reversed, circle: inconclusive), an open marker a verdict that does not stand after correction "
-        f"across claims ({analysis.described}); the open diamond is the paper's "
+        f"reversed, {_open_markers(analysis)}), an open marker a verdict that does not stand after "
+        f"correction across claims ({analysis.described}); the open diamond is the paper's "
         "delta (an arrow with its value where it lies beyond the measured range)."
     )
+
+
+def _open_markers(analysis: Analysis) -> str:
+    """The caption's words for the markers of claims not decided."""
+    if analysis.sequential and analysis.max_seeds:
+        return (
+            f"square: ruled out, the interval inside \u00b1{analysis.effect.text}; hexagon: not enough "
+            "seeds to reach a verdict; circle: undecided"
+        )
+    return f"square: ruled out, the interval inside \u00b1{analysis.effect.text}; circle: inconclusive"
 
 
 def draw_forest(
@@ -173,7 +187,7 @@ def draw_forest(
         handles=handles,
         fontsize=8,
         loc="outside lower center",
-        ncol=len(handles),
+        ncol=min(len(handles), 3),
         frameon=False,
         title=f"open marker: holds or reversed alone, inconclusive after correction ({analysis.label})",
     )
@@ -184,7 +198,8 @@ def draw_forest(
 def _draw_claim(ax: Any, y: float, r: ClaimResult, low: float, high: float, used: list[str]) -> None:
     """One pair's interval, mean and paper delta at height ``y``."""
     s = r.summary
-    style = VERDICT_STYLE.get(s.verdict)
+    shown = s.verdict if s.verdict in ("holds", "reversed") else r.outcome
+    style = VERDICT_STYLE.get(shown)
     if style is not None and s.mean is not None:  # nothing measured: the label says so
         colour, marker, _legend = style
         if s.low is not None and s.high is not None:  # an unbounded end runs to the edge
@@ -192,8 +207,8 @@ def _draw_claim(ax: Any, y: float, r: ClaimResult, low: float, high: float, used
             ax.plot(ends, [y, y], color=colour, linewidth=2, solid_capstyle="butt")
         face = "white" if _lost(r) else colour
         ax.plot([s.mean], [y], marker=marker, color=colour, markerfacecolor=face, markersize=6, linestyle="")
-        if s.verdict not in used:
-            used.append(s.verdict)
+        if shown not in used:
+            used.append(shown)
     paper = r.claim.paper_delta
     if low <= paper <= high:
         ax.plot([paper], [y], "D", markerfacecolor="none", markeredgecolor=PAPER_COLOUR, markersize=5)

@@ -22,6 +22,7 @@ Nothing here writes files except :func:`write_report`.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import json
 import re
@@ -30,10 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import write_text
-from harness.reporting.claim_text import number
+from harness.errors import HarnessError
+from harness.reporting.claim_text import number, outcome_note
 from harness.reporting.correction import Analysis, correct_json_rows
 from harness.reporting.figures import css_width
 from harness.reporting.forest import STEM as FOREST_STEM
+from harness.reporting.outcomes import DEFAULT_EFFECT, parse_effect
 from harness.reporting.report_provenance import plural, provenance_html
 from harness.reporting.tables.model import OURS_MARK, Line, RenderedTable, Text
 
@@ -159,9 +162,11 @@ def _written_analysis(data: Mapping[str, Any]) -> Analysis | None:
             correction=written.get("correction", "none"),
             family=written.get("family", "table"),
             sequential=written.get("test") == "sequential",
+            effect=parse_effect(str(written.get("effect") or DEFAULT_EFFECT)),
+            max_seeds=written["max_seeds"] if isinstance(written.get("max_seeds"), int) else None,
             **({"mixture_c": float(written["mixture_c"])} if written.get("mixture_c") else {}),
         )
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, HarnessError):
         return None
 
 
@@ -189,8 +194,8 @@ def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
         return None
     analysis = _written_analysis(data)
     if correction is not None:
-        sequential = analysis is not None and analysis.sequential
-        analysis = Analysis(correction.correction, correction.family, sequential)
+        kept = analysis if analysis is not None else Analysis()
+        analysis = dataclasses.replace(kept, correction=correction.correction, family=correction.family)
         rows = correct_json_rows(rows, analysis)
     label = _esc(analysis.label if analysis is not None else "none")
     interval = analysis.interval if analysis is not None else "95% CI"
@@ -213,7 +218,7 @@ def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
             if r.get("same_as")
             else ""
         )
-        corrected = _esc(str(r.get("verdict_corrected", r.get("verdict", ""))))
+        corrected = _esc(str(r.get("outcome") or r.get("verdict_corrected") or r.get("verdict", "")))
         named = r.get("label")
         pair = f'<span class="pair">{_esc(str(named))}</span>' if named else ""
         body.append(
@@ -229,7 +234,8 @@ def _claims_table(data: Any, correction: Analysis | None = None) -> str | None:
     note = (
         "<p>Each row names the two cells it compares (better &gt; worse, as the paper has them) and the "
         "score. Measured &Delta;: mean of per-seed paired differences (better &minus; worse, same seed on "
-        f"both sides); interval: {test}; p adj. and the second verdict: {described}; MDD: smallest true "
+        f"both sides); interval: {test}; p adj. and the second verdict: {described}"
+        f"{'; ' + _esc(outcome_note(analysis)) if analysis is not None else ''}; MDD: smallest true "
         "difference the test detects with 80% power at this many seeds and spread.</p>"
     )
     return (

@@ -141,7 +141,7 @@ def p_value(diffs: Sequence[float]) -> float | None:
 
 
 SEEDS_SEARCH_MAX = 10_000
-"""The most seeds :func:`seeds_for_power` looks at; beyond it the answer is None (out of reach)."""
+"""The most seeds :func:`seeds_for_power` looks at; beyond it the answer is None."""
 
 
 def seeds_for_power(
@@ -290,11 +290,28 @@ class ClaimResult:
     """Its p-value adjusted within the family (None: no p-value, or not corrected)."""
     corrected: Verdict | None = None
     """The verdict after the correction (None: not corrected; the raw verdict stands)."""
+    shape: str = ""
+    """Why its paired differences do not look normal (:func:`harness.reporting.shape.shape_flag`),
+    else empty."""
+    sign_flip: float | None = None
+    """Where :attr:`shape` is set: the sign-flip p-value of its differences (assumes no normality)."""
+    open_outcome: str = ""
+    """What it is where not decided: ``ruled out``, ``not enough seeds``, ``undecided`` or
+    ``inconclusive`` (:mod:`harness.reporting.outcomes`; empty: not judged)."""
 
     @property
     def corrected_verdict(self) -> Verdict:
         """The verdict after correction, or the raw one where no correction was applied."""
         return self.corrected if self.corrected is not None else self.summary.verdict
+
+    @property
+    def outcome(self) -> str:
+        """The corrected verdict where it holds or is reversed, else :attr:`open_outcome` (else the
+        corrected verdict)."""
+        verdict = self.corrected_verdict
+        if verdict in ("holds", "reversed") or not self.open_outcome:
+            return verdict
+        return self.open_outcome
 
 
 def seed_values(
@@ -324,8 +341,12 @@ def evaluate(
     summariser: Summariser = summarise,
 ) -> ClaimResult:
     """Pair the two cells' per-seed values and summarise (``reason`` marks a claim not measured here)."""
+    from harness.reporting.shape import shape_flag, sign_flip_p
+
     paired = pair_by_seed(better, worse)
     summary = summariser(paired.diffs)
     if reason:
-        summary = Summary(0, None, None, None, None, "not run", None)
-    return ClaimResult(claim, paired, summary, reason)
+        return ClaimResult(claim, paired, Summary(0, None, None, None, None, "not run", None), reason)
+    shape = shape_flag(paired.seeds, paired.diffs)
+    flip = sign_flip_p(paired.diffs) if shape else None
+    return ClaimResult(claim, paired, summary, reason, shape=shape, sign_flip=flip)

@@ -1,7 +1,8 @@
 """harness.grid.rounds with harness.reporting.decisions: ``harness grid --until-decided`` end to end
 with a fast fake trainer (no Ray): rounds of seeds for undecided claims only, a claim with a true
-difference decided, one without stopped as futile, run ids that do not depend on the round, a budget
-never exceeded, the dry run's plan, and the claims reporter reading the sequential design."""
+difference decided, one without stopped as out of reach of the seeds, run ids that do not depend on
+the round, a budget never exceeded, the dry run's plan, and the claims reporter reading the
+sequential design."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from harness.grid.cost import CostModel
 from harness.grid.plan import expand
 from harness.grid.progress import GridReport
 from harness.grid.rounds import SEQUENTIAL_FILE, next_seeds, schedule
-from harness.reporting.decisions import parse_effect
+from harness.reporting.outcomes import parse_effect
 from harness.specs.parse import load_table_spec
 from harness.store.record import new_record
 from harness.store.run_store import RunStore
@@ -109,23 +110,24 @@ def _seeds(store: RunStore, cells: dict[str, str]) -> dict[str, list[int]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
-def test_rounds_decide_the_real_claim_and_stop_the_futile_one(
+def test_rounds_decide_the_real_claim_and_stop_the_one_out_of_reach(
     setup: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["grid", setup["spec"], *setup["args"], "--until-decided", "--max-seeds", "12"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "claims before the first round: undecided 2" in out
+    assert "claims before the first round: decided 0, ruled out 0, not enough seeds 0, undecided 2" in out
     assert "round 1: seeds up to 5 for 2 undecided claim(s): 15 run(s)" in out
     state = json.loads((setup["runs"] / SEQUENTIAL_FILE).read_text())
     assert state["design"]["test"] == "sequential" and state["design"]["correction"] == "holm"
     claims = {c["text"]: c for c in state["claims"]}
     assert claims["Strong beats Base"]["state"] == "decided"
     assert claims["Strong beats Base"]["verdict_corrected"] == "holds"
-    assert claims["Null beats Base"]["state"] == "futile"
+    assert claims["Null beats Base"]["state"] == "not enough seeds"
+    assert "lower bound" in claims["Null beats Base"]["detail"]
     seeds = _seeds(RunStore(setup["runs"]), setup["cells"])
-    # the futile claim's own cell stopped after the first round; the decided claim's cells went on
-    # only until it was decided, and never past --max-seeds
+    # the claim the seeds cannot reach: its own cell stopped after the first round; the decided
+    # claim's cells went on only until it was decided, and never past --max-seeds
     assert seeds["Null"] == list(range(42, 47))
     rounds = [r["seeds"] for r in state["rounds"]]
     assert rounds == schedule(5, 12)[: len(rounds)] and len(rounds) >= 2
@@ -164,6 +166,11 @@ def test_the_budget_is_never_exceeded(setup: dict[str, Any], capsys: pytest.Capt
     assert main([*args, "--budget", f"{budget_h:.6f}"]) == 0
     out = capsys.readouterr().out
     assert "stopped: the budget" in out
+    state = json.loads((setup["runs"] / SEQUENTIAL_FILE).read_text())
+    open_ = [c for c in state["claims"] if c["state"] not in ("decided", "ruled out")]
+    assert open_ and all(c["state"] == "not enough seeds" for c in open_)  # none left "undecided"
+    assert any(str(c["detail"]).startswith("the budget (") for c in open_)
+    assert state["counts"]["undecided"] == 0
     ran = [run for batch in setup["started"] for run in batch]
     configs = {
         c.run_id(): c

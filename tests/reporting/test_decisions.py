@@ -3,12 +3,15 @@ the power lines."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from harness.errors import ConfigError
 from harness.reporting.correction import Analysis, correct
-from harness.reporting.decisions import Effect, claim_states, decision_of, parse_effect, power_lines
-from harness.reporting.sequential import sequential_summary
+from harness.reporting.decisions import claim_states, decision_of, power_lines
+from harness.reporting.outcomes import Effect, parse_effect
+from harness.reporting.sequential import sequential_seeds_for_power, sequential_summary
 from harness.reporting.statistics import ClaimResult, pair_by_seed
 from harness.specs.claim import Claim
 
@@ -36,17 +39,44 @@ def test_states() -> None:
     states = {s.result.claim.text: s for s in claim_states(results, Effect(), 20, SEQUENTIAL)}
     assert {k: s.state for k, s in states.items()} == {
         "strong": "decided",
-        "tiny": "futile",
-        "noisy": "futile",
+        "tiny": "ruled out",
+        "noisy": "not enough seeds",
         "open": "undecided",
         "new": "undecided",
     }
-    assert states["tiny"].why == "ruled out" and states["noisy"].why == "out of reach"
-    assert claim_states(results, Effect(), 5, SEQUENTIAL)[3].state == "max seeds"
+    # judged at its measured mean (0.26, above the effect 0.05), on the sd's lower bound (0.97)
+    assert states["tiny"].detail == ""
+    assert re.fullmatch(
+        r"needs \d+ seeds at 0\.26 even at sd 0\.97 \(its 90% lower bound\)", states["noisy"].detail
+    )
+    at_most = claim_states(results, Effect(), 5, SEQUENTIAL)[3]
+    assert (at_most.state, at_most.detail) == ("not enough seeds", "has all 5 seeds")
     decision = decision_of(list(states.values()))
     assert [n.label for n in decision.needs] == ["t1: open", "t1: new"]  # known needs first
-    assert decision.counts == {"decided": 1, "futile": 2, "undecided": 2}
+    assert decision.counts == {"decided": 1, "ruled out": 1, "not enough seeds": 1, "undecided": 2}
     assert all(len(n.cells) == 2 for n in decision.needs)
+    assert not any("futile" in line or "out of reach" in line for line in decision.lines)
+
+
+def test_a_grid_stopped_by_its_budget_leaves_its_open_claims_short_of_seeds() -> None:
+    results = correct([_result("t1", "open", [0.3, 0.8, -0.1, 0.6, 0.2], delta=2.0)], SEQUENTIAL)
+    why = "the budget (2 trial-h: the next round does not fit)"
+    (state,) = claim_states(results, Effect(), 20, SEQUENTIAL, stopped=why)
+    assert (state.state, state.detail) == ("not enough seeds", why)
+    assert state.to_json()["detail"] == why and state.to_json()["state"] == "not enough seeds"
+
+
+def test_not_enough_seeds_is_judged_on_the_lower_bound_of_the_sd() -> None:
+    """A claim whose first five seeds happen to scatter a little more than its true spread: on the
+    sample sd the sequence would need more than 20 seeds at the effect, on the sd's 90 % lower bound
+    it would not, so it stays undecided (and gets the seeds that may decide it)."""
+    diffs = [1.9, -0.2, 1.6, 0.1, 1.1]  # mean 0.9, sd 0.9; effect 0.9 (half a paper delta of 1.8)
+    results = correct([_result("t1", "c", diffs, delta=1.8)], SEQUENTIAL)
+    s = results[0].summary
+    assert s.sd is not None
+    assert (sequential_seeds_for_power(0.9, s.sd) or 0) > 20  # on the sample sd: beyond 20 seeds
+    (state,) = claim_states(results, Effect(), 20, SEQUENTIAL)
+    assert state.state == "undecided"
 
 
 def test_a_repeat_open_in_another_family_keeps_the_comparison_open() -> None:
@@ -65,6 +95,10 @@ def test_parse_effect() -> None:
     assert parse_effect("50%").share == 0.5 and parse_effect("0.2").points == 0.2
     assert Effect(points=0.2, share=None).text == "0.2 points"
     assert Effect().text == "50% of the paper's delta"
+    for effect in (Effect(), Effect(points=0.3, share=None), Effect(share=0.125)):
+        assert (
+            parse_effect(effect.text) == effect == parse_effect(effect.argument)
+        )  # as sequential.json has it
     for bad in ("0", "-3", "abc", "0%", "2000%", "nan"):
         with pytest.raises(ConfigError, match="--effect"):
             parse_effect(bad)

@@ -39,7 +39,12 @@ def test_the_forest_x_range_is_the_measured_one_and_verdicts_have_shapes(night_c
     beyond = [t.get_text() for t in ax.texts if t.get_text().startswith("paper ")]
     assert "paper +15.22 \u2192" in beyond  # a delta beyond the range: its value in the margin
     markers = {line.get_marker() for line in ax.get_lines() if line.get_linestyle() == "None"}
-    assert {VERDICT_STYLE[v][1] for v in ("holds", "reversed", "inconclusive")} <= markers
+    outcomes = {r.outcome for r in table5}
+    assert {"holds", "reversed", "ruled out"} <= outcomes  # the night's Table 5 has each
+    assert {VERDICT_STYLE[v][1] for v in ("holds", "reversed", "ruled out")} <= markers
+    legend = [t.get_text() for t in ax.figure.legends[0].get_texts()]
+    assert "ruled out: mean, 95% CI" in legend and not any("inconclusive" in t for t in legend)
+    assert len({VERDICT_STYLE[v][1] for v in VERDICT_STYLE}) == len(VERDICT_STYLE) - 1  # circle: two names
     figure = draw_forest(table5, "night")
     assert not ax.get_title() and figure._suptitle is None  # type: ignore[attr-defined]  # caption: LaTeX, report
 

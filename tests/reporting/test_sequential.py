@@ -13,12 +13,11 @@ from scipy import integrate, stats
 
 from harness.reporting.sequential import (
     MIXTURE_C,
-    OUT_OF_REACH,
-    RULED_OUT,
     anytime_p,
+    cannot_reach,
     confidence_sequence,
-    futility,
     mixture_ratios,
+    sd_lower_bound,
     sequential_critical,
     sequential_seeds_for_power,
     sequential_summary,
@@ -163,16 +162,25 @@ def test_with_a_true_difference_it_decides() -> None:
     assert fixed is not None and fixed < planned  # the price of looking whenever one likes
 
 
-def test_futility() -> None:
-    small = summarise([0.01, -0.02, 0.015, 0.0, -0.01, 0.005, 0.01])
+def test_cannot_reach() -> None:
     inside = sequential_summary([0.01, -0.02, 0.015, 0.0, -0.01, 0.005, 0.01])
-    assert futility(inside, effect=1.0, max_seeds=20) == RULED_OUT  # the sequence lies inside +-1
-    assert futility(inside, effect=0.001, max_seeds=20) == OUT_OF_REACH
+    assert not cannot_reach(inside, effect=1.0, max_seeds=20)  # ruled out is the outcomes' word, not this
+    assert cannot_reach(inside, effect=0.001, max_seeds=20)
     noisy = sequential_summary([1.0, -1.5, 2.0, -0.5, 0.3])
-    assert futility(noisy, effect=0.1, max_seeds=20) == OUT_OF_REACH
-    assert futility(noisy, effect=0.1, max_seeds=10_000) is None
+    assert cannot_reach(noisy, effect=0.1, max_seeds=20)
+    assert not cannot_reach(noisy, effect=0.1, max_seeds=10_000)
+    assert cannot_reach(noisy, effect=10.0, max_seeds=5)  # it has every seed it may get
     # a measured difference larger than the effect is judged on itself
     strong = sequential_summary([1.0, 1.3, 0.7, 1.2, 0.2])
-    assert futility(strong, effect=0.01, max_seeds=30) is None
-    assert futility(sequential_summary([0.5]), effect=1.0, max_seeds=5) is None
-    assert small.sd is not None
+    assert not cannot_reach(strong, effect=0.01, max_seeds=30)
+    assert not cannot_reach(sequential_summary([0.5]), effect=1.0, max_seeds=5)
+
+
+@pytest.mark.parametrize("n", [2, 5, 12, 40])
+def test_the_sd_bound_covers_the_true_sd_nine_times_in_ten(n: int) -> None:
+    """sd * sqrt((n-1)/chi2_{0.9,n-1}) is below the true sd with probability 0.9 for normal data."""
+    rng = np.random.default_rng(n)
+    x = rng.normal(0.0, 2.0, size=(20_000, n))
+    bounds = [sd_lower_bound(float(sd), n) for sd in x.std(axis=1, ddof=1)]
+    assert abs(float(np.mean(np.array(bounds) < 2.0)) - 0.9) < 0.01  # 20,000 draws: sd of the share 0.002
+    assert sd_lower_bound(1.0, 1) == 0.0 and sd_lower_bound(0.0, 5) == 0.0

@@ -13,10 +13,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
 from harness.cli import main
 from harness.reporting.claims import HEADER as CLAIMS_HEADER
+from harness.reporting.claims import build_claims
+from harness.reporting.correction import Analysis
+from harness.reporting.decisions import STATES, claim_states
+from harness.reporting.outcomes import parse_effect
+from harness.specs.find import load_table_specs
+from harness.store.run_store import RunStore
 from tests.doc_numbers import demo_averages
 from tests.helpers import NIGHT, REPO_ROOT
 
@@ -103,11 +110,13 @@ def test_the_night_page_quotes_the_corrected_counts() -> None:
         v: sum(c["verdict_corrected"] == v for c in distinct) for v in ("holds", "reversed", "inconclusive")
     }
     page = " ".join((REPO_ROOT / "docs" / "night.md").read_text(encoding="utf-8").split())
+    outcome = {v: sum(c["outcome"] == v for c in distinct) for v in ("ruled out", "inconclusive")}
     quoted = (
-        f"{count['holds']} hold, {count['reversed']} are reversed and {count['inconclusive']} are "
-        "inconclusive"
+        f"{count['holds']} hold, {count['reversed']} are reversed and {count['inconclusive']} are not "
+        f"decided: {outcome['ruled out']} ruled out"
     )
     assert quoted in page, quoted
+    assert f"and {outcome['inconclusive']} inconclusive (the second verdict column" in page
 
 
 def test_the_until_decided_slice_is_its_records_its_state_and_the_claims_they_give(
@@ -138,6 +147,24 @@ def test_the_until_decided_slice_is_its_records_its_state_and_the_claims_they_gi
     assert "95% CS" in fresh  # tested with the confidence sequence, not the fixed interval
 
     page = " ".join(PAGE.read_text(encoding="utf-8").split())
-    counts = state["counts"]
+    counts = state["counts"]  # as the grid wrote them, in the words of its day
     quoted = f"decided {counts['decided']}, futile {counts['futile']}, undecided {counts['undecided']}"
     assert f"after it: {quoted}" in page, quoted
+    # the same records under today's rule (claims_cmd reads effect and most seeds from the state)
+    design = state["design"]
+    effect = parse_effect(design["effect"])
+    analysis = Analysis(
+        sequential=True, mixture_c=design["mixture_c"], effect=effect, max_seeds=design["max_seeds"]
+    )
+    specs = load_table_specs(manifest["specs"])
+    results = build_claims(
+        [s for s in specs if s.claims],
+        RunStore(store),
+        "night",
+        overrides=manifest["overrides"],
+        data_root=data_root,
+        analysis=analysis,
+    )
+    now = Counter(s.state for s in claim_states(results, effect, design["max_seeds"], analysis))
+    today = ", ".join(f"{word} {now[word]}" for word in STATES)
+    assert f"the same records give: {today}" in page, today
