@@ -3,16 +3,18 @@
     import harness.results
     df = harness.results.load("docs/night/runs", specs=["cpu_demo"], profile="night",
                               overrides={"precision": "bf16", "eval_precision": "bf16"})
-    df.query("group == 'sts' and task == 'avg'").groupby(["spec", "row"]).score.agg(["mean", "std"])
+    df.query("group == 'sts' and task == 'avg'").groupby(["spec", "paper_row"]).score.agg(["mean", "std"])
 
-:func:`load` gives one line per score: which table and row a run belongs to (``spec``, ``row``: the
-row label the tables print, or a sweep cell ``label [vary=value]``), what it ran (``method``,
-``parameters``, ``seed``, ``profile``, ``model``, ``run_id``) and the score (``group``: ``sts``,
-``transfer`` or ``dev``; ``task``: ``STS12`` ... ``avg``, ``MR`` ..., or ``STS-B dev``; ``score``:
-percent, unrounded). Grouped by ``(spec, row)`` it gives the tables' cells; grouped by ``method``
-alone it mixes every configuration of a method, which is why the rows are named. A run that several
-tables show (a shared baseline) is one line per table and row; without ``specs`` every finished
-record is listed once, ``spec`` and ``row`` empty.
+:func:`load` gives one line per score: which table and row a run belongs to (``spec``,
+``paper_row``: the row label the tables print, the paper's name, or a sweep cell
+``label [vary=value]``), the encoder it trained (``measured``: ``all-MiniLM-L6-v2`` where the paper's
+row says BERT-base), what it ran (``method``, ``parameters``, ``seed``, ``profile``, ``model``,
+``run_id``) and the score (``group``: ``sts``, ``transfer`` or ``dev``; ``task``: ``STS12`` ...
+``avg``, ``MR`` ..., or ``STS-B dev``; ``score``: percent, unrounded). Grouped by
+``(spec, paper_row)`` it gives the tables' cells; grouped by ``method`` alone it mixes every
+configuration of a method, which is why the rows are named. A run that several tables show (a
+shared baseline) is one line per table and row; without ``specs`` every finished record is listed
+once, ``spec`` and ``paper_row`` empty.
 
 :func:`write_mteb` writes the same records in MTEB's result format (:mod:`harness.reporting.mteb`).
 
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
 
 COLUMNS: tuple[str, ...] = (
     "spec",
-    "row",
+    "paper_row",
+    "measured",
     "method",
     "parameters",
     "seed",
@@ -47,6 +50,13 @@ COLUMNS: tuple[str, ...] = (
 
 DEV_TASK = "STS-B dev"
 """The ``task`` of a run's best STS-B dev score (``group`` ``dev``), the checkpoint it kept."""
+
+
+def _measured(model: Any) -> str | None:
+    """The encoder a run trained, as the outputs name it (``all-MiniLM-L6-v2``)."""
+    from harness.reporting.tables.model import encoder_name
+
+    return encoder_name(str(model)) if model else None
 
 
 def _parameters(params: Mapping[str, Any]) -> str:
@@ -152,7 +162,8 @@ def load(
         config = record.get("config") or {}
         common = {
             "spec": spec,
-            "row": row,
+            "paper_row": row,
+            "measured": _measured(config.get("model")),
             "method": config.get("method"),
             "parameters": _parameters(config.get("params") or {}),
             "seed": config.get("seed"),

@@ -1,4 +1,4 @@
-"""``harness.results``: run records as a tidy DataFrame whose (spec, row) groups are the tables' cells;
+"""``harness.results``: run records as a tidy DataFrame whose (spec, paper_row) groups are the tables' cells;
 importing the harness does not load it (nor pandas). (``harness results``:
 tests/commands/test_results_cmd.py.)"""
 
@@ -25,7 +25,9 @@ def test_the_dataframe_groups_into_the_tables_cells(data_root: Path) -> None:
     )
     assert tuple(df.columns) == results.COLUMNS
     assert set(df["spec"]) == {"cpu_demo"} and df["seed"].notna().all()
-    avg = df[(df.group == "sts") & (df.task == "avg")].groupby("row").score.agg(["mean", "std", "count"])
+    avg = (
+        df[(df.group == "sts") & (df.task == "avg")].groupby("paper_row").score.agg(["mean", "std", "count"])
+    )
     rendered = demo_averages((NIGHT / "tables" / "tables.md").read_text(encoding="utf-8"))
     rows = {
         "SimCSE": "SimCSE-BERT-base",
@@ -36,7 +38,8 @@ def test_the_dataframe_groups_into_the_tables_cells(data_root: Path) -> None:
         line = avg.loc[rows[method]]
         assert f"{line['mean']:.2f}" == mean and f"{line['std']:.2f}" == sd and line["count"] == 5
     # a method's configurations stay apart: its row and parameters say which one
-    assert df.groupby("row")["parameters"].nunique().max() == 1
+    assert df.groupby("paper_row")["parameters"].nunique().max() == 1
+    assert set(df["measured"]) == {"all-MiniLM-L6-v2"}  # what ran, where the paper's rows say BERT-base
     dev = df[df.group == "dev"]
     assert set(dev.task) == {results.DEV_TASK} and len(dev) == 15
 
@@ -46,7 +49,7 @@ def test_a_run_two_tables_show_is_a_line_for_each(data_root: Path) -> None:
         NIGHT / "runs", ["cpu_demo", "simcsepp_table3"], "night", overrides=OVERRIDES, data_dir=data_root
     )
     shared = df[(df.method == "simcse") & (df.task == "avg") & (df.group == "sts")]
-    assert set(zip(shared.spec, shared.row, strict=True)) >= {
+    assert set(zip(shared.spec, shared.paper_row, strict=True)) >= {
         ("cpu_demo", "SimCSE-BERT-base"),
         ("simcsepp_table3", "SimCSE-BERT-base"),
         ("simcsepp_table3", "SimCSE-SBERT-base"),

@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="csv",
         type=closed_choice("format", FORMATS),
         choices=FORMATS,
-        help="csv (default): spec, row, method, parameters, seed, group, task, score, ...; mteb: one "
-        "folder per run with model_meta.json and a TaskResult JSON per STS task",
+        help="csv (default): spec, paper_row, measured, method, parameters, seed, group, task, score, ...; "
+        "mteb: one folder per run with model_meta.json and a TaskResult JSON per STS task",
     )
     parser.add_argument(
         "--spec",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,26 @@ MINUS = "\u2212"
 
 PAPER_CITATIONS = {"WhitenedCSE": "Zhuo et al., ACL 2023", "SimCSE++": "Xu et al., EMNLP 2023"}
 """Author and venue of the papers whose tables the specs cite (``cites = "<paper> Table <n>"``)."""
+
+
+PAPER_ENCODER = re.compile(r"-((?:S?BERT|RoBERTa)-(?:base|large))\b")
+"""The paper's encoder in a row label (``SimCSE-BERT-base``, ``SimCSE++-SBERT-base``)."""
+
+
+def measured_pair(pair: str, encoder: str) -> str:
+    """A pair as measured: the paper's encoder in its row names replaced by the one that was run
+    (``WhitenedCSE-BERT-base > SimCSE-BERT-base`` measured on all-MiniLM-L6-v2 reads
+    ``WhitenedCSE > SimCSE (all-MiniLM-L6-v2, paper: BERT-base)``); unchanged where the rows name
+    no encoder or the one measured."""
+    named = list(dict.fromkeys(PAPER_ENCODER.findall(pair)))
+    if not named or named == [encoder]:
+        return pair
+    return f"{PAPER_ENCODER.sub('', pair)} ({encoder}, paper: {', '.join(named)})"
+
+
+def measured_on(results: Sequence[ClaimResult]) -> str:
+    """The encoders the claims' runs used, for a heading (``all-MiniLM-L6-v2``), or empty."""
+    return ", ".join(sorted({r.encoder for r in results if r.encoder}))
 
 
 def number(value: float | None, sign: bool = True) -> str:
@@ -160,6 +181,8 @@ __all__ = [
     "flagged",
     "heading",
     "interval_text",
+    "measured_on",
+    "measured_pair",
     "number",
     "outcome_note",
     "p_text",

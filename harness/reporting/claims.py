@@ -25,6 +25,8 @@ from harness.reporting.claim_text import (
     VERDICT_TEXT,
     claim_rows,
     heading,
+    measured_on,
+    measured_pair,
     number,
     outcome_note,
     p_text,
@@ -35,6 +37,8 @@ from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis, correct
 from harness.reporting.forest import write_forests
 from harness.reporting.statistics import ClaimResult, evaluate, seed_values
 from harness.reporting.tables.build import index_records
+from harness.reporting.tables.model import encoder_name
+from harness.specs.claim import Claim
 
 if TYPE_CHECKING:
     from harness.specs.model import TableSpec
@@ -63,6 +67,7 @@ def build_claims(
             reasons: list[str] = []
             groups: list[str] = []
             fixed: list[bool] = []
+            encoder = ""
             for key in (claim.better, claim.worse):
                 cell = cells.get((spec.name, key))
                 if cell is None or cell.state != "run":
@@ -76,7 +81,13 @@ def build_claims(
                 values.append(seed_values(runs, spec.scores, claim.column, spec.sts_aggregate))
             if not reasons:
                 values = _broadcast_untrained(values, fixed)
+                both = [cells[(spec.name, k)] for k in (claim.better, claim.worse)]
+                encoders = {encoder_name(c.configs[0].model) for c in both if c.configs}
+                encoder = encoders.pop() if len(encoders) == 1 else ""
+                claim = _as_measured(claim, encoder)
             result = evaluate(claim, values[0], values[1], "; ".join(reasons), analysis.summariser())
+            if encoder:
+                result = dataclasses.replace(result, encoder=encoder)
             if not reasons:  # the same runs compared on the same score: a repeat, counted once
                 comparison = (*groups, spec.scores, claim.column, spec.sts_aggregate)
                 result = dataclasses.replace(result, comparison=comparison)
@@ -86,6 +97,16 @@ def build_claims(
                     seen[comparison] = f"{spec.name}: {claim.label}"
             out.append(result)
     return correct(out, analysis)
+
+
+def _as_measured(claim: Claim, encoder: str) -> Claim:
+    """The claim with its pair naming the encoder its cells run (:func:`measured_pair`), the paper's
+    pair kept in ``paper_pair``; as it is where the two cells run different encoders (``encoder``
+    empty)."""
+    if not encoder or not claim.pair:
+        return claim
+    pair = measured_pair(claim.pair, encoder)
+    return claim if pair == claim.pair else dataclasses.replace(claim, pair=pair, paper_pair=claim.pair)
 
 
 def _broadcast_untrained(values: list[dict[int, float]], fixed: list[bool]) -> list[dict[int, float]]:
@@ -162,6 +183,7 @@ def render_markdown(
     lines = [
         f"# Claims under profile {profile}",
         "",
+        *([f"Measured on {measured_on(results)}.", ""] if measured_on(results) else []),
         "Compared = the two cells (better > worse, as the paper has them) and the score; measured = mean of "
         "per-seed paired differences (better \u2212 worse, same seed on both sides); "
         f"{_interval_note(analysis)}; holds / reversed = the interval excludes 0 on the claimed / the "
@@ -202,6 +224,8 @@ def to_json(
                 "text": r.claim.text,
                 "label": r.claim.label,
                 "pair": r.claim.pair,
+                "paper_pair": r.claim.paper_pair or None,
+                "encoder": r.encoder or None,
                 "metric": r.claim.metric,
                 "better": r.claim.better,
                 "worse": r.claim.worse,

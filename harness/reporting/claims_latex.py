@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from harness.reporting.claim_text import MINUS, claim_rows, heading, outcome_note, shape_notes
+from harness.reporting.claim_text import MINUS, claim_rows, heading, measured_on, outcome_note, shape_notes
 from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis
 from harness.reporting.latex_text import latex_text
 from harness.reporting.statistics import ClaimResult
@@ -118,6 +118,11 @@ COLUMNS = 9
 """Columns of claims.tex: claim, paper, measured, interval, n, verdict, adj. p, corrected, MDD."""
 
 
+def _on(results: Sequence[ClaimResult]) -> str:
+    """`` of all-MiniLM-L6-v2`` for the caption: the encoder the runs used."""
+    return f" of {_tex(measured_on(results))}" if measured_on(results) else ""
+
+
 def render_latex(results: Sequence[ClaimResult], profile: str, analysis: Analysis = DEFAULT_ANALYSIS) -> str:
     """Booktabs ``table*`` floats of the claims, grouped under their paper table, at footnotesize type
     with the claim text wrapping and every row naming its pair and score; a list longer than a page
@@ -134,8 +139,9 @@ def render_latex(results: Sequence[ClaimResult], profile: str, analysis: Analysi
     ]
     for i, chunk in enumerate(chunks):
         caption = (
-            f"Claims of the papers tested on paired seeds, profile {_tex(profile)}. Each row names the two "
-            "cells it compares (better $>$ worse, as the paper has them) and the score. Measured $\\Delta$: "
+            f"Claims of the papers tested on paired seeds{_on(results)}, profile {_tex(profile)}. Each "
+            "row names the two cells it compares (better $>$ worse, as the paper has them) and the score. "
+            "Measured $\\Delta$: "
             f"mean per-seed difference (better $-$ worse); {interval}: {_tex(analysis.test)}; "
             f"adj.\\ $p$ and Corrected: {_tex(analysis.described)}; in Corrected, "
             f"{_tex(outcome_note(analysis))}; MDD: smallest difference "

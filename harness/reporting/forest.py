@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
 from harness.removal import Shape, remove_owned
-from harness.reporting.claim_text import MINUS, heading, number
+from harness.reporting.claim_text import MINUS, heading, measured_on, number
 from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis
 from harness.reporting.figures import TEX_HEADER, beside, save_png_pdf
 from harness.reporting.latex_text import latex_text
@@ -104,8 +104,10 @@ def forest_caption(
     """The caption of one table's forest plot (plain text)."""
     metrics = sorted({r.claim.metric for r in results if r.claim.metric})
     score = f" on {', '.join(metrics)}" if metrics else ""
+    encoder = f" of {measured_on(results)}" if measured_on(results) else ""
     return (
-        f"Claims of {heading(results[0].claim)}, tested on paired seeds (profile {profile}): for each pair "
+        f"Claims of {heading(results[0].claim)}, tested on paired seeds{encoder} (profile {profile}): "
+        "for each pair "
         f"of cells (better > worse), the mean per-seed difference{score} and its {analysis.interval} "
         f"({analysis.test}); marker and colour give the verdict (triangle up: holds, triangle down: "
         f"reversed, {_open_markers(analysis)}), an open marker a verdict that does not stand after "

@@ -295,6 +295,8 @@ class ClaimResult:
     else empty."""
     sign_flip: float | None = None
     """Where :attr:`shape` is set: the sign-flip p-value of its differences (assumes no normality)."""
+    encoder: str = ""
+    """The encoder its two cells ran (display name), where they ran one; else empty."""
     open_outcome: str = ""
     """What it is where not decided: ``ruled out``, ``not enough seeds``, ``undecided`` or
     ``inconclusive`` (:mod:`harness.reporting.outcomes`; empty: not judged)."""

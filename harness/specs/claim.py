@@ -23,6 +23,8 @@ class Claim:
         metric: the compared score in words (``STS avg``, ``transfer avg``, ``STS-B dev``, ``MR``).
         cites: the paper table the claim comes from (``WhitenedCSE Table 4``).
         title: the spec's title.
+        paper_pair: the pair as the paper's rows name it, where :attr:`pair` names the encoder that
+            was measured instead (:func:`harness.reporting.claims.build_claims`); else empty.
     """
 
     spec: str
@@ -36,6 +38,7 @@ class Claim:
     metric: str = ""
     cites: str = ""
     title: str = ""
+    paper_pair: str = ""
 
     @property
     def label(self) -> str:

@@ -60,12 +60,20 @@ def test_claims_command_renders_a_three_seed_grid(corpus_root: Path, tmp_path: P
     assert main([*args[:2], "simcsepp_table3", *args[2:], "--out", str(both)]) == 0
     claims = json.loads((both / "claims.json").read_text(encoding="utf-8"))["claims"]
     repeats = {(c["spec"], c["better"]): c["same_as"] for c in claims if c["same_as"]}
-    first = "cpu_demo: SimCSE++-BERT-base > SimCSE-BERT-base on STS avg"
+    # the pair names the encoder that ran, the paper's rows beside it
+    first = "cpu_demo: SimCSE++ > SimCSE (random tiny encoder, paper: BERT-base) on STS avg"
     assert repeats == {
         ("simcsepp_table3", "SimCSE++-BERT-base"): first,
         ("simcsepp_table3", "SimCSE++-SBERT-base"): first,
     }
+    table3 = {c["better"]: c for c in claims if c["spec"] == "simcsepp_table3"}
+    assert (
+        table3["SimCSE++-SBERT-base"]["pair"] == "SimCSE++ > SimCSE (random tiny encoder, paper: SBERT-base)"
+    )
+    assert table3["SimCSE++-SBERT-base"]["paper_pair"] == "SimCSE++-SBERT-base > SimCSE-SBERT-base"
+    assert {c["encoder"] for c in claims if c["n"]} == {"random tiny encoder"}
     md = (both / "claims.md").read_text(encoding="utf-8")
+    assert "\nMeasured on random tiny encoder.\n" in md
     assert f"Totals over {len(claims) - 2} distinct comparisons: " in md and "| reversed (repeat) |" in md
 
 
