@@ -35,7 +35,12 @@ def _tex_number(text: str) -> str:
 
 CLAIM_COLUMN = r"p{0.27\linewidth}"
 """The claim column of claims.tex: it wraps, so that the table spans the page at footnotesize type."""
-FLOAT_LINES = 52
+VERDICT_COLUMN = r"p{5.3em}"
+"""The two verdict columns wrap (``inconclusive (repeat)``, ``not enough seeds`` on two lines), so that
+the night's claims print at full size across a two-column paper's page."""
+TABCOLSEP = "4pt"
+"""The space either side of a column (LaTeX's default is 6pt), for the same reason."""
+FLOAT_LINES = 47
 """Estimated lines per claims float: a longer list continues in the next float. The estimate
 (:func:`_printed_lines`) is generous: 52 of its lines fill a two-column article's page under a
 three-line caption (the night's claims print unshrunk at 7 pt, nothing too large for the page)."""
@@ -72,9 +77,9 @@ def _numbers(result: ClaimResult) -> list[str]:
             "$-$inf", "$-\\infty$"
         ),  # an unbounded end of a confidence sequence
         n,
-        _tex(verdict.split(" sign-flip")[0]),  # the p-value goes to the caption's shape notes
+        "\\raggedright " + _tex(verdict.split(" sign-flip")[0]),  # the p-value: the caption's shape notes
         _tex(adjusted),
-        _tex(corrected),
+        "\\raggedright " + _tex(corrected),
         _tex_number(mdd),
     ]
 
@@ -155,7 +160,8 @@ def render_latex(results: Sequence[ClaimResult], profile: str, analysis: Analysi
             "\\centering",
             "\\footnotesize",
             "\\setbox0=\\hbox{%",
-            f"\\begin{{tabular}}{{@{{}}{CLAIM_COLUMN}rrlrlrlr@{{}}}}",
+            f"\\setlength{{\\tabcolsep}}{{{TABCOLSEP}}}%",
+            f"\\begin{{tabular}}{{@{{}}{CLAIM_COLUMN}rrlr{VERDICT_COLUMN}r{VERDICT_COLUMN}r@{{}}}}",
             "\\toprule",
             " & ".join(cols) + " \\\\",
             "\\midrule",

@@ -234,7 +234,7 @@ def _draw_claim(ax: Any, y: float, r: ClaimResult, low: float, high: float, used
         textcoords="offset points",
         ha="left",
         va="center",
-        fontsize=7,
+        fontsize=8,
         color=PAPER_COLOUR,
         annotation_clip=False,
     )

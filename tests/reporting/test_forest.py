@@ -11,7 +11,7 @@ import pytest
 
 from harness.reporting.claim_text import MINUS
 from harness.reporting.claims import build_claims
-from harness.reporting.forest import VERDICT_STYLE, draw_forest, forest_caption, write_forests
+from harness.reporting.forest import VERDICT_STYLE, WIDTH_IN, draw_forest, forest_caption, write_forests
 from harness.specs.find import load_table_specs
 from harness.store.run_store import RunStore
 from tests.helpers import NIGHT
@@ -27,6 +27,20 @@ def test_the_forest_plot_names_each_pair_under_its_statement(night: list) -> Non
     assert "STS-B dev" in fig.axes[0].get_xlabel() and MINUS in fig.axes[0].get_xlabel()
     caption = forest_caption(group, "night")
     assert caption.startswith("Claims of SimCSE++ Table 5 (Xu et al., EMNLP 2023): Hyper-parameter search")
+
+
+def test_every_text_of_a_forest_plot_prints_at_7pt_in_a_papers_text_width(night_claims: list) -> None:
+    """A forest plot is 7 in wide; a paper prints it at its text width, 6.3 in for ACL's two columns
+    (the narrowest of the venues), so each text needs 7 * 7 / 6.3 = 7.8 pt in the figure."""
+    from matplotlib.text import Text
+
+    table5 = [r for r in night_claims if r.claim.spec == "simcsepp_table5"]
+    fig = draw_forest(table5, "night")
+    fig.canvas.draw()
+    texts = [t for t in fig.findobj(Text) if t.get_text().strip() and t.get_visible()]
+    assert any(t.get_text().startswith("paper ") for t in texts)  # the margin notes are among them
+    smallest = min(t.get_fontsize() for t in texts)
+    assert smallest * 6.3 / WIDTH_IN >= 7.0, smallest
 
 
 def test_the_forest_x_range_is_the_measured_one_and_verdicts_have_shapes(night_claims: list) -> None:

@@ -167,7 +167,8 @@ def test_every_table_prints_at_7pt_unshrunk_in_a_two_column_paper(tmp_path: Path
 
 @pytest.mark.parametrize("folder", ["demo", "night"])
 def test_the_claims_print_at_7pt_unshrunk(tmp_path: Path, data_root: Path, folder: str) -> None:
-    """claims.tex: full width, the claim text wrapping, a list longer than a page in several floats."""
+    """claims.tex: full width at full size (the claim text and the verdicts wrapping), a list longer
+    than a page in several floats."""
     from harness.reporting.claims import build_claims
     from harness.reporting.claims_latex import render_latex as render_claims
 
@@ -183,7 +184,7 @@ def test_the_claims_print_at_7pt_unshrunk(tmp_path: Path, data_root: Path, folde
     )
     tex = render_claims(results, manifest["profile"])
     printed = print_check(tex, tmp_path / "claims")
-    assert printed.problems == [] and printed.scale >= MIN_SCALE, printed
+    assert printed.problems == [] and printed.scale == 1.0, printed  # at full size, never shrunk
     assert printed.text_pt >= MIN_TEXT_PT and printed.script_pt >= MIN_SCRIPT_PT, printed
     floats = tex.count(r"\begin{table*}")
     assert floats == 1 if folder == "demo" else floats > 1, floats  # the night's 58 claims take several
