@@ -5,7 +5,10 @@ eval`` on it honours its pooling and layers, its model card says what it is, and
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,54 @@ def test_export_loads_in_transformers_and_sentence_transformers(
         return np.asarray(st.encode(batch, batch_size=len(batch), convert_to_numpy=True))
 
     assert probe(st_embed)["stsb_dev"] == pytest.approx(probe(hf_embed)["stsb_dev"], abs=1e-4)
+
+
+OTHER_SENTENCE_TRANSFORMERS = ("3.0.1", "5.1.2")
+"""The oldest supported release and the last 5.x; the installed one (6.x) is tested above."""
+
+
+@pytest.mark.parametrize("version", OTHER_SENTENCE_TRANSFORMERS)
+def test_export_loads_in_older_sentence_transformers(
+    trained: tuple[RunStore, str, Path, float], tmp_path: Path, version: str
+) -> None:
+    """The export loads in sentence-transformers 3.x and 5.x and embeds as the installed 6.x does.
+    Each release is installed (without its dependencies: this torch and transformers) into a
+    throwaway folder from the package index; where the index cannot be reached the test skips."""
+    from sentence_transformers import SentenceTransformer
+
+    store, run_id, root, _best = trained
+    out = tmp_path / "exported"
+    assert main(["export", run_id, str(out), "--runs-dir", str(store.root)]) == 0
+    target = tmp_path / f"st-{version}"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target)]
+    installed = subprocess.run(
+        [*pip, f"sentence-transformers=={version}"], capture_output=True, text=True, timeout=300
+    )
+    if installed.returncode:
+        pytest.skip(f"sentence-transformers {version} not installable here: {installed.stderr[-300:]}")
+    sentences = StsbDevProbe(senteval_dir(root)).sentences[:64]
+    (tmp_path / "sentences.json").write_text(json.dumps(sentences), encoding="utf-8")
+    script = (
+        "import json, sys, numpy as np, sentence_transformers as st\n"
+        "from sentence_transformers import SentenceTransformer\n"
+        "model = SentenceTransformer(sys.argv[1], device='cpu')\n"
+        "text = json.load(open(sys.argv[2], encoding='utf-8'))\n"
+        "np.save(sys.argv[3], model.encode(text, batch_size=len(text), convert_to_numpy=True))\n"
+        "print(st.__version__)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
+    embedded = tmp_path / "older.npy"
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(out), str(tmp_path / "sentences.json"), str(embedded)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == version  # that release, not the installed one
+    newest = SentenceTransformer(str(out), device="cpu").encode(sentences, convert_to_numpy=True)
+    np.testing.assert_allclose(np.load(embedded), newest, atol=1e-5)
 
 
 def test_export_errors_name_the_problem(
