@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 HELP = (
-    "fetch the papers' data (SentEval, the 1M Wikipedia sentences) into a data root, or check it "
-    "(every profile's corpus too)"
+    "fetch the papers' data (SentEval, the 1M Wikipedia sentences) and build the CPU profiles' nli "
+    "corpus into a data root, or check it (every profile's corpus too)"
 )
 
 
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="*",
         default=["all"],
         metavar="DATASET",
-        help="senteval, wiki1m or all (default: all)",
+        help="senteval, wiki1m, nli or all (default: all)",
     )
     parser.add_argument(
         "--data-dir",
@@ -32,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--endpoint", default=None, help="a mirror of the Hugging Face hub (default: $HF_ENDPOINT or the hub)"
     )
     parser.add_argument("--cache-dir", default=None, help="the download cache (default: the hub library's)")
+    parser.add_argument(
+        "--snli-url",
+        default=None,
+        help="a mirror of SNLI 1.0's archive for the nli corpus (the same file: it is checked)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         check_output_dir(root, "data root")
         cache = Path(args.cache_dir).expanduser() if args.cache_dir else None
-        results = fetch(root, args.datasets, endpoint=args.endpoint, cache_dir=cache)
+        results = fetch(root, args.datasets, endpoint=args.endpoint, cache_dir=cache, snli_url=args.snli_url)
     for result in results:
         for problem in result.problems[:10]:
             print(f"  {result.name}: {problem}")

@@ -1,10 +1,11 @@
 """The papers' data: where it comes from, where it goes under a data root, and what it must hash to.
 
-SimCSE's own download scripts fetch both sets from one Hugging Face dataset repository,
+SimCSE's own download scripts fetch two sets from one Hugging Face dataset repository,
 ``princeton-nlp/datasets-for-simcse``: ``senteval.tar`` (SentEval's downstream data, its
 preprocessing applied: ``SentEval/data/downstream/download_dataset.sh``) and
 ``wiki1m_for_simcse.txt`` (the 1M Wikipedia sentences the papers train on: ``data/download_wiki.sh``).
-:mod:`harness.config.fetch` downloads them; this module is the catalogue and the checks.
+:mod:`harness.config.fetch` downloads them; this module is the catalogue and the checks. The third,
+``nli`` (the CPU profiles' corpus), is built from SNLI's own archive: :mod:`harness.config.nli`.
 
 The SentEval files' SHA-256 below are those of the copy the harness's evaluation is validated
 against (SentEval's own numbers reproduced: docs/correctness.md). The Wikipedia file is checked
@@ -56,6 +57,14 @@ DATASETS: dict[str, Dataset] = {
         "corpus/wiki1m_for_simcse.txt",
         False,
         "the 1M Wikipedia sentences the papers train on (the paper profile's corpus)",
+    ),
+    "nli": Dataset(
+        "nli",
+        "snli_1.0.zip",
+        "corpus/nli-sentences.txt",
+        False,
+        "SNLI's dev and test sentences less the evaluation sets' (the cpu, demo and night profiles' "
+        "corpus), built by the data README's recipe: harness/config/nli.py",
     ),
 }
 

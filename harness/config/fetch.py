@@ -5,24 +5,41 @@ download resumes where it stopped, a file already in the cache is not downloaded
 (``HF_HUB_OFFLINE=1``, or a hub that does not answer) only the cache is read. The files come from
 :data:`harness.config.datasets.HUB_REPO`, where SimCSE's own scripts fetch them (a mirror:
 ``endpoint``). Then each one is checked (:mod:`harness.config.datasets`) and put in the data root's
-layout: ``senteval/`` unpacked from its archive, ``corpus/wiki1m_for_simcse.txt`` copied. Nothing in
-the data root is replaced by a file that fails its check.
+layout: ``senteval/`` unpacked from its archive, ``corpus/wiki1m_for_simcse.txt`` copied. ``nli``
+is built instead (:mod:`harness.config.nli`): SNLI's archive downloaded from its authors' site (or a
+mirror, ``snli_url``) into the cache, checked, and its dev and test sentences filtered against the
+data root's ``senteval/`` (fetched first). Nothing in the data root is replaced by a file that fails
+its check.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import tarfile
 import tempfile
+import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.atomic import atomic_folder, atomic_write
+from harness.atomic import atomic_folder, atomic_write, write_text
 from harness.config.datasets import DATASETS, HUB_REPO, SENTEVAL_SHA256, Dataset, check_senteval, file_sha256
 from harness.config.models import hub_offline
+from harness.config.nli import (
+    SET_SHA256,
+    SNLI_SHA256,
+    SNLI_URL,
+    SPLITS,
+    TARGET,
+    build,
+    check_corpus,
+    evaluation_sentences,
+    pairs_sentences,
+)
+from harness.config.nli import set_sha256 as sentences_sha256
 from harness.errors import ConfigError, DataError, did_you_mean
 from harness.removal import Shape
 
@@ -95,6 +112,7 @@ def fetch(
     endpoint: str | None = None,
     cache_dir: Path | None = None,
     offline: bool | None = None,
+    snli_url: str | None = None,
     log: Callable[[str], None] = print,
 ) -> list[Fetched]:
     """Download (or take from the cache), check and lay out each dataset; return what happened."""
@@ -108,6 +126,9 @@ def fetch(
         if present.ok:
             log(f"{name}: already in {data_root / dataset.target} ({present.detail})")
             results.append(present)
+            continue
+        if name == "nli":  # built, not copied
+            results.append(fetch_nli(data_root, url=snli_url or SNLI_URL, cache_dir=cache_dir, log=log))
             continue
         source = endpoint or "the Hugging Face hub"
         log(f"{name}: fetching {dataset.filename} from {source} ({dataset.description})")
@@ -130,12 +151,77 @@ def summary(data_root: Path, results: Sequence[Fetched]) -> str:
     return f"data root {data_root}: missing or wrong: " + "; ".join(f"{r.name}: {r.detail}" for r in bad)
 
 
+def fetch_nli(
+    data_root: Path,
+    *,
+    url: str = SNLI_URL,
+    archive_sha256: str = SNLI_SHA256,
+    set_sha256: str = SET_SHA256,
+    cache_dir: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> Fetched:
+    """Build ``corpus/nli-sentences.txt`` (:mod:`harness.config.nli`): SNLI's archive from ``url``
+    (or the cache), checked against ``archive_sha256``; its dev and test sentences less the data
+    root's evaluation sentences; the result checked against ``set_sha256`` before it is written.
+    A corpus already there is left alone, whatever it holds."""
+    target = data_root / TARGET
+    if target.exists():
+        ok, detail = check_corpus(target, set_sha256)
+        return Fetched("nli", ok, f"already there: {detail}")
+    senteval = _check(data_root, DATASETS["senteval"])
+    if not senteval.ok:
+        return Fetched("nli", False, "needs senteval/ in the data root first (harness data fetch senteval)")
+    log(f"nli: building {TARGET} from SNLI's dev and test splits ({url})")
+    try:
+        archive = _download_url(url, archive_sha256, cache_dir)
+    except (OSError, ValueError) as exc:
+        return Fetched("nli", False, f"SNLI's archive not downloaded: {exc}")
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            lines = [line for member in SPLITS for line in zipped.read(member).decode("utf-8").splitlines()]
+        sentences = build(pairs_sentences(lines), evaluation_sentences(data_root / "senteval"))
+    except (KeyError, ValueError, zipfile.BadZipFile) as exc:
+        return Fetched("nli", False, f"SNLI's archive could not be read: {exc}")
+    if sentences_sha256(sentences) != set_sha256:
+        return Fetched(
+            "nli",
+            False,
+            f"the recipe gave {len(sentences):,} sentences that are not the expected set: not written",
+        )
+    write_text(target, "".join(f"{s}\n" for s in sentences))
+    return Fetched("nli", True, f"built, the recipe's {len(sentences):,} sentences (verified)")
+
+
+def _download_url(url: str, expected: str, cache_dir: Path | None) -> Path:
+    """``url`` into the cache (kept there once it checks; a cached copy that checks is not
+    downloaded again); ValueError when the file is not ``expected``."""
+    import urllib.request
+
+    cache = cache_dir or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "harness"
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / url.rstrip("/").rsplit("/", 1)[-1]
+    if path.is_file() and file_sha256(path) == expected:
+        return path
+    part = path.with_name(path.name + ".part")
+    with urllib.request.urlopen(url, timeout=60) as response, part.open("wb") as out:
+        shutil.copyfileobj(response, out, 1 << 20)
+    digest = hashlib.sha256(part.read_bytes()).hexdigest()
+    if digest != expected:
+        part.unlink()
+        raise ValueError(f"{url}: sha256 {digest[:12]} is not the expected {expected[:12]}")
+    part.replace(path)
+    return path
+
+
 def _offline_by_setting() -> bool:
     return any(os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on") for var in OFFLINE_VARS)
 
 
 def _check(data_root: Path, dataset: Dataset) -> Fetched:
     target = data_root / dataset.target
+    if dataset.name == "nli":
+        ok, detail = check_corpus(target)
+        return Fetched(dataset.name, ok, detail)
     if dataset.archive:
         checked = check_senteval(target)
         problems = [f"missing {name}" for name in checked.missing]

@@ -8,6 +8,7 @@ import hashlib
 import http.server
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -127,13 +128,15 @@ def harness_data(hub: Hub, tmp_path: Path, *args: str) -> subprocess.CompletedPr
     )
 
 
-def test_fetch_lays_out_and_verifies_both_sets_and_resumes_a_cut_download(hub: Hub, tmp_path: Path) -> None:
+def test_fetch_lays_out_and_verifies_both_sets_and_resumes_a_cut_download(
+    hub: Hub, tmp_path: Path, data_root: Path
+) -> None:
     hub.cut_first_get = {"wiki1m_for_simcse.txt"}
-    done = harness_data(hub, tmp_path, "fetch")
+    done = harness_data(hub, tmp_path, "fetch", "senteval", "wiki1m")  # nli: tests/config/test_nli.py
     out = done.stdout.strip().splitlines()
     if done.returncode != 0:  # a library that does not retry in the same call: the next call resumes
         assert any("wiki1m" in line for line in out), done.stdout + done.stderr
-        done = harness_data(hub, tmp_path, "fetch")
+        done = harness_data(hub, tmp_path, "fetch", "senteval", "wiki1m")
         out = done.stdout.strip().splitlines()
     assert done.returncode == 0, done.stdout + done.stderr
     assert any(r.startswith("wiki1m_for_simcse.txt bytes=") for r in hub.ranges), hub.ranges  # resumed
@@ -145,15 +148,14 @@ def test_fetch_lays_out_and_verifies_both_sets_and_resumes_a_cut_download(hub: H
     last = out[-1]
     assert last.startswith(f"data root {data}: senteval 77 files verified; wiki1m sha256 ")
     assert "verified against the hub's" in last
-    again = harness_data(hub, tmp_path, "fetch")  # everything there: nothing downloaded again
+    again = harness_data(hub, tmp_path, "fetch", "senteval", "wiki1m")  # there: nothing downloaded again
     assert again.returncode == 0 and "already in" in again.stdout
-    check = harness_data(hub, tmp_path, "check")  # the CPU profiles' corpus, which nothing fetches
-    assert (
-        check.returncode == 1
-        and "nli-sentences: " in check.stdout
-        and "nli-sentences.txt not found" in check.stdout
-    )
+    check = harness_data(hub, tmp_path, "check")  # the CPU profiles' corpus, not fetched here
+    assert check.returncode == 1 and "nli: " in check.stdout and "nli-sentences.txt not found" in check.stdout
     (data / "corpus" / "nli-sentences.txt").write_text("a sentence .\n", encoding="utf-8")
+    check = harness_data(hub, tmp_path, "check")  # another corpus: not the recipe's sentences
+    assert check.returncode == 1 and "not the recipe's 25,374 sentences" in check.stdout
+    shutil.copy(data_root / "corpus" / "nli-sentences.txt", data / "corpus" / "nli-sentences.txt")
     check = harness_data(hub, tmp_path, "check")
     checked = check.stdout.strip().splitlines()[-1]
     assert check.returncode == 0 and checked.startswith(f"data root {data}: senteval 77 files verified; ")

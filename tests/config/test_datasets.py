@@ -42,4 +42,4 @@ def test_senteval_files_are_verified_missing_or_different(data_root: Path, tmp_p
     checked = check_senteval(tmp_path / "senteval", [name, other])
     assert checked == SentEvalCheck((), (other,), (name,)) and not checked.ok
     assert file_sha256(copy) == hashlib.sha256(copy.read_bytes()).hexdigest()
-    assert set(DATASETS) == {"senteval", "wiki1m"} and len(SENTEVAL_SHA256) == 77
+    assert set(DATASETS) == {"senteval", "wiki1m", "nli"} and len(SENTEVAL_SHA256) == 77

@@ -26,9 +26,9 @@ def test_the_names_asked_for() -> None:
 def test_an_empty_data_root_holds_nothing_and_the_summary_says_what_is_missing(tmp_path: Path) -> None:
     results = fetch.check_data(tmp_path, ["all"])
     names = [(r.name, r.ok) for r in results]
-    # the cpu, demo, night and smoke profiles' corpus is named too, although no dataset fetches it
-    assert names == [("senteval", False), ("wiki1m", False), ("nli-sentences", False)]
-    assert "corpus/nli-sentences.txt not found: the corpus of the cpu, " in results[2].detail
+    # the cpu, demo, night and smoke profiles' corpus is a dataset too (built from SNLI)
+    assert names == [("senteval", False), ("wiki1m", False), ("nli", False)]
+    assert results[2].detail == f"{tmp_path / 'corpus' / 'nli-sentences.txt'} not found"
     results = results[:2]
     assert results[0].detail == "77 of 77 files missing, 0 different" and len(results[0].problems) == 77
     assert results[1].detail == f"{tmp_path / 'corpus' / 'wiki1m_for_simcse.txt'} not found"

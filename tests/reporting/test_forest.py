@@ -39,7 +39,7 @@ def test_every_text_of_a_forest_plot_prints_at_7pt_in_a_papers_text_width(night_
     fig.canvas.draw()
     texts = [t for t in fig.findobj(Text) if t.get_text().strip() and t.get_visible()]
     assert any(t.get_text().startswith("paper ") for t in texts)  # the margin notes are among them
-    smallest = min(t.get_fontsize() for t in texts)
+    smallest = min(float(t.get_fontsize()) for t in texts)
     assert smallest * 6.3 / WIDTH_IN >= 7.0, smallest
 
 
