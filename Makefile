@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PROFILE ?= demo
 SEEDS ?= 3
 
-.PHONY: install run test test-all test-kernels lint format bench gpu-check clean-runs
+.PHONY: install run test test-all test-kernels lint format bench gpu-check footprints clean-runs
 
 RUN_STAMP := $(VENV)/.installed-run-stamp
 
@@ -67,6 +67,10 @@ bench: $(STAMP)
 # Numbers: results/gpu_check/gpu_check.json.
 gpu-check: $(STAMP)
 	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check --runs-dir runs
+
+# The methods' footprints shipped with the code (harness/run/footprints.json), measured again.
+footprints: $(STAMP)
+	HARNESS_WRITE_FOOTPRINTS=1 $(BIN)/pytest -q tests/run/test_footprint_table.py
 
 clean-runs:
 	rm -rf runs results

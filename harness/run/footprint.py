@@ -15,6 +15,10 @@ the batch, and copies are counted as modules, so the stand-in gives what the run
 A grid's dry run needs the footprints of all its runs (64 distinct ones for ``all --profile paper``,
 seconds of CPU): :class:`FootprintCache` keeps them in ``<runs>/footprint_cache/``, keyed by the
 source of the code that measures them (:data:`CODE_DIRS`), so a changed method is measured again.
+The footprints of every run of ``all`` under the ``paper`` and ``cpu`` profiles also ship with the
+code (:data:`SHIPPED`), so a first dry run measures none of them;
+``tests/run/test_footprint_table.py`` measures each again and fails when one changed (``make
+footprints`` writes the file anew).
 """
 
 from __future__ import annotations
@@ -174,6 +178,26 @@ def footprint(method: str, params: MethodParams, hidden_size: int) -> Footprint:
     )
 
 
+SHIPPED = Path(__file__).with_name("footprints.json")
+"""Footprints of the ``paper`` and ``cpu`` profiles' runs, measured by :func:`footprint` and kept
+with the code (see the module notes)."""
+
+
+def footprint_key(method: str, params: MethodParams, hidden_size: int) -> str:
+    """The key of one footprint in :data:`SHIPPED` and in a runs folder's cache."""
+    return f"{method}|{params!r}|{hidden_size}"
+
+
+@functools.cache
+def shipped() -> dict[str, Footprint]:
+    """:data:`SHIPPED`'s footprints by :func:`footprint_key` (none where the file is unreadable)."""
+    try:
+        data = json.loads(SHIPPED.read_text(encoding="utf-8"))
+        return {key: Footprint(**value) for key, value in data.items()}
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+
+
 CODE_DIRS = ("methods", "harness/encoder", "harness/run/footprint.py")
 """Sources (under the repository root) whose text enters :class:`FootprintCache`'s key: the methods,
 the encoder calls they count through, and this measurement."""
@@ -214,13 +238,15 @@ class FootprintCache:
             self.entries = {k: v for k, v in data.items() if isinstance(v, dict)}
 
     def get(self, method: str, params: MethodParams, hidden_size: int) -> Footprint:
-        key = f"{method}|{params!r}|{hidden_size}"
+        key = footprint_key(method, params, hidden_size)
         entry = self.entries.get(key)
         if entry is not None:
             try:
                 return Footprint(**entry)
             except TypeError:  # another field set (a changed Footprint): measured again
                 pass
+        if key in shipped():
+            return shipped()[key]
         measured = footprint(method, params, hidden_size)
         self.entries[key] = dataclasses.asdict(measured)
         self.added = True

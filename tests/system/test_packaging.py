@@ -74,6 +74,7 @@ def test_the_wheel_ships_the_specs_and_the_quoted_numbers(wheel: Path) -> None:
         assert f"harness/specs/shipped/plots/{spec.name}" in names
     assert "harness/specs/shipped/tables/PAPER_TABLES.md" in names
     assert "harness/grid/tune/driver.py" in names and "methods/simcse.py" in names
+    assert "harness/run/footprints.json" in names and "harness/config/senteval_sha256.json" in names
 
 
 def test_an_install_outside_the_checkout_lists_the_methods_and_plans_every_table(
