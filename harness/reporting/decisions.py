@@ -21,7 +21,12 @@ from typing import Any, Literal
 from harness.grid.rounds import ClaimNeed, Decide, Decision
 from harness.reporting.correction import Analysis, hypothesis_of
 from harness.reporting.outcomes import NOT_ENOUGH_SEEDS, RULED_OUT, UNDECIDED, Effect, open_outcome
-from harness.reporting.sequential import SD_BOUND, sd_lower_bound, sequential_seeds_for_power
+from harness.reporting.sequential import (
+    SD_BOUND,
+    sd_lower_bound,
+    seeds_within_reach,
+    sequential_seeds_for_power,
+)
 from harness.reporting.statistics import POWER, SEEDS_SEARCH_MAX, ClaimResult, seeds_for_power
 
 State = Literal["decided", "ruled out", "not enough seeds", "undecided"]
@@ -123,8 +128,8 @@ def _not_enough(result: ClaimResult, effect: float, max_seeds: int, c: float) ->
     assert s.sd is not None and s.mean is not None
     judged = max(effect, abs(s.mean))
     bound = sd_lower_bound(s.sd, s.n)
-    seeds = sequential_seeds_for_power(judged, bound, c=c)
-    needs = f"more than {max_seeds}" if seeds is None else str(seeds)
+    seeds = seeds_within_reach(s, effect, c)
+    needs = f"over {SEEDS_SEARCH_MAX:,}" if seeds is None else str(seeds)
     return f"needs {needs} seeds at {judged:.2f} even at sd {bound:.2f} (its {SD_BOUND:.0%} lower bound)"
 
 
