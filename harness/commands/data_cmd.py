@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     from harness.atomic import check_output_dir
     from harness.config.fetch import check_data, fetch, summary
+    from harness.evaluation.tasks import sts_files
 
     root = Path(args.data_dir or os.environ.get("HARNESS_DATA") or "data").expanduser()
     if args.action == "check":
@@ -51,7 +52,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         check_output_dir(root, "data root")
         cache = Path(args.cache_dir).expanduser() if args.cache_dir else None
-        results = fetch(root, args.datasets, endpoint=args.endpoint, cache_dir=cache, snli_url=args.snli_url)
+        results = fetch(
+            root,
+            args.datasets,
+            endpoint=args.endpoint,
+            cache_dir=cache,
+            snli_url=args.snli_url,
+            eval_files=lambda senteval: sts_files(senteval, all_splits=True),
+        )
     for result in results:
         for problem in result.problems[:10]:
             print(f"  {result.name}: {problem}")

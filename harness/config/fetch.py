@@ -113,9 +113,11 @@ def fetch(
     cache_dir: Path | None = None,
     offline: bool | None = None,
     snli_url: str | None = None,
+    eval_files: Callable[[Path], Sequence[Path]] | None = None,
     log: Callable[[str], None] = print,
 ) -> list[Fetched]:
-    """Download (or take from the cache), check and lay out each dataset; return what happened."""
+    """Download (or take from the cache), check and lay out each dataset; return what happened.
+    ``eval_files(senteval)``: the files the nli corpus is filtered against (the STS tasks' files)."""
     chosen = check_names(names)
     if offline is None:  # a mirror given by hand is asked; the hub only when it answers
         offline = _offline_by_setting() or (endpoint is None and hub_offline())
@@ -128,7 +130,10 @@ def fetch(
             results.append(present)
             continue
         if name == "nli":  # built, not copied
-            results.append(fetch_nli(data_root, url=snli_url or SNLI_URL, cache_dir=cache_dir, log=log))
+            if eval_files is None:
+                raise ConfigError("the nli corpus is built against the STS tasks' files: pass eval_files")
+            built = fetch_nli(data_root, eval_files, url=snli_url or SNLI_URL, cache_dir=cache_dir, log=log)
+            results.append(built)
             continue
         source = endpoint or "the Hugging Face hub"
         log(f"{name}: fetching {dataset.filename} from {source} ({dataset.description})")
@@ -153,6 +158,7 @@ def summary(data_root: Path, results: Sequence[Fetched]) -> str:
 
 def fetch_nli(
     data_root: Path,
+    eval_files: Callable[[Path], Sequence[Path]],
     *,
     url: str = SNLI_URL,
     archive_sha256: str = SNLI_SHA256,
@@ -161,8 +167,9 @@ def fetch_nli(
     log: Callable[[str], None] = print,
 ) -> Fetched:
     """Build ``corpus/nli-sentences.txt`` (:mod:`harness.config.nli`): SNLI's archive from ``url``
-    (or the cache), checked against ``archive_sha256``; its dev and test sentences less the data
-    root's evaluation sentences; the result checked against ``set_sha256`` before it is written.
+    (or the cache), checked against ``archive_sha256``; its dev and test sentences less every
+    sentence of ``eval_files(<data root>/senteval)``; the result checked against ``set_sha256``
+    before it is written.
     A corpus already there is left alone, whatever it holds."""
     target = data_root / TARGET
     if target.exists():
@@ -179,7 +186,7 @@ def fetch_nli(
     try:
         with zipfile.ZipFile(archive) as zipped:
             lines = [line for member in SPLITS for line in zipped.read(member).decode("utf-8").splitlines()]
-        sentences = build(pairs_sentences(lines), evaluation_sentences(data_root / "senteval"))
+        sentences = build(pairs_sentences(lines), evaluation_sentences(eval_files(data_root / "senteval")))
     except (KeyError, ValueError, zipfile.BadZipFile) as exc:
         return Fetched("nli", False, f"SNLI's archive could not be read: {exc}")
     if sentences_sha256(sentences) != set_sha256:
@@ -202,14 +209,13 @@ def _download_url(url: str, expected: str, cache_dir: Path | None) -> Path:
     path = cache / url.rstrip("/").rsplit("/", 1)[-1]
     if path.is_file() and file_sha256(path) == expected:
         return path
-    part = path.with_name(path.name + ".part")
-    with urllib.request.urlopen(url, timeout=60) as response, part.open("wb") as out:
-        shutil.copyfileobj(response, out, 1 << 20)
-    digest = hashlib.sha256(part.read_bytes()).hexdigest()
-    if digest != expected:
-        part.unlink()
-        raise ValueError(f"{url}: sha256 {digest[:12]} is not the expected {expected[:12]}")
-    part.replace(path)
+    digest = hashlib.sha256()
+    with atomic_write(path, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+        for chunk in iter(lambda: response.read(1 << 20), b""):
+            digest.update(chunk)
+            out.write(chunk)
+        if digest.hexdigest() != expected:  # raised inside: the file is not kept
+            raise ValueError(f"{url}: sha256 {digest.hexdigest()[:12]} is not the expected {expected[:12]}")
     return path
 
 

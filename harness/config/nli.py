@@ -4,7 +4,8 @@ The recipe (../shared/data/README.md): the premises and hypotheses of SNLI 1.0's
 splits, each sentence once, with every sentence that also occurs in an STS12-16, STS-B or SICK file
 removed, compared case- and punctuation-insensitively (:func:`normalised`: lower case, punctuation
 as a space, runs of spaces as one). The archive is SNLI's own (:data:`SNLI_URL`, checked against
-:data:`SNLI_SHA256`); the evaluation sets it is filtered against are the data root's ``senteval/``.
+:data:`SNLI_SHA256`); the evaluation sets it is filtered against are the data root's ``senteval/``
+files, which the caller lists (the task registry lives a layer above the configuration).
 
 The shared copy was shuffled in an order nobody recorded, so a build cannot reproduce its bytes.
 What it reproduces is its content: the same :data:`SENTENCES` sentences, checked by
@@ -42,21 +43,14 @@ def normalised(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
-def evaluation_sentences(senteval: Path) -> set[str]:
-    """Every sentence of the STS12-16, STS-B and SICK files under ``senteval/``, normalised."""
+def evaluation_sentences(files: Iterable[Path]) -> set[str]:
+    """Every cell of every line of ``files`` (the STS tasks' files: STS12-16, STS-B, SICK, each
+    split, as :func:`harness.evaluation.tasks.sts_files` lists them), normalised: their sentences
+    and, harmlessly, their scores and labels."""
     out: set[str] = set()
-
-    def take(path: Path, columns: slice, skip_header: bool = False) -> None:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-        for line in lines[1:] if skip_header else lines:
-            out.update(normalised(cell) for cell in line.split("\t")[columns])
-
-    for path in sorted((senteval / "STS").glob("STS1[2-6]-en-test/STS.input.*.txt")):
-        take(path, slice(0, 2))
-    for path in sorted((senteval / "STS" / "STSBenchmark").glob("sts-*.csv")):
-        take(path, slice(5, 7))
-    for path in sorted((senteval / "SICK").glob("SICK_*.txt")):
-        take(path, slice(1, 3), skip_header=True)
+    for path in files:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            out.update(normalised(cell) for cell in line.split("\t"))
     out.discard("")
     return out
 

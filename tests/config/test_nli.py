@@ -17,11 +17,16 @@ import pytest
 from harness.cli import main
 from harness.config import nli
 from harness.config.fetch import check_data, fetch_nli
+from harness.evaluation.tasks import sts_files
+
+
+def _eval_files(senteval: Path) -> list[Path]:
+    return sts_files(senteval, all_splits=True)
 
 
 def test_the_recipe_keeps_every_shared_sentence_and_names_their_set(data_root: Path) -> None:
     shared = (data_root / nli.TARGET).read_text(encoding="utf-8").splitlines()
-    held_out = nli.evaluation_sentences(data_root / "senteval")
+    held_out = nli.evaluation_sentences(_eval_files(data_root / "senteval"))
     assert len(held_out) > 40_000  # STS12-16, STS-B and SICK
     built = nli.build(shared, held_out)
     assert len(built) == len(shared) == nli.SENTENCES  # the filter removes none of them
@@ -122,6 +127,7 @@ def test_fetch_nli_builds_the_corpus_from_a_served_archive(
     digest, recipe = hashlib.sha256(archive).hexdigest(), nli.set_sha256(expected)
     done = fetch_nli(
         root,
+        _eval_files,
         url=url,
         cache_dir=tmp_path / "cache",
         archive_sha256=digest,
@@ -130,19 +136,23 @@ def test_fetch_nli_builds_the_corpus_from_a_served_archive(
     )
     assert done.ok, done.detail
     assert (root / nli.TARGET).read_text(encoding="utf-8") == "".join(f"{s}\n" for s in nli.ordered(expected))
-    again = fetch_nli(root, url=url, cache_dir=tmp_path / "cache", archive_sha256=digest, set_sha256=recipe)
+    again = fetch_nli(
+        root, _eval_files, url=url, cache_dir=tmp_path / "cache", archive_sha256=digest, set_sha256=recipe
+    )
     assert again.ok and again.detail.startswith("already there")
     # a file that is not the archive it claims to be is refused, and nothing is written
     (root / nli.TARGET).unlink()
-    wrong = fetch_nli(root, url=url, cache_dir=tmp_path / "other", archive_sha256="0" * 64)
+    wrong = fetch_nli(root, _eval_files, url=url, cache_dir=tmp_path / "other", archive_sha256="0" * 64)
     assert not wrong.ok and "sha256" in wrong.detail and not (root / nli.TARGET).exists()
     # the recipe's result is checked too
-    other = fetch_nli(root, url=url, cache_dir=tmp_path / "cache", archive_sha256=digest)
+    other = fetch_nli(root, _eval_files, url=url, cache_dir=tmp_path / "cache", archive_sha256=digest)
     assert not other.ok and "not the expected set" in other.detail and not (root / nli.TARGET).exists()
     # without the evaluation sets there is nothing to filter against
     bare = tmp_path / "bare"
     bare.mkdir()
-    refused = fetch_nli(bare, url=url, cache_dir=tmp_path / "cache", archive_sha256=digest, set_sha256=recipe)
+    refused = fetch_nli(
+        bare, _eval_files, url=url, cache_dir=tmp_path / "cache", archive_sha256=digest, set_sha256=recipe
+    )
     assert "senteval" in refused.detail
 
 
