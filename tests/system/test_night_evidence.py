@@ -119,52 +119,79 @@ def test_the_night_page_quotes_the_corrected_counts() -> None:
     assert f"and {outcome['inconclusive']} inconclusive (the second verdict column" in page
 
 
-def test_the_until_decided_slice_is_its_records_its_state_and_the_claims_they_give(
-    data_root: Path, tmp_path: Path
-) -> None:
-    """docs/night/until-decided: the records a budgeted ``--until-decided`` grid added to the night's,
-    its state (sequential.json), the claims rendered from both, and the counts docs/night.md quotes."""
-    until = NIGHT / "until-decided"
-    state = json.loads((until / "sequential.json").read_text(encoding="utf-8"))
-    assert state["design"]["test"] == "sequential" and state["design"]["profile"] == "night"
-    night = {p.name for p in (NIGHT / "runs" / "records").glob("*.json")}
-    added = sorted((until / "records").glob("*.json"))
-    assert added and not {p.name for p in added} & night  # only runs the 5-seed night did not have
-    assert all(json.loads(p.read_text(encoding="utf-8"))["status"] == "finished" for p in added)
-    assert all(json.loads(p.read_text(encoding="utf-8"))["config"]["seed"] >= 47 for p in added)
-
-    store = tmp_path / "runs"
-    (store / "records").mkdir(parents=True)
-    for path in [*(NIGHT / "runs" / "records").glob("*.json"), *added]:
-        shutil.copy(path, store / "records")
-    shutil.copy(until / "sequential.json", store)
+def _states(store: Path, state: dict, data_root: Path) -> Counter[str]:
+    """Each claim's state under today's rule, from the records in ``store`` and ``state``'s design."""
     manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
-    overrides = [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
-    args = ["claims", *manifest["specs"], "--profile", "night", *overrides, "--runs-dir", str(store)]
-    assert main([*args, "--data-dir", str(data_root), "--out", str(tmp_path / "claims")]) == 0
-    fresh = (tmp_path / "claims" / "claims.md").read_text(encoding="utf-8")
-    assert fresh == (until / "claims" / "claims.md").read_text(encoding="utf-8")
-    assert "95% CS" in fresh  # tested with the confidence sequence, not the fixed interval
-
-    page = " ".join(PAGE.read_text(encoding="utf-8").split())
-    counts = state["counts"]  # as the grid wrote them, in the words of its day
-    quoted = f"decided {counts['decided']}, futile {counts['futile']}, undecided {counts['undecided']}"
-    assert f"after it: {quoted}" in page, quoted
-    # the same records under today's rule (claims_cmd reads effect and most seeds from the state)
     design = state["design"]
     effect = parse_effect(design["effect"])
     analysis = Analysis(
         sequential=True, mixture_c=design["mixture_c"], effect=effect, max_seeds=design["max_seeds"]
     )
-    specs = load_table_specs(manifest["specs"])
+    specs = [s for s in load_table_specs(manifest["specs"]) if s.claims]
     results = build_claims(
-        [s for s in specs if s.claims],
+        specs,
         RunStore(store),
         "night",
         overrides=manifest["overrides"],
         data_root=data_root,
         analysis=analysis,
     )
-    now = Counter(s.state for s in claim_states(results, effect, design["max_seeds"], analysis))
-    today = ", ".join(f"{word} {now[word]}" for word in STATES)
-    assert f"the same records give: {today}" in page, today
+    return Counter(s.state for s in claim_states(results, effect, design["max_seeds"], analysis))
+
+
+def _store(tmp: Path, folders: list[Path], state: Path) -> Path:
+    (tmp / "records").mkdir(parents=True)
+    for folder in folders:
+        for path in folder.glob("*.json"):
+            shutil.copy(path, tmp / "records")
+    shutil.copy(state, tmp / "sequential.json")
+    return tmp
+
+
+def test_the_until_decided_slices_are_their_records_their_states_and_the_claims_they_give(
+    data_root: Path, tmp_path: Path
+) -> None:
+    """docs/night/until-decided: the records four budgeted ``--until-decided`` grids added to the
+    night's (the fourth's apart), each's state, the claims rendered from all of them, and the counts
+    docs/night.md quotes."""
+    until = NIGHT / "until-decided"
+    third = json.loads((until / "sequential-slice3.json").read_text(encoding="utf-8"))
+    fourth = json.loads((until / "sequential.json").read_text(encoding="utf-8"))
+    for state in (third, fourth):
+        assert state["design"]["test"] == "sequential" and state["design"]["profile"] == "night"
+    night = {p.name for p in (NIGHT / "runs" / "records").glob("*.json")}
+    added = sorted((until / "records").glob("*.json"))
+    added4 = sorted((until / "records-slice4").glob("*.json"))
+    assert added and added4 and not {p.name for p in added} & night  # runs the 5-seed night lacked
+    assert not {p.name for p in added4} & ({p.name for p in added} | night)
+    for path in [*added, *added4]:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        assert record["status"] == "finished" and record["config"]["seed"] >= 47
+    assert sum(r["finished"] for r in fourth["rounds"]) == len(added4)
+
+    folders = [NIGHT / "runs" / "records", until / "records"]
+    store3 = _store(tmp_path / "three", folders, until / "sequential-slice3.json")
+    store4 = _store(tmp_path / "four", [*folders, until / "records-slice4"], until / "sequential.json")
+    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
+    overrides = [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    args = ["claims", *manifest["specs"], "--profile", "night", *overrides, "--runs-dir", str(store4)]
+    assert main([*args, "--data-dir", str(data_root), "--out", str(tmp_path / "claims")]) == 0
+    fresh = (tmp_path / "claims" / "claims.md").read_text(encoding="utf-8")
+    assert fresh == (until / "claims" / "claims.md").read_text(encoding="utf-8")
+    assert "95% CS" in fresh  # tested with the confidence sequence, not the fixed interval
+
+    page = " ".join(PAGE.read_text(encoding="utf-8").split())
+    counts = third["counts"]  # as the third slice's grid wrote them, in the words of its day
+    quoted = f"decided {counts['decided']}, futile {counts['futile']}, undecided {counts['undecided']}"
+    assert f"after it: {quoted}" in page, quoted
+    # the third slice's records under today's rule (claims_cmd reads effect and most seeds from the state)
+    then = _ordered(_states(store3, third, data_root))
+    assert f"the same records give: {then}" in page, then
+    # the fourth slice's grid wrote today's words, and the reporter agrees with it
+    now = _states(store4, fourth, data_root)
+    assert dict(now) == {k: v for k, v in fourth["counts"].items() if v}
+    assert f"after the fourth slice: {_ordered(now)}" in page, _ordered(now)
+
+
+def _ordered(counts: Counter[str]) -> str:
+    return ", ".join(f"{word} {counts[word]}" for word in STATES)
