@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 PROFILE ?= demo
 SEEDS ?= 3
 
-.PHONY: install run test test-all test-kernels lint format bench gpu-check footprints clean-runs
+.PHONY: install run test test-all test-kernels lint format bench gpu-check footprints outputs-check clean-runs
 
 RUN_STAMP := $(VENV)/.installed-run-stamp
 
@@ -71,6 +71,11 @@ gpu-check: $(STAMP)
 # The methods' footprints shipped with the code (harness/run/footprints.json), measured again.
 footprints: $(STAMP)
 	HARNESS_WRITE_FOOTPRINTS=1 $(BIN)/pytest -q tests/run/test_footprint_table.py
+
+# Every committed table, claim and plot under docs/ rendered again from its records and compared
+# byte for byte (scripts/outputs_check.py; its `digest` verb does the same for a `make run`'s results/).
+outputs-check: $(STAMP)
+	$(BIN)/python scripts/outputs_check.py docs
 
 clean-runs:
 	rm -rf runs results
