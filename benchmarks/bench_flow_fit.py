@@ -1,4 +1,4 @@
-"""Fit time of BERT-flow post-processing (methods/flow.py) on corpus-sentence embeddings.
+"""Fit time of BERT-flow post-processing (harness/postprocess/flow.py) on corpus-sentence embeddings.
 
 Embeds the first ``--sentences`` corpus sentences with the encoder and pooler (first-last avg., as
 the flow rows of the tables use), then fits each flow reading on them, single-threaded by default
@@ -24,9 +24,9 @@ import torch
 
 from harness.config.hardware import cpu_description
 from harness.config.paths import resolve_corpus, resolve_data_root
+from harness.postprocess.flow import READINGS, fit_flow
 from harness.run.data import read_corpus
 from harness.run.hooks import EMBED_BATCH
-from methods.flow import READINGS, fit_flow
 
 
 def embeddings(args: argparse.Namespace) -> np.ndarray:

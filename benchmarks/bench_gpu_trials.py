@@ -47,10 +47,10 @@ def _trial(rank: int, args: argparse.Namespace, ready: Any, start: Any, results:
     import torch
 
     from harness.config.paths import resolve_data_root
-    from harness.config.run_config import resolve_config
     from harness.encoder.loading import load_encoder
     from harness.run.data import batches, read_corpus
     from harness.run.step import TrainStep
+    from harness.store.run_config import resolve_config
     from methods import get_method
 
     torch.manual_seed(rank)

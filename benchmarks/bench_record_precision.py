@@ -33,9 +33,9 @@ import torch
 
 from harness.config.hardware import cpu_description
 from harness.config.paths import resolve_data_root
-from harness.config.run_config import RunConfig
 from harness.run.evaluate import EvalOptions, evaluate_encoder
 from harness.run.training import train_run
+from harness.store.run_config import RunConfig
 from harness.store.run_store import RunStore
 
 

@@ -43,10 +43,10 @@ from torch.profiler import ProfilerActivity, profile
 
 from harness.config.hardware import cpu_description
 from harness.config.paths import resolve_corpus, resolve_data_root
-from harness.config.run_config import resolve_config
 from harness.encoder.loading import load_encoder
 from harness.run.data import batches, read_corpus, seed_everything
 from harness.run.step import STACKS, TrainStep, read_sites
+from harness.store.run_config import resolve_config
 from methods import REGISTRY, get_method
 
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")

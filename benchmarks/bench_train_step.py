@@ -104,10 +104,10 @@ def build_ours(
     for flag in ("+fullcls", "+blas", "+lookups", "+compile", "+padded"):
         bare = bare.replace(flag, "")
     precision, _, buckets = bare.partition("+b")
-    from harness.config.run_config import resolve_config
     from harness.encoder.loading import load_encoder
     from harness.run.data import seed_everything
     from harness.run.step import TrainStep
+    from harness.store.run_config import resolve_config
     from methods import get_method
 
     config = resolve_config(

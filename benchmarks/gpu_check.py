@@ -75,13 +75,13 @@ import bench_train_step
 from harness.atomic import write_json
 from harness.config.hardware import cpu_description, cpu_id
 from harness.config.paths import resolve_data_root
-from harness.config.run_config import RunConfig, resolve_config
 from harness.evaluation.tasks import sts_sentences
 from harness.grid.calibrate import measure_parts
 from harness.grid.calibration import CALIBRATION_DIR, VERSION, calibration_name
 from harness.grid.cost import encoder_class
 from harness.run.training import train_run
 from harness.store.provenance import now_iso
+from harness.store.run_config import RunConfig, resolve_config
 from harness.store.run_store import RunStore
 from methods import REGISTRY
 

@@ -3,13 +3,13 @@
 Power of the procedure: families of claims (one table each, Holm within it) whose paired differences
 are normal with a true mean of ``truth`` paired sds; the declared effect ``--effect`` is ``effect``
 sds. Each round tests every claim with the anytime-valid sequence, corrects the family
-(:func:`harness.reporting.correction.correct`), and takes each claim's state from
-:func:`harness.reporting.decisions.claim_states` (decided, ruled out, not enough seeds, undecided);
+(:func:`harness.stats.correction.correct`), and takes each claim's state from
+:func:`harness.stats.decisions.claim_states` (decided, ruled out, not enough seeds, undecided);
 only the undecided claims get the next round's seeds (:func:`harness.grid.rounds.schedule`, 5, 7, 9,
 12, 15, 19, 20 up to ``--max-seeds``), as the grid runs them. Beside it, the bare sequence on the same
 data: looked at the same rounds up to the maximum, no stopping rule, no correction.
 
-Shape check: how often :func:`harness.reporting.shape.shape_flag` flags normal differences (its
+Shape check: how often :func:`harness.stats.shape.shape_flag` flags normal differences (its
 false-flag rate) and differences drawn from skewed distributions (its power), at several seed counts.
 
     .venv/bin/python benchmarks/simulate_verdicts.py              # the guide's table (a few minutes)
@@ -32,13 +32,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.grid.rounds import schedule
-from harness.reporting.correction import Analysis, correct
-from harness.reporting.decisions import claim_states
-from harness.reporting.outcomes import Effect
-from harness.reporting.sequential import ALPHA, anytime_p, sequential_summary
-from harness.reporting.shape import shape_flag
-from harness.reporting.statistics import ClaimResult, pair_by_seed
 from harness.specs.claim import Claim
+from harness.stats.correction import Analysis, correct
+from harness.stats.decisions import claim_states
+from harness.stats.outcomes import Effect
+from harness.stats.paired import ClaimResult, pair_by_seed
+from harness.stats.sequential import ALPHA, anytime_p, sequential_summary
+from harness.stats.shape import shape_flag
 
 CLAIMS_PER_TABLE = 4
 FIRST = 5
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     if args.first_rule:
-        from harness.reporting import sequential
+        from harness.stats import sequential
 
         sequential.sd_lower_bound = lambda sd, n, confidence=0.0: sd
         p = simulate(1.0, 1.0, args.families)

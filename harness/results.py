@@ -108,15 +108,13 @@ def _membership(
 ) -> list[tuple[str, str, Mapping[str, Any]]]:
     """``(spec, row, record)`` for every finished record a cell of ``specs`` shows under ``profile``."""
     from harness.config.paths import resolve_data_root
-    from harness.grid.plan import expand
+    from harness.specs.cells import reading_plan, records_by_cell
     from harness.specs.find import load_table_specs
 
     names = [specs] if isinstance(specs, str) else list(specs)
     loaded = load_table_specs(names)
-    plan = expand(loaded, profile, seeds=1, overrides=overrides, data_root=resolve_data_root(data_dir))
-    by_group: dict[str, list[Mapping[str, Any]]] = {}
-    for record in records:
-        by_group.setdefault(str(record.get("group_id")), []).append(record)
+    plan = reading_plan(loaded, profile, overrides=overrides, data_root=resolve_data_root(data_dir))
+    by_group = records_by_cell(records)
     return [
         (cell.spec, cell.key, record)
         for cell in plan.cells

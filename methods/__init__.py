@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from harness.errors import ConfigError, did_you_mean
 from methods.arccse import ArcCSE
-from methods.base import Method, MethodParams
+from methods.base import Method
 from methods.consert import ConSERT
 from methods.ct import ContrastiveTension
 from methods.dclr import DCLR
 from methods.isbert import ISBERT
 from methods.mocose import MoCoSE
+from methods.params import MethodParams
 from methods.probes import BarlowProbe, NoiseProbe
 from methods.promptbert import PromptBERT
 from methods.scd import SCD

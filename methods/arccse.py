@@ -29,15 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import (
-    ContrastiveParams,
-    EncodeFn,
-    LossOutput,
-    ModelLoader,
-    check_non_negative,
-    switch,
-)
+from methods.base import LossOutput, ModelLoader
+from methods.params import ContrastiveParams, check_non_negative, switch
 from methods.simcse import ContrastiveMethod
 
 ARCCSE_CITATION = (

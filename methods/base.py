@@ -1,7 +1,7 @@
-"""The contract between the training loop and a method.
+"""The contract between the training loop and a method: the :class:`Method` class and its helpers.
 
-502 lines: the contract's parameters, encoder call, device checks and the Method class; the device
-checks (``Check``, ``deferred_checks``, ``device_check``) should move to a module of their own.
+The parameters are :mod:`methods.params`, the device checks :mod:`methods.checks`, the encoder call a
+method receives :mod:`harness.encoder.calls`.
 
 The loop knows nothing method-specific. Each step it tokenises B sentences (truncated to the
 profile's max length) and calls ``method.compute_loss(encode, batch, step)``. The method decides how
@@ -46,214 +46,17 @@ values (against the encoder's hidden size too, once, when the run is resolved) a
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import typing
-from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, ClassVar, Generic
 
 import torch
 from torch import nn
 
-from harness.coerce import coerce_value
-from harness.errors import ConfigError, did_you_mean
-
-P = TypeVar("P", bound="MethodParams")
-
-
-SWITCH = "switch"
-"""Field-metadata key marking a parameter that chooses between a paper's and its released code's
-reading (its value is a one-line description). Reporters state every switch of a run."""
-
-
-def switch(default: Any, description: str) -> Any:
-    """A dataclass field that chooses between two readings of a method (paper vs released code)."""
-    return field(default=default, metadata={SWITCH: description})
-
-
-@dataclass(frozen=True)
-class MethodParams:
-    """Base of every method's hyper-parameter record.
-
-    ``__post_init__`` coerces every field to its declared type, once, whatever built the record
-    (:func:`harness.coerce.coerce_value`: ``Literal`` fields hold one of their choices, numbers are
-    finite, command-line text becomes numbers). :meth:`validate` adds the method's own range checks
-    (and those that need the encoder's hidden size).
-    """
-
-    def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, coerce_value(f.name, getattr(self, f.name), hints[f.name]))
-
-    def validate(self, hidden_size: int | None = None) -> None:
-        """Raise :class:`ConfigError` naming the field when a value is out of range.
-
-        ``hidden_size=None`` checks what is wrong under every encoder (a table spec, when loaded);
-        a width adds the checks that depend on it (:func:`harness.config.run_config.resolve_run`).
-        """
-
-    def describe(self, hidden_size: int) -> dict[str, str]:
-        """What the parameters resolve to on an encoder of this width (kept in the run record)."""
-        return {}
-
-    @classmethod
-    def keys(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
-    @classmethod
-    def switches(cls) -> dict[str, str]:
-        """The paper-vs-released-code switches of this record: ``{field: description}``."""
-        return {f.name: str(f.metadata[SWITCH]) for f in dataclasses.fields(cls) if SWITCH in f.metadata}
-
-    @classmethod
-    def from_overrides(cls: type[P], overrides: Mapping[str, Any] | None = None, method: str = "") -> P:
-        """Defaults updated by ``overrides``; unknown keys and badly typed values raise ConfigError."""
-        overrides = dict(overrides or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        for key in overrides:
-            if key not in known:
-                hint = did_you_mean(key, known)
-                valid = ", ".join(sorted(known)) or "none"
-                who = f"method {method!r}" if method else cls.__name__
-                raise ConfigError(f"unknown parameter {key!r} for {who}{hint}; valid keys: {valid}")
-        return cls(**overrides)  # __post_init__ coerces the values
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-able form (tuples become lists): only for the store and process boundaries."""
-        out = dataclasses.asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
-
-
-def check_positive(value: float, name: str) -> None:
-    """Raise ConfigError naming ``name`` unless ``value > 0`` (a record's numbers are finite already:
-    :meth:`MethodParams.__post_init__` coerced them)."""
-    if not value > 0:
-        raise ConfigError(f"{name} must be finite and > 0, got {value}")
-
-
-TEMPERATURE_RANGE = (1e-3, 1e3)
-"""What a softmax temperature may be: 1/tau scales cosines in [-1, 1], so a smaller tau overflows the
-logits (1e-320 gives inf, then a NaN loss) and a larger one flattens them to nothing; the papers use
-0.05 and SimCSE++'s DCL 0.05 to 50."""
-
-
-def check_temperature(value: float, name: str) -> None:
-    """Raise ConfigError naming ``name`` unless ``value`` lies in :data:`TEMPERATURE_RANGE`."""
-    low, high = TEMPERATURE_RANGE
-    if not low <= value <= high:
-        raise ConfigError(f"{name} must be from {low:g} to {high:g} (a softmax temperature), got {value}")
-
-
-def check_non_negative(value: float, name: str) -> None:
-    """Raise ConfigError naming ``name`` unless ``value >= 0`` (finite: see :func:`check_positive`)."""
-    if not value >= 0:
-        raise ConfigError(f"{name} must be finite and >= 0, got {value}")
-
-
-@dataclass(frozen=True)
-class ContrastiveParams(MethodParams):
-    """The fields every method here shares (declared once).
-
-    Attributes:
-        temperature: tau of the InfoNCE softmax (paper: 0.05; 0.001 to 1000).
-        mlp: apply the training-only MLP head (Linear + Tanh) to the pooled feature.
-    """
-
-    temperature: float = 0.05
-    mlp: bool = True
-
-    def validate(self, hidden_size: int | None = None) -> None:
-        check_temperature(self.temperature, "temperature")
-
-
-EmbeddingFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-"""An edit inside the embedding layer: ``(x [n, L, d], attention_mask [n, L], rows [n]) -> [n, L, d]``.
-
-``rows`` are the indices of these rows in the batch the method passed to ``encode`` (a length bucket
-sees a subset, trimmed to its own width ``L``), so a perturbation computed for the whole batch is
-applied as ``x + delta[rows, :L]``."""
-
-
-@dataclass(frozen=True)
-class EmbeddingEdit:
-    """Where a method edits one encoder call inside the embedding layer (``encode(embeddings=...)``).
-
-    Attributes:
-        words: applied to the word-embedding lookup, before the position and token-type embeddings,
-            the embedding LayerNorm and its dropout are added.
-        output: applied to the embedding layer's output (after its LayerNorm and dropout), which
-            the first transformer layer reads.
-    """
-
-    words: EmbeddingFn | None = None
-    output: EmbeddingFn | None = None
-
-
-@dataclass(frozen=True)
-class TokenFeatures:
-    """Token-level features of one encoder call (``encode.tokens(batch)``).
-
-    Attributes:
-        hidden: the last layer's hidden states ``[n, L, d]``, with gradient; every padding position
-            (``attention_mask == 0``) is exactly 0, whatever the call's length buckets, so a row's
-            features are a function of its own tokens only.
-        attention_mask: the batch's attention mask ``[n, L]`` (1 = a real token, special tokens
-            included), the same tensor the method passed in.
-    """
-
-    hidden: torch.Tensor
-    attention_mask: torch.Tensor
-
-
-class EncodeFn(Protocol):
-    """What the loop hands a method: one encoder call on a tokenised batch.
-
-    ``encode(batch)`` returns the pooled training feature ``[n, d]`` (before any head), with
-    gradient. ``encode.tokens(batch)`` is the same call returning token-level features instead: a
-    :class:`TokenFeatures` (the last layer's hidden states ``[n, L, d]`` of every position, padding
-    zeroed, and the attention mask); the training pooler is not applied (IS-BERT's CNN reads every
-    token). Both take the same options:
-
-    ``dropout=False`` turns every dropout module off for this call only (the model otherwise stays in
-    training mode); a float ``dropout=r`` (``0 <= r < 1``) sets every dropout module's rate to ``r``
-    for this call only (SCD's two views at two rates); ``0.0`` is ``False`` exactly. ``True``
-    (default) keeps the encoder's own rates.
-
-    ``encoder=`` runs the call on another module instead of the run's encoder: a copy of the bound
-    encoder (e.g. a momentum key encoder registered with :meth:`Method.register_frozen`), pooled
-    with the run's training pooler and cut into the run's length buckets exactly as the run's own
-    calls are. Wrap the call in ``torch.no_grad()`` when it needs no gradient.
-
-    ``embeddings=`` (an :class:`EmbeddingEdit`) perturbs this call inside the embedding layer (token
-    or feature cutoff, adversarial noise): the loop runs the embedding module, the method's edit,
-    then the transformer layers and the pooler (BERT encoders only; same pooler and length buckets).
-    A token shuffle needs no edit: the batch may carry ``position_ids`` ``[n, L]``, which the
-    model's embedding module reads. No hook is registered and no module swapped either way.
-    """
-
-    hidden_size: int
-
-    def __call__(
-        self,
-        batch: dict[str, torch.Tensor],
-        *,
-        dropout: bool | float = True,
-        encoder: nn.Module | None = None,
-        embeddings: EmbeddingEdit | None = None,
-    ) -> torch.Tensor: ...
-
-    def tokens(
-        self,
-        batch: dict[str, torch.Tensor],
-        *,
-        dropout: bool | float = True,
-        encoder: nn.Module | None = None,
-        embeddings: EmbeddingEdit | None = None,
-    ) -> TokenFeatures: ...
-
+from harness.encoder.calls import EncodeFn
+from harness.errors import ConfigError
+from methods.params import MethodParams, P
 
 ModelLoader = Callable[[str], nn.Module]
 """``load(name)``: the harness loads another encoder (a model name or folder) onto the run's device,
@@ -263,59 +66,6 @@ model)."""
 
 Metric = torch.Tensor | float
 """A scalar to log: a detached 0-d tensor (read by the loop at evaluation points only) or a float."""
-
-
-class Check(NamedTuple):
-    """A condition that fails the run, found on the device (:func:`device_check`).
-
-    Attributes:
-        message: the error's text, with fields ``{0}``, ``{1}``, ... that ``numbers`` fill.
-        numbers: a 1-d integer tensor; the first counts what went wrong (0: nothing did).
-        note: kept in the record beside the error (``{values}``: ``values`` as a list; ``{0}``, ...).
-        values: numbers worth keeping with the note (a covariance's eigenvalues).
-    """
-
-    message: str
-    numbers: torch.Tensor
-    note: str = ""
-    values: torch.Tensor | None = None
-
-    def text(self, numbers: list[int]) -> tuple[str, str]:
-        """The message and the note, filled with ``numbers`` (read) and the values (read now)."""
-        values = self.values.tolist() if self.values is not None else None
-        return self.message.format(*numbers), self.note.format(*numbers, values=values)
-
-
-_DEFERRED: ContextVar[list[Check] | None] = ContextVar("deferred_checks", default=None)
-
-
-@contextlib.contextmanager
-def deferred_checks() -> Iterator[list[Check]]:
-    """Collect the :func:`device_check` calls of the code inside instead of reading them: the loop's
-    step runs in one, and the loop reads the checks with the losses at its next evaluation point."""
-    checks: list[Check] = []
-    token = _DEFERRED.set(checks)
-    try:
-        yield checks
-    finally:
-        _DEFERRED.reset(token)
-
-
-def device_check(found: Callable[[], Check], check_now: Callable[[], None]) -> None:
-    """Fail the run where ``found().numbers[0] > 0`` without waiting for the device.
-
-    Inside :func:`deferred_checks` (the training step) the check stays on the device and the loop
-    raises :class:`~harness.errors.TrainingError` (``"step <s>: "`` and the message) at its next
-    evaluation point; elsewhere (a loss computed on its own) ``check_now()`` reads what it needs and
-    raises at once.
-    """
-    sink = _DEFERRED.get()
-    if sink is None:
-        check_now()
-    else:
-        check = found()
-        values = None if check.values is None else check.values.detach()
-        sink.append(check._replace(numbers=check.numbers.detach().reshape(-1).to(torch.long), values=values))
 
 
 @dataclass

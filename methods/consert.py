@@ -38,8 +38,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from harness.encoder.calls import EmbeddingEdit, EncodeFn
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EmbeddingEdit, EncodeFn, LossOutput, repeat_rows, switch
+from methods.base import LossOutput, repeat_rows
+from methods.params import ContrastiveParams, switch
 from methods.simcse import ContrastiveMethod
 
 CONSERT_CITATION = (

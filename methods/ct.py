@@ -30,8 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, Method, ModelLoader
+from methods.base import LossOutput, Method, ModelLoader
+from methods.params import ContrastiveParams
 
 CT_CITATION = (
     "Carlsson et al., Semantic Re-Tuning with Contrastive Tension, ICLR 2021 "

@@ -49,18 +49,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import (
-    ContrastiveParams,
-    EncodeFn,
-    LossOutput,
-    ModelLoader,
-    check_non_negative,
-    encoder_parts,
-    repeat_rows,
-    switch,
-)
+from methods.base import LossOutput, ModelLoader, encoder_parts, repeat_rows
 from methods.losses import cosine_logits
+from methods.params import ContrastiveParams, check_non_negative, switch
 from methods.simcse import ContrastiveMethod
 
 INITIAL = "initial"

@@ -37,8 +37,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, Method, switch
+from methods.base import LossOutput, Method
+from methods.params import ContrastiveParams, switch
 
 LOG2 = math.log(2.0)
 

@@ -45,23 +45,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.encoder.calls import EmbeddingEdit, EncodeFn
 from harness.errors import ConfigError
-from methods.base import (
-    ContrastiveParams,
-    EmbeddingEdit,
-    EncodeFn,
-    LossOutput,
-    Method,
-    Metric,
-    ModelLoader,
-    check_non_negative,
-    check_positive,
-    encoder_parts,
-    encoder_setting,
-    switch,
-)
+from methods.base import LossOutput, Method, Metric, ModelLoader, encoder_parts, encoder_setting
 from methods.losses import cosine_logits
 from methods.memory import HostCount, NegativeQueue, ema_update
+from methods.params import ContrastiveParams, check_non_negative, check_positive, switch
 
 MOCOSE_CITATION = (
     "Cao et al., Exploring the Impact of Negative Samples of Contrastive Learning: A Case Study of "

@@ -14,8 +14,9 @@ from typing import Literal
 
 import torch
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, Metric, check_non_negative, switch
+from methods.base import LossOutput, Metric
 from methods.losses import (
     barlow_twins_objective,
     correlation_rank,
@@ -23,6 +24,7 @@ from methods.losses import (
     info_nce,
     split_info_nce,
 )
+from methods.params import ContrastiveParams, check_non_negative, switch
 from methods.simcse import ContrastiveMethod
 from methods.simcsepp import SIMCSEPP_CITATION
 

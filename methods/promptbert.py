@@ -40,9 +40,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, ModelLoader
+from methods.base import LossOutput, ModelLoader
 from methods.losses import info_nce
+from methods.params import ContrastiveParams
 from methods.simcse import ContrastiveMethod
 
 TEMPLATE = '*cls*_This_sentence_of_"*sent_0*"_means*mask*.*sep+*'

@@ -33,9 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, check_non_negative
+from methods.base import LossOutput
 from methods.losses import barlow_twins_loss
+from methods.params import ContrastiveParams, check_non_negative
 from methods.simcse import ContrastiveMethod
 
 

@@ -14,8 +14,10 @@ from typing import TypeVar
 
 import torch
 
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, Method, MLPHead, repeat_rows
+from harness.encoder.calls import EncodeFn
+from methods.base import LossOutput, Method, MLPHead, repeat_rows
 from methods.losses import info_nce
+from methods.params import ContrastiveParams
 
 SIMCSE_CITATION = "Gao et al., SimCSE: Simple Contrastive Learning of Sentence Embeddings, EMNLP 2021"
 

@@ -26,18 +26,11 @@ from typing import Literal
 
 import torch
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import (
-    ContrastiveParams,
-    EncodeFn,
-    LossOutput,
-    Metric,
-    check_non_negative,
-    check_positive,
-    check_temperature,
-    switch,
-)
+from methods.base import LossOutput, Metric
 from methods.losses import dcl_loss, off_dropout_nce
+from methods.params import ContrastiveParams, check_non_negative, check_positive, check_temperature, switch
 from methods.simcse import ContrastiveMethod
 
 SIMCSEPP_CITATION = (

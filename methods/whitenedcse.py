@@ -37,9 +37,11 @@ from typing import Literal
 
 import torch
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, Metric, check_non_negative, switch
+from methods.base import LossOutput, Metric
 from methods.losses import info_nce_terms, multi_positive_l1, multi_positive_l2
+from methods.params import ContrastiveParams, check_non_negative, switch
 from methods.simcse import ContrastiveMethod
 from methods.whitening import RunningWhitening, describe_groups, group_whiten, random_permutations
 

@@ -1,4 +1,4 @@
-"""Whitening: batched (shuffled) group whitening, running PCA/ZCA, and post-processing whitening.
+"""Whitening in training: batched (shuffled) group whitening and running PCA/ZCA.
 
 Training-time whitening follows WhitenedCSE (Zhuo et al., ACL 2023, https://arxiv.org/abs/2305.17746,
 Sec. 3.2): split the ``d`` channels into ``G`` groups, centre each group by the batch mean, take the
@@ -17,13 +17,12 @@ Numerics (see METHODS.md Sec. 2):
 * a non-finite input, or a non-finite or non-positive eigenvalue (possible only with ``eps = 0``),
   raises :class:`~harness.errors.TrainingError` naming the step, the block and the group. There is
   no silent fallback: a run that would be poisoned stops with a message instead. In the training
-  step these checks stay on the device (:func:`~methods.base.device_check`): the loop raises at its
+  step these checks stay on the device (:func:`~methods.checks.device_check`): the loop raises at its
   next evaluation point, and the step never waits for them (the covariance is made finite before
   ``eigh`` so that the step gets there). ``torch.linalg.eigh`` itself still reads its solver's
   status back: PyTorch has no variant that leaves it on the device.
 
-Evaluation-time whitening (BERT-whitening, Su et al. 2021, https://arxiv.org/abs/2103.15316) is
-:func:`fit_post_whitening` / :func:`apply_post_whitening` on NumPy arrays.
+Whitening after training (BERT-whitening) is :mod:`harness.postprocess.whitening`.
 """
 
 from __future__ import annotations
@@ -31,12 +30,11 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-import numpy as np
 import torch
 from torch import nn
 
 from harness.errors import ConfigError, TrainingError
-from methods.base import Check, device_check
+from methods.checks import Check, device_check
 from methods.memory import HostCount
 
 GradMode = Literal["stop", "full"]
@@ -68,7 +66,7 @@ def _check_eigenvalues(
     *,
     group_offset: int = 0,
 ) -> None:
-    """Fail the run (:func:`~methods.base.device_check`) if any eigenvalue of ``evals: [k*G', c]`` is
+    """Fail the run (:func:`~methods.checks.device_check`) if any eigenvalue of ``evals: [k*G', c]`` is
     non-finite or <= 0.
 
     Row ``r`` is block ``r // G'``, group ``group_offset + r % G'`` (``G'`` = ``groups_per_block``).
@@ -112,7 +110,7 @@ def _check_eigenvalues(
 
 
 def _check_finite(x: torch.Tensor, step: int | None, what: str) -> None:
-    """Fail the run (:func:`~methods.base.device_check`) if ``x: [k, n, d]`` has a non-finite value."""
+    """Fail the run (:func:`~methods.checks.device_check`) if ``x: [k, n, d]`` has a non-finite value."""
     bad = ~torch.isfinite(x)
     _, n, d = x.shape
 
@@ -372,53 +370,3 @@ class RunningWhitening(nn.Module):
             self._initialised.set(self.initialised, True)
         out = (xd - mean) @ w
         return out.to(x.dtype), evals.detach()
-
-
-# -- post-processing whitening (evaluation) ---------------------------------------------------------
-
-
-def fit_post_whitening(
-    x: np.ndarray, kind: Literal["zca", "pca"] = "zca", dim: int | None = None, *, eps: float = 1e-9
-) -> tuple[np.ndarray, np.ndarray]:
-    """Estimate BERT-whitening's mean and matrix on embeddings ``x: [n, d]``.
-
-    The transform is ``(x - mu) @ W``. The covariance is the biased ``Xc^T Xc / n`` in float64 plus
-    ``eps * I``; ``lambda, U = eigh(cov)`` sorted by decreasing eigenvalue. ``pca``:
-    ``W = U diag(lambda^-1/2)`` (Su et al.'s kernel), truncated to the first ``dim`` columns when
-    ``dim`` is given (dimension reduction). ``zca``: ``W = U diag(lambda^-1/2) U^T`` (``dim`` must
-    be None: ZCA rotates back into all ``d`` channels).
-
-    Returns:
-        ``(mu [1, d], W [d, dim or d])``, both float64.
-    """
-    if kind not in ("zca", "pca"):
-        raise ConfigError(f"kind must be 'zca' or 'pca', got {kind!r}")
-    arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim != 2 or arr.shape[0] < 2:
-        raise ConfigError(f"post-whitening needs a [n >= 2, d] array, got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ConfigError("post-whitening got non-finite embeddings")
-    d = arr.shape[1]
-    if dim is not None and (kind == "zca" or not 1 <= dim <= d):
-        raise ConfigError(f"dim={dim} is only valid with kind='pca' and 1 <= dim <= d={d}")
-    mu = arr.mean(axis=0, keepdims=True)
-    xc = arr - mu
-    cov = xc.T @ xc / arr.shape[0] + eps * np.eye(d)
-    evals, evecs = np.linalg.eigh(cov)
-    order = np.argsort(evals)[::-1]
-    evals, evecs = evals[order], evecs[:, order]
-    if not (np.isfinite(evals).all() and evals.min() > 0):
-        raise ConfigError("post-whitening covariance is singular; raise eps or fit on more sentences")
-    if kind == "pca":
-        w = evecs / np.sqrt(evals)
-        if dim is not None:
-            w = w[:, :dim]
-    else:
-        w = (evecs / np.sqrt(evals)) @ evecs.T
-    return mu, w
-
-
-def apply_post_whitening(x: np.ndarray, mu: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``(x - mu) @ W`` computed in float64, returned as float32 ``[n, W.shape[1]]``."""
-    out = (np.asarray(x, dtype=np.float64) - mu) @ w
-    return out.astype(np.float32)

@@ -182,7 +182,7 @@ def record_counts(monkeypatch: pytest.MonkeyPatch) -> Counter[Any]:
     """Counts parameter-record constructions, ``validate`` calls per (record class, width) of SimCSE's
     and WhitenedCSE's records, and encoder width lookups (each width looked up is 64)."""
     import harness.config.settings
-    from methods.base import MethodParams
+    from methods.params import MethodParams
     from methods.simcse import SimCSEParams
     from methods.whitenedcse import WhitenedCSEParams
 

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import torch
 
-from harness.config.run_config import RunConfig, resolve_config
 from harness.encoder.model import SentenceEncoder
 from harness.grid.capacity import Node
 from harness.grid.options import ClusterOptions
 from harness.store.record import SCHEMA_VERSION, new_record
+from harness.store.run_config import RunConfig, resolve_config
 from harness.store.run_store import RunStore
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -267,7 +267,7 @@ def finished_record(config: RunConfig, scores: dict[str, float], status: str = "
 
 def fill_store(store: RunStore, data_root: Path) -> None:
     """Records for the fixture specs under the smoke profile, from tests/fixtures/report_scores.json."""
-    from harness.grid.plan import expand
+    from harness.specs.cells import expand
     from harness.specs.parse import load_table_spec
 
     scores = json.loads((FIXTURES / "report_scores.json").read_text(encoding="utf-8"))

@@ -24,7 +24,7 @@ from harness.grid.capacity import DEFAULT_LOST_NODE_WAIT_S
 from harness.grid.options import ClusterOptions, GridOptions, parse_trial_resources
 
 if typing.TYPE_CHECKING:
-    from harness.reporting.correction import Analysis
+    from harness.stats.correction import Analysis
 
 
 def closed_choice(what: str, choices: Sequence[str]) -> Any:
@@ -191,8 +191,8 @@ def add_analysis_arguments(parser: argparse.ArgumentParser, *, as_written: bool 
     """``--family`` and ``--correction``: error control across claims (claims, tables, grid, report).
 
     With ``as_written`` (``harness report``) both default to what ``claims.json`` says."""
-    from harness.reporting.correction import DEFAULT_CORRECTION, DEFAULT_FAMILY, FAMILIES
-    from harness.reporting.statistics import CORRECTIONS
+    from harness.stats.correction import DEFAULT_CORRECTION, DEFAULT_FAMILY, FAMILIES
+    from harness.stats.paired import CORRECTIONS
 
     default = "as claims.json was written" if as_written else None
     parser.add_argument(
@@ -214,7 +214,7 @@ def add_analysis_arguments(parser: argparse.ArgumentParser, *, as_written: bool 
 
 def add_effect_argument(parser: argparse.ArgumentParser) -> None:
     """``--effect``: the smallest difference worth deciding (ruled out, not enough seeds, power lines)."""
-    from harness.reporting.outcomes import DEFAULT_EFFECT
+    from harness.stats.outcomes import DEFAULT_EFFECT
 
     parser.add_argument(
         "--effect",
@@ -233,8 +233,8 @@ def analysis_from_args(args: argparse.Namespace, profile: str) -> Analysis:
     seeds were added until decided, with that grid's ``c``, effect and most seeds (so the claims say
     what the grid decided); else ``--effect``."""
     from harness.grid.rounds import read_sequential
-    from harness.reporting.correction import Analysis
-    from harness.reporting.outcomes import parse_effect
+    from harness.stats.correction import Analysis
+    from harness.stats.outcomes import parse_effect
 
     state = read_sequential(args.runs_dir)
     design = (state or {}).get("design") or {}

@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from harness.atomic import check_output_dir
     from harness.config.inputs import check_runs_dir, check_spec_paths
-    from harness.reporting.outcomes import parse_effect
     from harness.specs.find import load_table_specs
+    from harness.stats.outcomes import parse_effect
 
     check_spec_paths(args.specs)
     parse_effect(args.effect)  # a bad --effect: one line, exit 2, nothing written
@@ -49,9 +49,9 @@ def write_claims_for(args: argparse.Namespace, out: Path) -> list[Path]:
     totals, raw and corrected, and the seeds each undecided claim needs for 80 % power."""
     from harness.config.paths import resolve_data_root
     from harness.reporting.claims import build_claims, corrected_totals, totals, write_claims
-    from harness.reporting.decisions import power_lines
-    from harness.reporting.outcomes import parse_effect
     from harness.specs.find import load_table_specs
+    from harness.stats.decisions import power_lines
+    from harness.stats.outcomes import parse_effect
     from harness.store.run_store import RunStore
 
     profile = args.profile or "cpu"

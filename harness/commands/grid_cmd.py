@@ -6,7 +6,7 @@ killed grid on this host is taken over with a note. Ctrl-C stops the trials, mar
 left as ``interrupted``, prints what was done and exits with status 130; SIGTERM (``kill PID``) does
 the same. What a grid does, step by step: :mod:`harness.grid.launch`; with ``--until-decided``, seeds
 in rounds until its claims are decided: :mod:`harness.grid.rounds` (the grid's side) and
-:mod:`harness.reporting.decisions` (the claims' side), joined here.
+:mod:`harness.stats.decisions` (the claims' side), joined here.
 
 (Over 150 lines on purpose: the command has some twenty flags, about half its length, and the
 join of the grid's rounds with the claims' decisions has no other home.)
@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan, then either describe the plan (``--dry-run``) or, holding the grid lock, run it (in rounds
     until decided with ``--until-decided``)."""
-    from harness.reporting.outcomes import parse_effect
+    from harness.stats.outcomes import parse_effect
 
     effect = parse_effect(args.effect)
     options = grid_options(args)
@@ -134,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
 def _power_lines(args: argparse.Namespace, grid: PlannedGrid, effect: Any) -> list[str]:
     """The seeds each undecided claim needs for 80 % power (the paired t-test; the store's records)."""
     from harness.reporting.claims import build_claims
-    from harness.reporting.correction import Analysis
-    from harness.reporting.decisions import power_lines
+    from harness.stats.correction import Analysis
+    from harness.stats.decisions import power_lines
 
     specs = [s for s in grid.specs if s.claims]
     if not specs or not grid.store.root.is_dir():
@@ -164,9 +164,9 @@ def _until_decided(args: argparse.Namespace, options: Any, effect: Any) -> int:
         run_until_decided,
     )
     from harness.reporting.claims import build_claims
-    from harness.reporting.correction import Analysis
-    from harness.reporting.decisions import decider
-    from harness.reporting.sequential import ALPHA, MIXTURE_C
+    from harness.stats.correction import Analysis
+    from harness.stats.decisions import decider
+    from harness.stats.sequential import ALPHA, MIXTURE_C
 
     check_sequential(args.max_seeds, args.budget, options.seeds)
     grid = plan_grid(options)

@@ -9,7 +9,7 @@ import typing
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from methods.base import MethodParams
+    from methods.params import MethodParams
 
 HELP = "list registered methods with their parameters, choices, defaults and citations"
 

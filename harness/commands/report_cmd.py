@@ -30,10 +30,10 @@ def run(args: argparse.Namespace) -> int:
     from harness.atomic import check_output_file
     from harness.config.inputs import check_runs_dir
     from harness.config.paths import resolve_data_root
-    from harness.reporting.correction import DEFAULT_CORRECTION, DEFAULT_FAMILY, Analysis
     from harness.reporting.report import render_report, write_report
     from harness.reporting.tables.build import build_tables
     from harness.specs.find import load_table_specs
+    from harness.stats.correction import DEFAULT_CORRECTION, DEFAULT_FAMILY, Analysis
     from harness.store.run_store import RunStore
 
     profile = args.profile or "cpu"

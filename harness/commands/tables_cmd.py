@@ -30,10 +30,10 @@ def run(args: argparse.Namespace) -> int:
     from harness.atomic import check_output_dir
     from harness.config.inputs import check_runs_dir, check_spec_paths
     from harness.config.paths import resolve_data_root
-    from harness.reporting.outcomes import parse_effect
     from harness.reporting.tables.build import build_tables
     from harness.reporting.tables.write import write_tables
     from harness.specs.find import load_table_specs
+    from harness.stats.outcomes import parse_effect
     from harness.store.run_store import RunStore
 
     check_spec_paths(args.specs)

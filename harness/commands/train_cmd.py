@@ -86,9 +86,9 @@ def check_before_training(config: Any, store: Any, save_model: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.config.paths import resolve_data_root
-    from harness.config.run_config import resolve_config
     from harness.run.checkpoint import every_from_env
     from harness.run.training import train_run
+    from harness.store.run_config import resolve_config
     from harness.store.run_store import RunStore
 
     params = parse_key_values(args.params, "--set")

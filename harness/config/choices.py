@@ -24,7 +24,7 @@ TRANSFER_MODES: tuple[str, ...] = typing.get_args(TransferMode)
 POST_WHITEN: tuple[str, ...] = typing.get_args(PostWhiten)
 """Post-processing of the evaluation embeddings, fitted on corpus sentences: BERT-whitening (``zca``,
 ``pca``: :mod:`methods.whitening`) or BERT-flow (``flow``: the released code's flow, ``flow_glow``:
-Glow's reading of it; :mod:`methods.flow`)."""
+Glow's reading of it; :mod:`harness.postprocess.flow`)."""
 PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
 """The arithmetic of training and evaluation (:mod:`harness.encoder.precision` says what each computes)."""
 

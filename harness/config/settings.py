@@ -11,7 +11,7 @@ is: Ray ships the :class:`RunConfig` object, nothing rebuilds or re-checks it. `
 :func:`resolve_config` is both in one call.
 
 A :class:`RunConfig` is the fully resolved description of one run. Method parameters travel inside
-it as their typed record (:class:`methods.base.MethodParams`); they become a dict only in
+it as their typed record (:class:`methods.params.MethodParams`); they become a dict only in
 :meth:`RunConfig.to_dict`, at the store and Ray boundaries, and come back typed in
 :meth:`RunConfig.from_dict`.
 
@@ -79,7 +79,7 @@ class RunSettings:
         transfer_mode: SentEval parameter set of the transfer tasks.
         post_whiten: post-processing of the evaluation embeddings, fitted on corpus sentences:
             BERT-whitening (``zca``, ``pca``) or BERT-flow (``flow``, ``flow_glow``: a normalising
-            flow fitted by maximum likelihood, seeded by ``seed``; :mod:`methods.flow`).
+            flow fitted by maximum likelihood, seeded by ``seed``; :mod:`harness.postprocess.flow`).
         post_whiten_sentences: how many corpus sentences (the file's first) fit the post-processing.
         precision: the arithmetic of training and of the STS-B dev probes (model selection):
             ``fp32``, ``tf32`` (fp32 with TF32 matrix products on a GPU), ``bf16`` or ``fp16``

@@ -13,7 +13,7 @@ from torch import nn
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
-    from methods.base import EmbeddingEdit
+    from harness.encoder.calls import EmbeddingEdit
 
 
 def bert_word_embeddings(model: nn.Module) -> nn.Embedding | None:

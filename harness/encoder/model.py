@@ -35,7 +35,7 @@ from harness.encoder.precision import arithmetic
 from harness.errors import ConfigError, DataError
 
 if TYPE_CHECKING:  # the types only: importing the methods package here would import this module again
-    from methods.base import EmbeddingEdit
+    from harness.encoder.calls import EmbeddingEdit
 
 
 def check_pooler(pooler: str) -> str:

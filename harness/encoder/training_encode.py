@@ -5,14 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from harness.encoder.calls import EmbeddingEdit, TokenFeatures
 from harness.encoder.forward import length_buckets
 from harness.encoder.model import SentenceEncoder, check_pooler, dropout_rate
 from harness.errors import ConfigError
-from methods.base import EmbeddingEdit, TokenFeatures
 
 
 class TrainingEncode:
-    """The :class:`~methods.base.EncodeFn` the training loop hands a method.
+    """The :class:`~harness.encoder.calls.EncodeFn` the training loop hands a method.
 
     One call = one encoder forward on the given rows, pooled with the run's training pooler (the raw
     feature, before any method head). ``dropout=False`` runs that call with every dropout off; a
@@ -46,9 +46,9 @@ class TrainingEncode:
     keeps one shape the compiler (and a GPU's CUDA graphs) capture once.
 
     :meth:`tokens` is the same call returning the padding-zeroed last layer instead of the pooled
-    feature (:class:`~methods.base.TokenFeatures`).
+    feature (:class:`~harness.encoder.calls.TokenFeatures`).
 
-    ``embeddings=`` (a :class:`~methods.base.EmbeddingEdit`) edits the call inside the embedding
+    ``embeddings=`` (a :class:`~harness.encoder.calls.EmbeddingEdit`) edits the call inside the embedding
     layer (:func:`edited_forward`), bucket by bucket: each bucket's edit functions see that bucket's
     rows, trimmed to its width, and their indices in the call. A batch may also carry
     ``position_ids`` ``[n, L]`` (a token shuffle), cut into buckets like every other key.

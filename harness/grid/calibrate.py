@@ -26,11 +26,11 @@ from typing import Any
 
 from harness.atomic import write_json
 from harness.config.hardware import cpu_id
-from harness.config.run_config import RunConfig
 from harness.errors import HarnessError
 from harness.grid.calibration import CALIBRATION_DIR, calibration_name
 from harness.grid.cost import CostModel, encoder_class, step_rows
 from harness.store.provenance import now_iso
+from harness.store.run_config import RunConfig
 
 WORKER = (
     "import sys; from harness.parent_death import die_with_parent; die_with_parent(int(sys.argv[4])); "

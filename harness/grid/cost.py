@@ -40,9 +40,9 @@ from typing import Any
 
 from harness.config.hardware import cpu_id as this_cpu
 from harness.config.models import TINY_MODEL
-from harness.config.run_config import RunConfig
 from harness.evaluation.tasks import sts_sentences
 from harness.run.footprint import FootprintCache, footprint
+from harness.store.run_config import RunConfig
 
 PROBE_SHARE = 0.14
 """A dev probe's time as a share of a final STS pass in the same precision (packaged MiniLM, one
@@ -57,8 +57,8 @@ the host CPU whatever device embeds: test mode with one worker; fasttest with tw
 test mode's one-worker/two-worker ratio (1.98), as ``bench_transfer_eval.py`` prints them (dated in
 docs/speed.md)."""
 FLOW_FIT_S_PER_SENTENCE = 7.2e-4
-"""Fitting BERT-flow (methods/flow.py, one epoch) per fitting sentence, one thread, on the packaged
-encoder's embeddings (d = 384), as ``benchmarks/bench_flow_fit.py`` prints it (dated in
+"""Fitting BERT-flow (harness/postprocess/flow.py, one epoch) per fitting sentence, one thread, on the
+packaged encoder's embeddings (d = 384), as ``benchmarks/bench_flow_fit.py`` prints it (dated in
 docs/speed.md); the fit is linear in the sentences (one epoch of fixed-size batches)."""
 STS_PER_STEP = 35.0
 """Final STS pass / SimCSE step, same device and precision (CPU measurements above: 38 fp32, 32 bf16);

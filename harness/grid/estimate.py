@@ -8,8 +8,8 @@ import heapq
 import math
 from collections.abc import Sequence
 
-from harness.config.run_config import RunConfig
 from harness.grid.cost import CostModel
+from harness.store.run_config import RunConfig
 
 
 def makespan(seconds: Sequence[float], slots: int) -> float:

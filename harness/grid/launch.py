@@ -26,7 +26,6 @@ from harness.atomic import check_output_dir
 from harness.config.inputs import check_finite_overrides, check_spec_paths, is_regular_file
 from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_data_root, senteval_dir
-from harness.config.run_config import RunConfig
 from harness.config.settings import resolve_settings
 from harness.errors import DataError, HarnessError
 from harness.evaluation.data_check import data_problems
@@ -38,23 +37,16 @@ from harness.grid.cost import CostModel
 from harness.grid.estimate import estimate_lines, hours, longest_first, makespan, scratch_line
 from harness.grid.lock import GridLock
 from harness.grid.options import GridOptions, GridRequest
-from harness.grid.plan import (
-    GridPlan,
-    PlannedRun,
-    attach_status,
-    check_seed_count,
-    claims_only,
-    complete_for,
-    describe,
-    expand,
-)
+from harness.grid.plan import attach_status, claims_only, complete_for, describe
 from harness.grid.signals import sigterm_as_interrupt
 from harness.grid.tracking import Tracking, check_trackers
 from harness.run.checkpoint import every_from_env
 from harness.run.data import read_corpus
 from harness.run.footprint import FootprintCache
+from harness.specs.cells import GridPlan, PlannedRun, check_seed_count, expand
 from harness.specs.find import load_plot_specs, load_table_specs
 from harness.specs.model import TableSpec
+from harness.store.run_config import RunConfig
 from harness.store.run_store import RunStore, missing_scores
 
 if TYPE_CHECKING:  # the progress reporter imports the run's evaluation (transformers): not for a dry run

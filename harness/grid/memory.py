@@ -19,7 +19,7 @@ from harness.grid.cost import encoder_class
 from harness.run.footprint import footprint
 
 if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
+    from harness.store.run_config import RunConfig
 
 
 GB = 1024**3

@@ -36,8 +36,9 @@ from harness.grid.launch import check_options, distrust_scoreless
 from harness.grid.lock import GridLock
 from harness.grid.node_check import NodeNeeds, check_ray
 from harness.grid.options import GridOptions
-from harness.grid.plan import attach_status, expand
+from harness.grid.plan import attach_status
 from harness.run.data import read_corpus
+from harness.specs.cells import expand
 from harness.specs.find import load_plot_specs, load_table_specs
 from harness.store.run_store import RunStore
 

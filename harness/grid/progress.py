@@ -25,7 +25,7 @@ from harness.grid.estimate import makespan
 from harness.store.bookkeeping import ensure_failed_record
 
 if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
+    from harness.store.run_config import RunConfig
     from harness.store.run_store import RunStore
 
 Log = Callable[[str], None]

@@ -2,7 +2,7 @@
 
 The grid's side of it: which seeds each round runs, for which cells, within which budget. Which
 claims are still undecided, and what a claim needs, is the claims' statistics' side
-(:mod:`harness.reporting.decisions`, through the :data:`Decide` the command hands in: the grid never
+(:mod:`harness.stats.decisions`, through the :data:`Decide` the command hands in: the grid never
 imports the reporters).
 
 A round:
@@ -33,17 +33,19 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from harness.atomic import write_json
-from harness.config.run_config import RunConfig
 from harness.errors import ConfigError
 from harness.grid.cost import CostModel
 from harness.grid.estimate import hours, makespan
 from harness.grid.launch import PlannedGrid, cost_model, longest_first_with_estimate, run_pending
 from harness.grid.lock import GridLock
-from harness.grid.plan import PlannedRun, attach_status, expand
+from harness.grid.plan import attach_status
 from harness.grid.progress import GridReport
+from harness.specs.cells import PlannedRun, expand
+from harness.stats.decisions import CellKey, Decide, Decision
+from harness.store.run_config import RunConfig
 from harness.store.run_store import RunStore
 
 SEQUENTIAL_FILE = "sequential.json"
@@ -53,52 +55,6 @@ FIRST_SEEDS = 5
 can exclude 0 for a difference within a few spreads of 0 (docs/guide.md)."""
 GROWTH = 0.25
 """Each round adds this share of the seeds so far (at least one)."""
-
-Cell = tuple[str, str]
-"""``(spec, key)``: one cell of a table."""
-
-
-@dataclass(frozen=True)
-class ClaimNeed:
-    """An undecided claim as the rounds see it.
-
-    Attributes:
-        cells: the cells it compares.
-        seeds: the seeds it has now.
-        seeds_needed: the seeds expected to decide it (80 % power at the effect that matters), None
-            where unknown (fewer than two seeds).
-        label: ``spec: text`` for the lines.
-    """
-
-    cells: tuple[Cell, ...]
-    seeds: int
-    seeds_needed: int | None
-    label: str = ""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What the claims' statistics say after a round.
-
-    Attributes:
-        needs: the undecided claims, most promising first.
-        lines: every claim's state, to print.
-        counts: claims per state (``decided``, ``ruled out``, ``not enough seeds``, ``undecided``).
-        claims: every claim's state as JSON (for :data:`SEQUENTIAL_FILE`).
-    """
-
-    needs: tuple[ClaimNeed, ...] = ()
-    lines: tuple[str, ...] = ()
-    counts: Mapping[str, int] = field(default_factory=dict)
-    claims: Sequence[Mapping[str, Any]] = ()
-
-
-class Decide(Protocol):
-    """The claims' statistics as the rounds call them: ``decide()`` after each round;
-    ``decide(stopped=why)`` when the grid stops with claims undecided (its budget), which then have
-    not enough seeds for that reason."""
-
-    def __call__(self, stopped: str = "") -> Decision: ...
 
 
 @dataclass(frozen=True)
@@ -120,7 +76,7 @@ class Sequential:
 
 def check_sequential(max_seeds: int | None, budget_hours: float | None, first: int) -> None:
     """``--max-seeds`` and ``--budget`` as ``--until-decided`` needs them (one error line each)."""
-    from harness.grid.plan import check_seed_count
+    from harness.specs.cells import check_seed_count
 
     if max_seeds is None:
         raise ConfigError("--until-decided needs --max-seeds N (the most seeds a claim may get)")
@@ -160,9 +116,9 @@ class Pending:
     def __init__(self, grid: PlannedGrid, skip: set[str]) -> None:
         self.grid = grid
         self.skip = skip
-        self._by_seeds: dict[int, dict[Cell, list[PlannedRun]]] = {}
+        self._by_seeds: dict[int, dict[CellKey, list[PlannedRun]]] = {}
 
-    def cells(self, seeds: int) -> dict[Cell, list[PlannedRun]]:
+    def cells(self, seeds: int) -> dict[CellKey, list[PlannedRun]]:
         """``{cell: runs to do}`` at ``seeds`` seeds: not finished (failed ones as the grid's
         ``retry_failed`` says), not tried by this grid already."""
         if seeds not in self._by_seeds:
@@ -183,7 +139,7 @@ class Pending:
             }
         return self._by_seeds[seeds]
 
-    def runs(self, cells: Sequence[Cell], seeds: int) -> list[PlannedRun]:
+    def runs(self, cells: Sequence[CellKey], seeds: int) -> list[PlannedRun]:
         """The distinct runs ``cells`` have to do at ``seeds`` seeds."""
         by_cell = self.cells(seeds)
         out: dict[str, PlannedRun] = {}
@@ -374,9 +330,6 @@ def dry_run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequent
 __all__ = [
     "FIRST_SEEDS",
     "SEQUENTIAL_FILE",
-    "ClaimNeed",
-    "Decide",
-    "Decision",
     "Sequential",
     "check_sequential",
     "dry_run_until_decided",

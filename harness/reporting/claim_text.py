@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from harness.specs.claim import Claim
 
 if TYPE_CHECKING:
-    from harness.reporting.correction import Analysis
-    from harness.reporting.statistics import ClaimResult
+    from harness.stats.correction import Analysis
+    from harness.stats.paired import ClaimResult
 
 MINUS = "\u2212"
 """The minus sign of every printed difference (a hyphen is no minus beside a ``+``)."""
@@ -81,7 +81,7 @@ DAGGER = "\u2020"
 
 def flagged(result: ClaimResult) -> str:
     """`` † sign-flip p 0.250`` after the verdict of a claim whose differences fail the shape check
-    (:mod:`harness.reporting.shape`), else empty."""
+    (:mod:`harness.stats.shape`), else empty."""
     if not result.shape:
         return ""
     return f" {DAGGER} sign-flip p {p_text(result.sign_flip)}"
@@ -89,7 +89,7 @@ def flagged(result: ClaimResult) -> str:
 
 def shape_notes(results: Sequence[ClaimResult]) -> list[str]:
     """One line per claim whose differences fail the shape check: what the check found."""
-    from harness.reporting.shape import SHAPE_ALPHA
+    from harness.stats.shape import SHAPE_ALPHA
 
     flagged_ = [r for r in results if r.shape and not r.same_as]
     if not flagged_:
@@ -108,7 +108,7 @@ def shape_notes(results: Sequence[ClaimResult]) -> list[str]:
 
 def outcome_note(analysis: Analysis) -> str:
     """What the outcome after correction says where a claim is not decided (plain text)."""
-    from harness.reporting.sequential import SD_BOUND
+    from harness.stats.sequential import SD_BOUND
 
     effect = f"E = {analysis.effect.text}"
     ruled = (

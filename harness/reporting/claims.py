@@ -3,8 +3,8 @@
 For every claim of every spec, under one profile: the paper's delta, the measured paired difference
 over seeds (mean and 95 % interval), the number of paired seeds, the verdict, its p-value, the p-value
 adjusted within the claim's family and the verdict after that correction (the family and the method
-named: :mod:`harness.reporting.correction`), and the smallest difference this many seeds could detect
-at the observed spread (see :mod:`harness.reporting.statistics`). Every output prints the cells of
+named: :mod:`harness.stats.correction`), and the smallest difference this many seeds could detect
+at the observed spread (see :mod:`harness.stats.paired`). Every output prints the cells of
 :func:`~harness.reporting.claim_text.claim_rows`; the LaTeX floats: :mod:`harness.reporting.claims_latex`;
 the forest plots: :mod:`harness.reporting.forest`.
 """
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
-from harness.grid.plan import expand
 from harness.reporting.claim_text import (
     MINUS,
     VERDICT_TEXT,
@@ -33,12 +32,12 @@ from harness.reporting.claim_text import (
     shape_notes,
 )
 from harness.reporting.claims_latex import render_latex
-from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis, correct
 from harness.reporting.forest import write_forests
-from harness.reporting.statistics import ClaimResult, evaluate, seed_values
-from harness.reporting.tables.build import index_records
 from harness.reporting.tables.model import encoder_name
+from harness.specs.cells import reading_plan, records_by_cell
 from harness.specs.claim import Claim
+from harness.stats.correction import DEFAULT_ANALYSIS, Analysis, correct
+from harness.stats.paired import ClaimResult, evaluate, seed_values
 
 if TYPE_CHECKING:
     from harness.specs.model import TableSpec
@@ -56,8 +55,8 @@ def build_claims(
 ) -> list[ClaimResult]:
     """Evaluate every claim of ``specs`` on the store's finished records under ``profile`` with
     ``analysis``'s test, then correct them within their families."""
-    plan = expand(specs, profile, seeds=1, overrides=overrides, data_root=data_root)
-    records = index_records(store)
+    plan = reading_plan(specs, profile, overrides=overrides, data_root=data_root)
+    records = records_by_cell(store.records())
     cells = {(c.spec, c.key): c for c in plan.cells}
     out: list[ClaimResult] = []
     seen: dict[tuple[str, ...], str] = {}

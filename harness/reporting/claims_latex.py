@@ -8,10 +8,10 @@ import math
 from collections.abc import Sequence
 
 from harness.reporting.claim_text import MINUS, claim_rows, heading, measured_on, outcome_note, shape_notes
-from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis
 from harness.reporting.latex_text import latex_text
-from harness.reporting.statistics import ClaimResult
 from harness.reporting.tables.latex import text_em
+from harness.stats.correction import DEFAULT_ANALYSIS, Analysis
+from harness.stats.paired import ClaimResult
 
 
 def _tex(text: str) -> str:

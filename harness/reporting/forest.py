@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 from harness.atomic import write_text
 from harness.removal import Shape, remove_owned
 from harness.reporting.claim_text import MINUS, heading, measured_on, number
-from harness.reporting.correction import DEFAULT_ANALYSIS, Analysis
 from harness.reporting.figures import TEX_HEADER, beside, save_png_pdf
 from harness.reporting.latex_text import latex_text
-from harness.reporting.statistics import ClaimResult
+from harness.stats.correction import DEFAULT_ANALYSIS, Analysis
+from harness.stats.paired import ClaimResult
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

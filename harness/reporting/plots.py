@@ -35,10 +35,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
-from harness.grid.plan import expand
 from harness.reporting.figures import TEX_HEADER, beside, save_png_pdf
 from harness.reporting.latex_text import latex_text
-from harness.reporting.tables.build import index_records
+from harness.specs.cells import reading_plan, records_by_cell
 from harness.specs.model import PlotSpec
 
 if TYPE_CHECKING:
@@ -101,15 +100,9 @@ def collect_series(
     data_root: Path | None = None,
 ) -> list[SeriesData]:
     """Resolve each series under ``profile`` and average its finished records' trajectories."""
-    plan = expand(
-        [],
-        profile,
-        seeds=1,
-        overrides=overrides,
-        data_root=data_root,
-        extra=[(spec.name, s.label, s.run) for s in spec.series],
-    )
-    records = index_records(store)
+    extra = [(spec.name, s.label, s.run) for s in spec.series]
+    plan = reading_plan([], profile, overrides=overrides, data_root=data_root, extra=extra)
+    records = records_by_cell(store.records())
     out: list[SeriesData] = []
     for series in spec.series:
         cell = plan.cell(spec.name, series.label)

@@ -33,12 +33,12 @@ from typing import Any
 from harness.atomic import write_text
 from harness.errors import HarnessError
 from harness.reporting.claim_text import number, outcome_note
-from harness.reporting.correction import Analysis, correct_json_rows
 from harness.reporting.figures import css_width
 from harness.reporting.forest import STEM as FOREST_STEM
-from harness.reporting.outcomes import DEFAULT_EFFECT, parse_effect
 from harness.reporting.report_provenance import plural, provenance_html
 from harness.reporting.tables.model import OURS_MARK, Line, RenderedTable, Text
+from harness.stats.correction import Analysis, correct_json_rows
+from harness.stats.outcomes import DEFAULT_EFFECT, parse_effect
 
 NO_CLAIMS = "No claims computed."
 

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from harness.config.inputs import CORPUS_MAX_BYTES, read_input_text
-from harness.config.run_config import RunConfig
 from harness.errors import DataError
+from harness.store.run_config import RunConfig
 
 
 # -- data -----------------------------------------------------------------------------------------

@@ -16,13 +16,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from harness.config.run_config import RunConfig
 from harness.evaluation.geometry import ProbeEmbedFn
 from harness.run import checkpoint as ckpt
 from harness.run.probe_cache import ProbeCache, probe_key
 from harness.run.step import TrainStep
 from harness.run.trajectory import PendingSteps, trajectory_point
 from harness.store.record import RunRecord
+from harness.store.run_config import RunConfig
 
 if TYPE_CHECKING:
     from harness.encoder.model import SentenceEncoder

@@ -14,7 +14,6 @@ from torch import nn
 
 from harness.atomic import atomic_folder
 from harness.config.hardware import torch_threads
-from harness.config.run_config import RunConfig
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.saved import save_post_whitening, save_sentence_head
 from harness.errors import TrainingError
@@ -27,6 +26,7 @@ from harness.run.hooks import (
     non_finite_scores,
 )
 from harness.store.record import RunRecord
+from harness.store.run_config import RunConfig
 from harness.store.run_store import SAVED_ENCODER, RunStore
 
 if TYPE_CHECKING:

@@ -41,10 +41,11 @@ from torch import nn
 
 from harness.atomic import WriteError, write_json
 from harness.config.models import load_tokenizer, packaged_model_dir
+from harness.encoder.calls import EmbeddingEdit
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.training_encode import TrainingEncode
 from methods import get_method
-from methods.base import EmbeddingEdit, MethodParams
+from methods.params import MethodParams
 
 SENTENCES = (
     "a man is playing a guitar on the stage .",

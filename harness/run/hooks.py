@@ -16,8 +16,8 @@ from harness.errors import ConfigError
 from harness.evaluation.embed import EmbedFn, LengthsFn
 from harness.evaluation.geometry import ProbeEmbedFn, StsbDevProbe
 from harness.evaluation.runner import run_evaluation
-from methods.flow import fit_flow, reading_of
-from methods.whitening import apply_post_whitening, fit_post_whitening
+from harness.postprocess.flow import fit_flow, reading_of
+from harness.postprocess.whitening import apply_post_whitening, fit_post_whitening
 
 EMBED_BATCH = 128
 
@@ -126,9 +126,9 @@ def check_post_whitening_available(kind: str) -> None:
         return
     try:
         if kind.startswith("flow"):
-            from methods.flow import fit_flow  # noqa: F401
+            from harness.postprocess.flow import fit_flow  # noqa: F401
         else:
-            from methods.whitening import apply_post_whitening, fit_post_whitening  # noqa: F401
+            from harness.postprocess.whitening import apply_post_whitening, fit_post_whitening  # noqa: F401
     except ImportError as exc:
         raise ConfigError(f"post_whiten={kind!r} cannot be imported ({exc})") from None
 

@@ -11,11 +11,11 @@ from torch import nn
 from torch._C._profiler import _ExperimentalConfig
 from torch.profiler import ProfilerActivity, profile
 
-from harness.config.run_config import RunConfig
 from harness.encoder.loading import loader_beside
 from harness.encoder.precision import arithmetic, grad_scaler, matmul_arithmetic
 from harness.encoder.training_encode import TrainingEncode
-from methods.base import Check, deferred_checks
+from harness.store.run_config import RunConfig
+from methods.checks import Check, deferred_checks
 
 if TYPE_CHECKING:
     from harness.encoder.model import SentenceEncoder
@@ -38,7 +38,7 @@ class TrainStep:
 
     Shared by :func:`~harness.run.training.train_run` and the benchmarks, so they time exactly the
     loop's step. A step never waits for the device: it returns the loss and the method's metrics as
-    detached tensors and keeps the method's checks (:func:`~methods.base.device_check`) in
+    detached tensors and keeps the method's checks (:func:`~methods.checks.device_check`) in
     :attr:`checks`, which the run reads at its evaluation points
     (:class:`~harness.run.trajectory.PendingSteps`, where a non-finite loss or a failed check fails
     the run). :func:`host_reads` counts what a step reads back all the same.

@@ -1,4 +1,4 @@
-"""The training loop: one run = one :class:`~harness.config.run_config.RunConfig` -> one run record.
+"""The training loop: one run = one :class:`~harness.store.run_config.RunConfig` -> one run record.
 
 The shared recipe of METHODS.md section 1, method-agnostic:
 
@@ -24,7 +24,7 @@ The shared recipe of METHODS.md section 1, method-agnostic:
   has one (PromptBERT's template).
 
 A step never waits for the device: its loss, metrics and the method's checks (a whitening's
-non-finite input, :func:`~methods.base.device_check`) stay there until the next evaluation point
+non-finite input, :func:`~methods.checks.device_check`) stay there until the next evaluation point
 reads them (:mod:`harness.run.trajectory`). A failed check, a non-finite loss, or one beyond
 float16's range (overflowing logits), raises :class:`~harness.errors.TrainingError` there, naming
 the step it happened at; so do final scores that are not finite (the run is failed, not finished). Whatever
@@ -50,7 +50,6 @@ import torch
 
 from harness.config.datasets import data_checksums
 from harness.config.hardware import torch_threads
-from harness.config.run_config import RunConfig
 from harness.encoder.loading import check_loaded, load_encoder
 from harness.encoder.model import TokenCache
 from harness.encoder.precision import describe
@@ -76,6 +75,7 @@ from harness.run.step import TrainStep
 from harness.run.trajectory import PendingSteps
 from harness.store.provenance import now_iso
 from harness.store.record import RunRecord, Status, new_record, provenance
+from harness.store.run_config import RunConfig
 from harness.store.run_store import RunStore
 from methods import get_method
 

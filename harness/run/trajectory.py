@@ -1,7 +1,7 @@
 """The steps between two evaluation points: their losses and metrics, kept on the device until the
 point reads them, checked, averaged and written as one trajectory point.
 
-A step hands back its loss, the method's metrics and its checks (:func:`~methods.base.device_check`)
+A step hands back its loss, the method's metrics and its checks (:func:`~methods.checks.device_check`)
 as detached tensors and never waits for the device to finish; the evaluation point reads them all at
 once. A failed check, a loss that is not finite, or one beyond :data:`LOSS_LIMIT` (overflowing
 logits), fails the run there, naming the first step it happened at (a step's checks before its loss:
@@ -17,7 +17,8 @@ from typing import Any
 import torch
 
 from harness.errors import TrainingError
-from methods.base import Check, Metric
+from methods.base import Metric
+from methods.checks import Check
 
 LOSS_LIMIT = float(torch.finfo(torch.float16).max)
 """The largest loss a run accepts (float16's largest number, 65504). The methods' losses stay far

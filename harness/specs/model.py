@@ -2,7 +2,7 @@
 
 A table spec (``tables/<name>.toml``) names the paper table it cites, its columns and its rows. A row
 is either *quoted* (the paper's numbers only, e.g. GloVe or flow, which live outside this harness)
-or a *run*: a method, its parameters and optional :class:`~harness.config.run_config.RunConfig` overrides,
+or a *run*: a method, its parameters and optional :class:`~harness.store.run_config.RunConfig` overrides,
 together with the numbers the paper reports for it. Hyper-parameter tables use *sweeps*, a compact
 form that varies one method parameter over a list of values (one run per value)::
 
@@ -47,7 +47,7 @@ entries shaped like run rows (``label``, ``method``, ``params``, ``overrides``).
 Every mistake (an unknown key, an unknown method or parameter, a paper row of the wrong length)
 raises :class:`~harness.errors.ConfigError` naming the spec file and the key, before anything runs.
 Whether a parameter value suits a profile's encoder (a group count must divide the hidden size) is
-checked later, per profile, by :mod:`harness.grid.plan`: such cells render as ``n/a``.
+checked later, per profile, by :mod:`harness.specs.cells`: such cells render as ``n/a``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from methods import build_params
 
 if TYPE_CHECKING:
     from harness.specs.claim import Claim
-    from methods.base import MethodParams
+    from methods.params import MethodParams
 
 
 STS_AGGREGATES: tuple[str, ...] = ("all", "mean", "wmean")

@@ -33,7 +33,7 @@ from harness.specs.model import (
 
 if TYPE_CHECKING:
     from harness.specs.claim import Claim
-    from methods.base import MethodParams
+    from methods.params import MethodParams
 
 # SCORE_KEYS (which record keys a table can show: ``final.sts.*``, ``final.transfer.*`` or
 # ``best_stsb_dev``) and COLUMN_LABELS come from the task registry, kept current (imported above).
@@ -324,7 +324,7 @@ def _parse_sweeps(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int, scores: str
 
 
 def _parse_claims(ctx: _Ctx, spec: TableSpec, raw: list[Any]) -> list[Claim]:
-    """Expand the ``[[claims]]`` forms into pairwise claims (see :mod:`harness.reporting.statistics`).
+    """Expand the ``[[claims]]`` forms into pairwise claims (see :mod:`harness.stats.paired`).
 
     Forms: ``better``/``worse`` (one pair); ``order = [a, b, c]`` (a > b > c: consecutive pairs);
     ``best = key`` (the cell beats every other cell of its sweep); ``each``/``over`` (sweep ``each``

@@ -17,7 +17,7 @@ from harness.store.provenance import now_iso
 from harness.store.record import new_record
 
 if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
+    from harness.store.run_config import RunConfig
     from harness.store.run_store import RunStore
 
 

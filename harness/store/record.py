@@ -40,7 +40,7 @@ from harness.evaluation.tasks import (
 from harness.store.provenance import code_dirty, code_version, now_iso
 
 if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
+    from harness.store.run_config import RunConfig
 
 SCHEMA_VERSION = 4
 Status = Literal["running", "finished", "failed", "interrupted"]

@@ -267,7 +267,7 @@ def _edited(path: Path, record: Mapping[str, Any]) -> str | None:
 def _ids_of(config_json: str) -> tuple[str, str] | None:
     """The run and group ids a stored config gives (None: it cannot be read back); kept per config,
     as every reader reads the same records again."""
-    from harness.config.run_config import RunConfig
+    from harness.store.run_config import RunConfig
 
     try:
         resolved = RunConfig.from_dict(json.loads(config_json))

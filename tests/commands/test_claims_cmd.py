@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.grid.plan import expand
 from harness.reporting.figures import save_png_pdf
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
 from tests.helpers import NIGHT, REPO_ROOT, make_record

@@ -18,11 +18,11 @@ import torch
 
 from harness.cli import main
 from harness.config.paths import senteval_dir
-from harness.config.run_config import resolve_config
 from harness.encoder.loading import load_encoder
 from harness.evaluation.geometry import StsbDevProbe
 from harness.evaluation.runner import run_evaluation
 from harness.run.training import train_run
+from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 
 

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import harness.config.hardware as hw
-from harness.config.run_config import resolve_config
 from harness.config.settings import resolve_settings
+from harness.store.run_config import resolve_config
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.run_config import resolve_config, resolve_run
 from harness.config.settings import corpus_id, resolve_settings
 from harness.errors import ConfigError, DataError
+from harness.store.run_config import resolve_config, resolve_run
 from methods.simcse import SimCSEParams
 from tests.helpers import CONFIG_SENTENCES, smoke_config
 

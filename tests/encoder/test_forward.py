@@ -74,7 +74,7 @@ def _identity(x: torch.Tensor, mask: torch.Tensor, rows: torch.Tensor) -> torch.
 def test_identity_embedding_edit_is_the_plain_call_bit_for_bit(pooler, buckets):
     """The forward in parts (embedding module, edit, layers, pooler) computes exactly the model's own
     call: the same values and gradients bit for bit, with dropout on (same random draws) and off."""
-    from methods.base import EmbeddingEdit
+    from harness.encoder.calls import EmbeddingEdit
 
     encoder = load_encoder("random:tiny", seed=0)
     encoder.train()
@@ -100,7 +100,7 @@ def test_embedding_edits_act_where_they_say_with_their_rows():
     """``output`` edits what the first layer reads, ``words`` the lookup before LayerNorm; each bucket's
     edit sees its own rows (indices into the call) trimmed to its width; position_ids in the batch
     reach the position embeddings."""
-    from methods.base import EmbeddingEdit
+    from harness.encoder.calls import EmbeddingEdit
 
     encoder = load_encoder("random:tiny", seed=0)
     encoder.eval()
@@ -138,7 +138,7 @@ def test_embedding_edits_act_where_they_say_with_their_rows():
 
 
 def test_embedding_edits_need_a_bert_encoder(tiny):
-    from methods.base import EmbeddingEdit
+    from harness.encoder.calls import EmbeddingEdit
 
     batch = tiny.tokenize(["a b"], max_length=8)
     with (

@@ -82,9 +82,9 @@ def test_training_steps_give_the_same_losses_and_weights_to_the_last_bit(
     data_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Packed training steps with masks drawn fast and with bernoulli_: identical, not just close."""
-    from harness.config.run_config import resolve_config
     from harness.encoder.loading import load_encoder
     from harness.run.step import TrainStep
+    from harness.store.run_config import resolve_config
     from methods import get_method
     from tests.helpers import EMBED_SENTS
 

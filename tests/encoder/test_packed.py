@@ -132,8 +132,8 @@ def test_calls_the_packed_forward_cannot_compute_take_the_bucketed_path(monkeypa
 def test_training_steps_packed_give_the_padded_steps_losses_and_weights(data_root):
     """Whole optimiser steps with dropout on (4 length buckets, fp32): the same losses and updated
     weights within float tolerance, the generator in the same state after them."""
-    from harness.config.run_config import resolve_config
     from harness.run.step import TrainStep
+    from harness.store.run_config import resolve_config
     from methods import get_method
 
     config = resolve_config(

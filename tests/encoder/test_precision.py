@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from harness.config.choices import PRECISIONS
-from harness.config.run_config import resolve_config
 from harness.config.settings import resolve_settings
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import dropout_rate
@@ -18,6 +17,7 @@ from harness.encoder.precision import arithmetic, describe, grad_scaler, matmul_
 from harness.errors import ConfigError
 from harness.run import checkpoint as ckpt
 from harness.run.step import TrainStep
+from harness.store.run_config import resolve_config
 from methods import get_method
 from tests.helpers import SENTS
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from harness.config.choices import POOLERS
+from harness.encoder.calls import EmbeddingEdit, TokenFeatures
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import dropout_off, dropout_rates
 from harness.encoder.training_encode import TrainingEncode
-from methods.base import EmbeddingEdit, TokenFeatures
 from tests.helpers import TOKEN_SENTS, assert_close_at_scale, reference_states
 
 

@@ -271,8 +271,8 @@ def test_a_table_cell_never_mixes_task_sets(
     corpus_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One group, two seeds: a 7-task record and an 8-task one. The cell shows one of them, never both."""
-    from harness.grid.plan import expand
     from harness.reporting.tables.build import build_tables
+    from harness.specs.cells import expand
     from harness.specs.parse import load_table_spec
     from harness.store.run_store import RunStore
 

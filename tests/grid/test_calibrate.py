@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from harness.config.hardware import cpu_id
-from harness.config.run_config import resolve_config
 from harness.errors import HarnessError
 from harness.grid.calibrate import calibrate, stratified_batches, uncalibrated
 from harness.grid.calibration import load_calibrations
 from harness.grid.cost import CostModel
+from harness.store.run_config import resolve_config
 from tests.helpers import REPO_ROOT, session_pids
 
 
@@ -67,7 +67,7 @@ def _computing(sid: int) -> list[int]:
 def test_a_driver_killed_while_it_calibrates_leaves_no_process(data_root: Path, tmp_path: Path) -> None:
     """The calibration's processes end with the driver: nothing keeps computing for a dead grid."""
     script = (
-        "from pathlib import Path; from harness.config.run_config import resolve_config; "
+        "from pathlib import Path; from harness.store.run_config import resolve_config; "
         "from harness.grid.calibrate import calibrate; "
         f"root = Path({str(data_root)!r}); "
         "config = resolve_config('simcse', None, 'cpu', {'model': 'random:tiny'}, data_root=root); "

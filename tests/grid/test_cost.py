@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from harness.config.run_config import RunConfig, resolve_config, resolve_run
 from harness.config.settings import resolve_settings
 from harness.evaluation.tasks import sts_sentences
 from harness.grid.cost import FLOW_FIT_S_PER_SENTENCE, CostModel, computed_probes, probes_of
 from harness.grid.estimate import estimate_lines, hours
+from harness.store.run_config import RunConfig, resolve_config, resolve_run
 from tests.helpers import make_record
 
 

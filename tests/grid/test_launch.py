@@ -10,8 +10,8 @@ import pytest
 
 from harness.cli import main
 from harness.config.paths import resolve_data_root
-from harness.config.run_config import RunConfig
 from harness.run.footprint import footprint
+from harness.store.run_config import RunConfig
 from tests.helpers import SMOKE_SPEC, STSB_DEV, replace_line
 
 
@@ -38,9 +38,9 @@ def test_grid_starts_its_runs_longest_first(
 
 
 def test_the_grid_gives_each_run_the_share_its_steps_take() -> None:
-    from harness.config.run_config import resolve_config
     from harness.grid.cost import CostModel
     from harness.grid.launch import steps_shares
+    from harness.store.run_config import resolve_config
 
     model = CostModel([], "cpu", {}, 1)
     with_sts = resolve_config("simcse", None, "smoke", {})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config.run_config import RunConfig, resolve_config
 from harness.grid import memory
+from harness.store.run_config import RunConfig, resolve_config
 from methods.scd import SCDParams
 
 GB = 2**30

@@ -1,4 +1,4 @@
-"""harness.grid.rounds with harness.reporting.decisions: ``harness grid --until-decided`` end to end
+"""harness.grid.rounds with harness.stats.decisions: ``harness grid --until-decided`` end to end
 with a fast fake trainer (no Ray): rounds of seeds for undecided claims only, a claim with a true
 difference decided, one without stopped as out of reach of the seeds, run ids that do not depend on
 the round, a budget never exceeded, the dry run's plan, and the claims reporter reading the
@@ -18,11 +18,11 @@ import pytest
 from harness.cli import main
 from harness.config.paths import resolve_data_root
 from harness.grid.cost import CostModel
-from harness.grid.plan import expand
 from harness.grid.progress import GridReport
 from harness.grid.rounds import SEQUENTIAL_FILE, next_seeds, schedule
-from harness.reporting.outcomes import parse_effect
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
+from harness.stats.outcomes import parse_effect
 from harness.store.record import new_record
 from harness.store.run_store import RunStore
 from tests.helpers import make_data_root

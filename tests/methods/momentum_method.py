@@ -17,10 +17,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from harness.encoder.calls import EncodeFn
 from harness.errors import ConfigError
-from methods.base import ContrastiveParams, EncodeFn, LossOutput, Metric, MLPHead, ModelLoader, check_positive
+from methods.base import LossOutput, Metric, MLPHead, ModelLoader
 from methods.losses import cosine_logits
 from methods.memory import NegativeQueue, ema_update
+from methods.params import ContrastiveParams, check_positive
 from methods.simcse import ContrastiveMethod
 
 

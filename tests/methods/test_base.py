@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import torch
 
-from harness.config.run_config import resolve_run
 from harness.config.settings import resolve_settings
 from harness.errors import ConfigError
+from harness.store.run_config import resolve_run
 from methods import REGISTRY, build_params, get_method
 from methods.simcse import SimCSEParams
 from methods.whitenedcse import WhitenedCSEParams

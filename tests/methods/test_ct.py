@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.config.run_config import resolve_config
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.training_encode import TrainingEncode
 from harness.run.step import TrainStep
+from harness.store.run_config import resolve_config
 from methods import REGISTRY
 from methods.ct import ContrastiveTension, CTParams, ct_loss, draw_negative_pairs
 from tests.helpers import SENTS, make_corpus_root

@@ -15,13 +15,13 @@ import torch
 
 import harness.run.training as train_mod
 from harness.cli import main
-from harness.config.run_config import resolve_config
 from harness.encoder.saved import SENTENCE_HEAD_FILE
 from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
 from harness.run.footprint import footprint
 from harness.run.probe_cache import CACHE_DIR
 from harness.run.training import train_run
+from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 from methods import build_params
 from methods.isbert import ISBERT, ISBERTParams, TokenCNN, jsd_local_global_loss

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import methods.probes as probes
+from harness.encoder.calls import EmbeddingEdit
 from harness.encoder.loading import load_encoder
 from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
-from methods.base import EmbeddingEdit
 from methods.probes import NoiseProbe, NoiseProbeParams
 from tests.helpers import SENTS, assert_same, checked_params, loss_and_grads, make_method
 

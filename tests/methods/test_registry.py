@@ -11,7 +11,8 @@ import pytest
 import methods
 from harness.errors import ConfigError
 from methods import REGISTRY, get_method
-from methods.base import Method, MethodParams
+from methods.base import Method
+from methods.params import MethodParams
 
 
 def defined_methods() -> dict[str, type[Method]]:
@@ -56,7 +57,7 @@ def test_registered_method_is_documented(name):
 
 def test_shared_fields_are_declared_once():
     # temperature and mlp live in one base record, not redeclared per method.
-    from methods.base import ContrastiveParams
+    from methods.params import ContrastiveParams
 
     for cls in REGISTRY.values():
         assert issubclass(cls.params_cls, ContrastiveParams)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from methods.base import EmbeddingEdit, TokenFeatures
+from harness.encoder.calls import EmbeddingEdit, TokenFeatures
 from methods.losses import info_nce
 from methods.simcse import SimCSE, SimCSEParams
 from tests.helpers import fake_batch

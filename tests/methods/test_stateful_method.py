@@ -13,7 +13,6 @@ import pytest
 import torch
 
 import harness.run.training as train_mod
-from harness.config.run_config import RunConfig, resolve_config
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.training_encode import TrainingEncode
@@ -21,6 +20,7 @@ from harness.grid import memory
 from harness.grid.cost import NO_GRAD_ROW_COST, CostModel
 from harness.run.footprint import footprint
 from harness.run.step import TrainStep
+from harness.store.run_config import RunConfig, resolve_config
 from harness.store.run_store import RunStore
 from methods import REGISTRY
 from tests.helpers import make_corpus_root

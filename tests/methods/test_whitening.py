@@ -1,18 +1,15 @@
-"""Group / shuffled group whitening, running PCA/ZCA and post-processing whitening."""
+"""Group / shuffled group whitening and running PCA/ZCA."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
 from harness.errors import ConfigError, TrainingError
-from methods.base import deferred_checks
+from methods.checks import deferred_checks
 from methods.whitening import (
     RunningWhitening,
-    apply_post_whitening,
     describe_groups,
-    fit_post_whitening,
     group_sizes,
     group_whiten,
     inverse_permutation,
@@ -188,29 +185,6 @@ def test_zca_is_symmetric_and_pca_is_not_rotated_back():
     # both white; they differ by a rotation, and PCA's first column carries the top direction
     assert not torch.allclose(out_z, out_p)
     torch.testing.assert_close(out_z.norm(dim=1), out_p.norm(dim=1))
-
-
-@pytest.mark.parametrize("kind", ["zca", "pca"])
-def test_post_whitening_gives_identity_covariance(kind):
-    x = correlated(15, 500, 8).numpy()
-    mu, w = fit_post_whitening(x, kind)
-    assert mu.dtype == np.float64 and w.dtype == np.float64 and w.shape == (8, 8)
-    y = apply_post_whitening(x, mu, w)
-    assert y.dtype == np.float32
-    cov = np.cov(y.astype(np.float64).T, bias=True)
-    np.testing.assert_allclose(cov, np.eye(8), atol=1e-4)
-    if kind == "zca":
-        np.testing.assert_allclose(w, w.T, atol=1e-10)
-
-
-def test_post_whitening_pca_reduces_dimension():
-    x = correlated(16, 300, 8).numpy()
-    mu, w = fit_post_whitening(x, "pca", dim=3)
-    y = apply_post_whitening(x, mu, w)
-    assert y.shape == (300, 3)
-    np.testing.assert_allclose(np.cov(y.astype(np.float64).T, bias=True), np.eye(3), atol=1e-4)
-    with pytest.raises(ConfigError, match="dim"):
-        fit_post_whitening(x, "zca", dim=3)
 
 
 def test_running_whitening_previous_statistics_follow_eq13() -> None:

@@ -9,15 +9,13 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.grid.plan import expand
 from harness.reporting.claim_text import MINUS
 from harness.reporting.claims import render_markdown, to_json
 from harness.reporting.claims_latex import render_latex
 from harness.reporting.report import claims_html
-from harness.reporting.statistics import (
-    t_interval,
-)
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
+from harness.stats.paired import t_interval
 from harness.store.run_store import RunStore
 from tests.helpers import (
     make_record,

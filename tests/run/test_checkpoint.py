@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 import harness.run.checkpoint as ckpt
-from harness.config.run_config import resolve_config
 from harness.run.training import train_run
+from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 from methods import REGISTRY
 from tests.helpers import REPO_ROOT, make_data_root

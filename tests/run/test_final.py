@@ -15,11 +15,11 @@ import pytest
 import torch
 
 import harness.run.training as train_mod
-from harness.config.run_config import resolve_config
 from harness.errors import TrainingError
 from harness.run.final import check_final_scores, final_scores
 from harness.run.hooks import FINAL_SECONDS
 from harness.run.training import train_run
+from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 from tests.helpers import TRAIN_CORPUS, fake_probe, final_with, make_corpus_root, smoke_config
 
@@ -122,7 +122,7 @@ def test_post_whitening_whitens_the_final_embeddings(
     # With no training the encoder is the seeded random one: whitening must be fitted on the first 80
     # corpus sentences and applied to the evaluation embeddings.
     from harness.encoder.loading import load_encoder
-    from methods.whitening import apply_post_whitening, fit_post_whitening
+    from harness.postprocess.whitening import apply_post_whitening, fit_post_whitening
 
     threads = torch.get_num_threads()
     torch.set_num_threads(config.threads or threads)  # as the run embedded: ZCA magnifies rounding
@@ -152,7 +152,7 @@ def test_post_flow_evaluates_the_flows_latents(
     # No training: the flow is fitted (seeded by the run's seed) on the seeded random encoder's
     # embeddings of the first 80 corpus sentences, and the final tasks score its latents.
     from harness.encoder.loading import load_encoder
-    from methods.flow import READINGS, fit_flow
+    from harness.postprocess.flow import READINGS, fit_flow
 
     threads = torch.get_num_threads()
     torch.set_num_threads(config.threads or threads)

@@ -10,10 +10,10 @@ import json
 import os
 from pathlib import Path
 
-from harness.grid.plan import expand
 from harness.run.footprint import SHIPPED, footprint, footprint_key, shipped
+from harness.specs.cells import expand
 from harness.specs.find import load_plot_specs, load_table_specs
-from methods.base import MethodParams
+from methods.params import MethodParams
 
 PROFILES = ("paper", "cpu")
 

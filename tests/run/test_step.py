@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from harness.config.run_config import resolve_config
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import dropout_rate
 from harness.run.step import TrainStep, host_reads, linear_schedule
+from harness.store.run_config import resolve_config
 from methods import REGISTRY, get_method
 
 

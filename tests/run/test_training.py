@@ -18,12 +18,12 @@ import pytest
 import torch
 
 import harness.run.training as train_mod
-from harness.config.run_config import resolve_config
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.saved import SENTENCE_HEAD_FILE
 from harness.errors import DataError, TrainingError
 from harness.run.probe_cache import CACHE_DIR
 from harness.run.training import train_run
+from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 from methods.simcse import SimCSE
 from tests.helpers import final_with, make_corpus_root, smoke_config

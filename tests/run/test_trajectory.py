@@ -12,12 +12,14 @@ import pytest
 import torch
 
 import harness.run.training as train_mod
+from harness.encoder.calls import EncodeFn
 from harness.errors import TrainingError
 from harness.run.training import train_run
 from harness.run.trajectory import LOSS_LIMIT, PendingSteps, overflow_message, trajectory_point
 from harness.store.run_store import RunStore
 from methods import REGISTRY
-from methods.base import Check, EncodeFn, LossOutput
+from methods.base import LossOutput
+from methods.checks import Check
 from methods.simcse import SimCSE, SimCSEParams
 from methods.whitenedcse import WhitenedCSE
 from tests.helpers import final_with, smoke_config
@@ -55,7 +57,7 @@ def test_a_temperature_that_overflows_the_logits_fails_the_run_at_its_first_step
     monkeypatch.setattr(
         train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final_with(71.5)
     )
-    # the settings refuse such a temperature (methods.base.TEMPERATURE_RANGE); a record made without
+    # the settings refuse such a temperature (methods.params.TEMPERATURE_RANGE); a record made without
     # validate() still reaches the loop, whose loss check is the last guard
     config = smoke_config(probed_root, max_steps=2, eval_every=1)
     config = dataclasses.replace(config, params=SimCSEParams(temperature=1e-30))

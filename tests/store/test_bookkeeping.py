@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from harness.atomic import failed_write
-from harness.config.run_config import RunConfig
 from harness.store.bookkeeping import (
     ensure_failed_record,
     ensure_interrupted_record,
@@ -19,6 +18,7 @@ from harness.store.bookkeeping import (
     short_error,
 )
 from harness.store.record import new_record
+from harness.store.run_config import RunConfig
 from harness.store.run_store import RunStore
 from tests.helpers import SMOKE_SPEC, make_data_root, make_record, smoke_config
 
@@ -118,7 +118,7 @@ def test_a_trials_error_is_one_line() -> None:
 
 
 def test_a_waiting_run_without_a_record_gets_an_interrupted_one(tmp_path: Path, mini_data_root: Path) -> None:
-    from harness.grid.plan import expand
+    from harness.specs.cells import expand
     from harness.specs.parse import load_table_spec
 
     data = make_data_root(tmp_path / "data")

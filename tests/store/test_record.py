@@ -16,7 +16,7 @@ from tests.helpers import NIGHT_RECORDS
 
 
 def test_new_record_has_every_schema_key(tmp_path: Path) -> None:
-    from harness.config.run_config import resolve_config
+    from harness.store.run_config import resolve_config
 
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(f"s {i}" for i in range(20)) + "\n")

@@ -14,7 +14,7 @@ import torch
 
 import harness.run.checkpoint as ckpt
 from harness.cli import main
-from harness.grid.plan import expand
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
 from tests.helpers import (

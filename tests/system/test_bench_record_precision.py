@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.run_config import resolve_config
 from harness.run.training import train_run
+from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 from tests.helpers import REPO_ROOT
 

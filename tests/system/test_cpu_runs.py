@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from harness.config.paths import resolve_data_root
-from harness.config.run_config import RunConfig, resolve_config
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder
 from harness.errors import DataError
@@ -24,6 +23,7 @@ from harness.grid import memory
 from harness.grid.cost import NO_GRAD_ROW_COST, CostModel
 from harness.run.footprint import footprint
 from harness.run.training import train_run
+from harness.store.run_config import RunConfig, resolve_config
 from harness.store.run_store import RunStore
 from methods import REGISTRY, build_params, get_method
 from tests.helpers import make_data_root

@@ -354,8 +354,8 @@ def test_export_on_a_disk_that_fills_up_leaves_nothing_behind(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from harness.commands import export_cmd
-    from harness.config.run_config import resolve_config
     from harness.run.training import train_run
+    from harness.store.run_config import resolve_config
 
     root = make_data_root(tmp_path / "data", mini_data_root / "senteval", link=True)
     config = resolve_config(

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.grid.plan import expand
-from harness.reporting.tables.build import index_records
+from harness.specs.cells import expand, records_by_cell
 from harness.specs.parse import load_table_spec
 from harness.store.record import new_record
 from harness.store.run_store import RunStore
@@ -59,7 +58,7 @@ def test_a_backup_copy_is_named_and_not_counted(one_run: tuple[RunStore, Path, s
     records, said = warnings_of(store.records)
     assert [r["run_id"] for r in records] == [run_id]
     assert len(said) == 1 and str(copy) in said[0] and f"a copy of run {run_id}" in said[0]
-    (groups, _) = warnings_of(lambda: index_records(store))
+    (groups, _) = warnings_of(lambda: records_by_cell(store.records()))
     assert sum(len(v) for v in groups.values()) == 1
 
 

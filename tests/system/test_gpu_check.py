@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from harness.config.hardware import cpu_id
-from harness.config.run_config import resolve_config
 from harness.evaluation.transfer import TRANSFER_TASKS
 from harness.grid.calibration import load_calibrations
 from harness.grid.cost import CostModel
+from harness.store.run_config import resolve_config
 from tests.helpers import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "benchmarks"))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.grid.plan import expand
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.record import new_record
 from harness.store.run_store import RunStore

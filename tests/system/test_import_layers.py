@@ -13,12 +13,14 @@ from tests.helpers import REPO_ROOT
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.errors", "harness.coerce", "harness.atomic", "harness.removal", "harness.parent_death"),
-    ("methods",),
     ("harness.config",),
     ("harness.encoder",),
+    ("methods",),
+    ("harness.postprocess",),
     ("harness.evaluation",),
     ("harness.store",),
     ("harness.specs",),
+    ("harness.stats",),
     ("harness.run",),
     ("harness.grid",),
     ("harness.reporting",),
@@ -27,9 +29,18 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 """From the bottom up: a module may import its own layer and the layers below it, never one above.
 The foundation (errors, coercion of typed values, atomic writes, guarded removals, helpers that
-end with their parent) serves everyone; methods know only
-the foundation; the harness's packages follow the life of a run and a grid up to the command line and
-the Python API (``harness.results``), which stand side by side at the top."""
+end with their parent) serves everyone; the settings and the encoder know no method; methods know
+the encoder's call and nothing of the loop; post-processing (BERT-flow, BERT-whitening) stands
+apart from the methods; the harness's packages follow the life of a run and a grid up to the command
+line and the Python API (``harness.results``), which stand side by side at the top."""
+
+NEVER: tuple[tuple[str, str], ...] = (
+    ("harness.reporting", "harness.grid"),
+    ("harness.config", "methods"),
+    ("harness.encoder", "methods"),
+)
+"""Imports ruled out whatever the layers say: the reporters read records and specs, not the grid
+that made them; the settings and the encoder are the same whichever methods exist."""
 
 RAY_PACKAGE = "harness.grid.tune"
 """The only package that imports ``ray``."""
@@ -133,6 +144,21 @@ def test_no_import_runs_from_a_lower_layer_into_a_higher_one() -> None:
     assert back_arrows(_graph()) == []
 
 
+def forbidden_arrows(graph: dict[str, set[str]]) -> list[str]:
+    """``a imports b`` for every pair of :data:`NEVER`."""
+    inside = lambda module, package: module == package or module.startswith(package + ".")  # noqa: E731
+    return [
+        f"{name} imports {dep}"
+        for name, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if any(inside(name, a) and inside(dep, b) for a, b in NEVER)
+    ]
+
+
+def test_no_import_that_is_ruled_out() -> None:
+    assert forbidden_arrows(_graph()) == []
+
+
 def test_ray_is_imported_by_one_package_and_reached_from_two_modules() -> None:
     known = _modules()
     importers = sorted(
@@ -168,10 +194,16 @@ def test_the_checks_see_a_circle_a_back_arrow_and_a_second_ray_importer() -> Non
     assert back_arrows({"harness.store.record": {"harness.grid.plan"}}) == [
         "harness.store.record imports harness.grid.plan"
     ]
-    assert back_arrows({"methods.dclr": {"harness.encoder.loading"}}) == [
-        "methods.dclr imports harness.encoder.loading"
+    assert back_arrows({"methods.dclr": {"harness.run.step", "harness.encoder.calls"}}) == [
+        "methods.dclr imports harness.run.step"
     ]
     assert back_arrows({"harness.grid.plan": {"harness.store.record", "methods"}}) == []
+    assert forbidden_arrows({"harness.reporting.claims": {"harness.grid.plan", "harness.specs.cells"}}) == [
+        "harness.reporting.claims imports harness.grid.plan"
+    ]
+    assert forbidden_arrows(
+        {"harness.encoder.model": {"methods.base"}, "methods.base": {"harness.encoder"}}
+    ) == ["harness.encoder.model imports methods.base"]
     assert not "harness.reporting.tables".startswith(RAY_PACKAGE)
     real = _graph()
     assert "harness.grid.tune.driver" in real["harness.grid.launch"]  # lazy imports are seen

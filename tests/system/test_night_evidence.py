@@ -19,10 +19,10 @@ from pathlib import Path
 from harness.cli import main
 from harness.reporting.claims import HEADER as CLAIMS_HEADER
 from harness.reporting.claims import build_claims
-from harness.reporting.correction import Analysis
-from harness.reporting.decisions import STATES, claim_states
-from harness.reporting.outcomes import parse_effect
 from harness.specs.find import load_table_specs
+from harness.stats.correction import Analysis
+from harness.stats.decisions import STATES, claim_states
+from harness.stats.outcomes import parse_effect
 from harness.store.run_store import RunStore
 from tests.doc_numbers import demo_averages
 from tests.helpers import NIGHT, REPO_ROOT

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from harness.config.run_config import RunConfig
+from harness.store.run_config import RunConfig
 from tests.helpers import NIGHT
 
 

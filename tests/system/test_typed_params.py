@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from harness.config.run_config import RunConfig
-from harness.grid.plan import expand
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
+from harness.store.run_config import RunConfig
 from methods import get_method
 
 SPEC = """

@@ -1,7 +1,7 @@
 """The Ray Tune adapter: the ONLY module of the harness that imports ``ray``.
 
 :func:`~harness.grid.tune.driver.run_trials` runs one Tune trial per resolved
-:class:`~harness.config.run_config.RunConfig`. Each trial is a function trainable that calls
+:class:`~harness.store.run_config.RunConfig`. Each trial is a function trainable that calls
 :func:`harness.run.training.train_run` on whichever node Ray gives it.
 
 * Records travel through Ray, not through a shared folder: the trial's store is a relay
@@ -46,7 +46,7 @@
   running / failed / remaining, with an ETA from the cost model's estimates), written by
   :class:`harness.grid.progress.GridProgress`; ``TuneProgress`` only adapts it to Tune's callbacks.
 * Each trial gets one frozen :class:`TrialSpec` (data root, device, threads, the train function) and
-  its :class:`~harness.config.run_config.RunConfig` itself, already validated by the grid; it works
+  its :class:`~harness.store.run_config.RunConfig` itself, already validated by the grid; it works
   in a folder of its own, ``<tmp>/harness-trial-<worker pid>-*`` on its node, removed when it ends.
 * Record bookkeeping (a ``failed`` record for a trial that died, ``interrupted`` marks) lives in
   :mod:`harness.store.bookkeeping`; SIGTERM handling in :mod:`harness.grid.signals`.

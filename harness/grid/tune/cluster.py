@@ -28,7 +28,7 @@ from harness.grid.tune.head_watch import Answer, gcs_question
 from harness.store.bookkeeping import short_error
 
 if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
+    from harness.store.run_config import RunConfig
 
 HEAD_ANSWER_S = 10.0
 """How long ``check`` and ``grid --address`` wait for the head's answer (Ray's client adds up to 10 s

@@ -58,7 +58,7 @@ from harness.store.bookkeeping import (
 from harness.store.run_store import RunStore
 
 if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
+    from harness.store.run_config import RunConfig
 
 
 def _register_by_value(fn: Callable[..., Any]) -> None:

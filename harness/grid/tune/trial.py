@@ -27,7 +27,7 @@ from harness.store.bookkeeping import ensure_failed_record
 from harness.store.run_store import RunStore
 
 if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
+    from harness.store.run_config import RunConfig
 
 
 TrainFn = Callable[..., Mapping[str, Any]]

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.evaluation.tasks import year_task_names
-from harness.grid.plan import Cell, expand
 from harness.reporting.tables.model import (
     AGGREGATE_TEXT,
     MISSING,
@@ -23,25 +22,16 @@ from harness.reporting.tables.model import (
     paper_cells,
     rank_block,
 )
+from harness.specs.cells import Cell, reading_plan, records_by_cell
 from harness.specs.model import Row, RunSpec, Sweep, TableSpec, format_value, sweep_cell_key
 
 if TYPE_CHECKING:
-    from harness.config.run_config import RunConfig
     from harness.config.settings import RunSettings
+    from harness.store.run_config import RunConfig
     from harness.store.run_store import RunStore
 
 
 # -- building --------------------------------------------------------------------------------------
-def index_records(store: RunStore) -> dict[str, list[Mapping[str, Any]]]:
-    """Finished records by group id (all seeds of one configuration together), one per run id (the
-    store reads each run once; keyed here too, so a cell never counts a run twice)."""
-    by_run = {str(r["run_id"]): r for r in store.records() if r.get("status") == "finished"}
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for record in by_run.values():
-        out.setdefault(str(record.get("group_id")), []).append(record)
-    return out
-
-
 def _row_lines(
     spec: TableSpec,
     row: Row,
@@ -336,6 +326,6 @@ def build_tables(
         overrides: the same command-line overrides the grid ran with (they are part of run ids).
         data_root: data root passed to :func:`~harness.config.settings.resolve_settings`.
     """
-    plan = expand(specs, profile, seeds=1, overrides=overrides, data_root=data_root)
-    records = index_records(store)
+    plan = reading_plan(specs, profile, overrides=overrides, data_root=data_root)
+    records = records_by_cell(store.records())
     return [build_table(spec, plan.cells, records, profile, plan.settings) for spec in specs]

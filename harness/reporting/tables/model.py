@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from harness.grid.plan import Cell
+from harness.specs.cells import Cell
 from harness.store.record import record_metric
 
 Style = Literal["", "best", "second"]

@@ -14,12 +14,12 @@ import pytest
 from harness.atomic import WriteError
 from harness.grid.capacity import CapacityWatch
 from harness.grid.options import GridRequest
-from harness.grid.plan import expand
 from harness.grid.relay import earlier_checkpoint, remember_checkpoint
 from harness.grid.slots import SlotBoard
 from harness.grid.tracking import Tracking
 from harness.grid.tune import callbacks, driver
 from harness.grid.tune.callbacks import TuneProgress
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
 from tests.helpers import FIXTURES, HEAD, NEED, SMOKE_CLUSTER, WORKER, Clock, make_corpus_root, timed_train

@@ -12,8 +12,8 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.grid.options import GridRequest
-from harness.grid.plan import expand
 from harness.grid.tune import cluster, driver
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
 from tests.helpers import FIXTURES, REPO_ROOT, SMOKE_CLUSTER, make_corpus_root, timed_train

@@ -17,9 +17,10 @@ import pytest
 
 from harness.config.paths import resolve_data_root
 from harness.grid.options import ClusterOptions, GridRequest
-from harness.grid.plan import attach_status, expand
+from harness.grid.plan import attach_status
 from harness.grid.tracking import Tracking, final_keys
 from harness.grid.tune import driver
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.record import new_record
 from harness.store.run_store import RunStore

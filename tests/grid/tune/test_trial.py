@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from harness.grid.options import ClusterOptions, GridRequest
-from harness.grid.plan import expand
 from harness.grid.tune import driver
 from harness.grid.tune.trial import HOLD_ENV, hold_while_told
+from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
 from tests.helpers import FIXTURES, make_corpus_root, make_record

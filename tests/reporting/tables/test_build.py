@@ -21,8 +21,8 @@ from tests.helpers import (
 def test_grid_and_tables_resolve_through_one_path(corpus_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # No command resolves a throwaway config to learn the profile's model or seed: grid expansion and
     # table building go through resolve_settings once per set of overrides and resolve_run per cell.
-    import harness.config.run_config as run_config_mod
-    import harness.grid.plan as plan_mod
+    import harness.specs.cells as plan_mod
+    import harness.store.run_config as run_config_mod
     from harness.reporting.tables.build import build_tables
 
     calls: list[str] = []

@@ -1,4 +1,4 @@
-"""harness.reporting.shape: the check that a claim's differences look normal, and the sign-flip
+"""harness.stats.shape: the check that a claim's differences look normal, and the sign-flip
 p-value shown beside a verdict that fails it."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 from harness.reporting.claim_text import claim_rows, shape_notes
 from harness.reporting.claims import render_markdown, to_json
 from harness.reporting.claims_latex import render_latex
-from harness.reporting.correction import correct
-from harness.reporting.shape import outlier_index, shape_flag, sign_flip_p
-from harness.reporting.statistics import evaluate
 from harness.specs.claim import Claim
+from harness.stats.correction import correct
+from harness.stats.paired import evaluate
+from harness.stats.shape import outlier_index, shape_flag, sign_flip_p
 
 
 def _brute(diffs: list[float]) -> float:

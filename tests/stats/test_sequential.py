@@ -1,4 +1,4 @@
-"""harness.reporting.sequential: the anytime-valid paired t-test against its derivation, and by
+"""harness.stats.sequential: the anytime-valid paired t-test against its derivation, and by
 simulation: with no true difference its error rate stays at or below alpha however long one keeps
 adding seeds, where "stop when the t interval excludes 0" does not; with a true difference it decides.
 """
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from harness.reporting.sequential import (
+from harness.stats.paired import adjust_pvalues, paired_power, seeds_for_power, summarise
+from harness.stats.sequential import (
     MIXTURE_C,
     anytime_p,
     cannot_reach,
@@ -22,7 +23,6 @@ from harness.reporting.sequential import (
     sequential_seeds_for_power,
     sequential_summary,
 )
-from harness.reporting.statistics import adjust_pvalues, paired_power, seeds_for_power, summarise
 
 ALPHA = 0.05
 

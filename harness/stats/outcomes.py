@@ -9,7 +9,7 @@ one of three things, and the outputs say which (:func:`open_outcome`):
 * ``not enough seeds`` (only where seeds are added until decided, ``harness grid --until-decided``):
   the grid cannot reach a verdict on a difference of ``E`` at this noise within the seeds it may
   still give (``--max-seeds``, or the budget when it ended the grid): no evidence either way.
-  Judged by :func:`harness.reporting.sequential.cannot_reach`, on a lower confidence bound of the
+  Judged by :func:`harness.stats.sequential.cannot_reach`, on a lower confidence bound of the
   paired sd so that a noisy first estimate does not stop a claim the seeds could decide;
 * ``undecided``: still running (seeds may decide it).
 
@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 
 from harness.errors import ConfigError
-from harness.reporting.statistics import Summary
+from harness.stats.paired import Summary
 
 RULED_OUT = "ruled out"
 NOT_ENOUGH_SEEDS = "not enough seeds"
@@ -103,7 +103,7 @@ def open_outcome(
     (``max_seeds`` and the sequence's ``mixture_c`` given), ``not enough seeds`` or ``undecided``;
     else ``inconclusive``. A claim without an interval keeps its verdict (``1 seed``, ``no data``,
     ``not run``)."""
-    from harness.reporting.sequential import MIXTURE_C, cannot_reach
+    from harness.stats.sequential import MIXTURE_C, cannot_reach
 
     if summary.verdict not in (*DECIDED, INCONCLUSIVE):
         return summary.verdict

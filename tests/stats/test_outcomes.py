@@ -1,4 +1,4 @@
-"""harness.reporting.outcomes: the words for a claim that is not decided, the same in every output."""
+"""harness.stats.outcomes: the words for a claim that is not decided, the same in every output."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import dataclasses
 import json
 
 from harness.reporting.claims import render_markdown, to_json
-from harness.reporting.correction import Analysis, correct, correct_json_rows
-from harness.reporting.outcomes import Effect, open_outcome, ruled_out
-from harness.reporting.sequential import sequential_summary
-from harness.reporting.statistics import ClaimResult, pair_by_seed, summarise
 from harness.specs.claim import Claim
+from harness.stats.correction import Analysis, correct, correct_json_rows
+from harness.stats.outcomes import Effect, open_outcome, ruled_out
+from harness.stats.paired import ClaimResult, pair_by_seed, summarise
+from harness.stats.sequential import sequential_summary
 
 TIGHT = [0.01, -0.02, 0.015, 0.0, -0.01, 0.005, 0.01]
 NOISY = [1.0, -1.5, 2.0, -0.5, 0.3]

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.reporting.statistics import (
+from harness.specs.claim import Claim
+from harness.stats.paired import (
     adjust_pvalues,
     evaluate,
     minimum_detectable_difference,
@@ -23,7 +24,6 @@ from harness.reporting.statistics import (
     summarise,
     t_interval,
 )
-from harness.specs.claim import Claim
 
 DIFFS = [0.8, 1.9, -0.3, 1.2, 0.6]
 

@@ -1,4 +1,4 @@
-"""harness.reporting.correction: families, adjusted p-values and corrected verdicts, by hand; every
+"""harness.stats.correction: families, adjusted p-values and corrected verdicts, by hand; every
 claims output names the correction; a forest plot marks a claim the correction leaves open; the
 report corrects claims.json again. (``--correction none`` on the committed records:
 tests/commands/test_claims_cmd.py.)"""
@@ -13,17 +13,10 @@ import pytest
 from harness.errors import ConfigError
 from harness.reporting.claims import render_markdown, to_json
 from harness.reporting.claims_latex import render_latex
-from harness.reporting.correction import (
-    Analysis,
-    Member,
-    correct,
-    correct_json_rows,
-    correct_tested,
-    family_of,
-)
 from harness.reporting.forest import draw_forest
-from harness.reporting.statistics import ClaimResult, adjust_pvalues, pair_by_seed, summarise
 from harness.specs.claim import Claim
+from harness.stats.correction import Analysis, Member, correct, correct_json_rows, correct_tested, family_of
+from harness.stats.paired import ClaimResult, adjust_pvalues, pair_by_seed, summarise
 
 VERDICT_MARKERS = ("^", "v", "o", "s")
 """The forest plot's verdict markers (the paper's delta is a diamond)."""
@@ -40,7 +33,7 @@ def test_corrected_verdicts_by_hand() -> None:
         Member("t2", "e", None, "not run"),
     ]
     holm = correct_tested(items, "holm")
-    # t1 has four hypotheses: Holm gives 0.04, 0.09, 0.09, 0.2 (tests/reporting/test_statistics.py)
+    # t1 has four hypotheses: Holm gives 0.04, 0.09, 0.09, 0.2 (tests/stats/test_paired.py)
     assert [p for p, _ in holm] == pytest.approx([0.04, 0.09, 0.09, 0.2, 0.04, 0.04, None])
     assert [v for _, v in holm] == [
         "holds",

@@ -1,7 +1,7 @@
 """The claims' side of ``harness grid --until-decided``, and the seeds a claim needs for 80 % power.
 
 * the smallest difference the user cares about (``--effect``): score points, or a share of each
-  claim's paper delta (:class:`~harness.reporting.outcomes.Effect`, default half of it: replications
+  claim's paper delta (:class:`~harness.stats.outcomes.Effect`, default half of it: replications
   of published effects find about half the original effect on average, Open Science Collaboration
   2015, Science 349, aac4716, so a claim is worth deciding down to half what its paper printed);
 * :func:`power_lines`: per undecided claim, the seeds its test needs for 80 % power at the paper's
@@ -14,23 +14,64 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
-from harness.grid.rounds import ClaimNeed, Decide, Decision
-from harness.reporting.correction import Analysis, hypothesis_of
-from harness.reporting.outcomes import NOT_ENOUGH_SEEDS, RULED_OUT, UNDECIDED, Effect, open_outcome
-from harness.reporting.sequential import (
-    SD_BOUND,
-    sd_lower_bound,
-    seeds_within_reach,
-    sequential_seeds_for_power,
-)
-from harness.reporting.statistics import POWER, SEEDS_SEARCH_MAX, ClaimResult, seeds_for_power
+from harness.stats.correction import Analysis, hypothesis_of
+from harness.stats.outcomes import NOT_ENOUGH_SEEDS, RULED_OUT, UNDECIDED, Effect, open_outcome
+from harness.stats.paired import POWER, SEEDS_SEARCH_MAX, ClaimResult, seeds_for_power
+from harness.stats.sequential import SD_BOUND, sd_lower_bound, seeds_within_reach, sequential_seeds_for_power
 
 State = Literal["decided", "ruled out", "not enough seeds", "undecided"]
 STATES: tuple[State, ...] = ("decided", "ruled out", "not enough seeds", "undecided")
+
+
+CellKey = tuple[str, str]
+"""``(spec, key)``: where one cell of a table stands (the cell itself: :class:`harness.specs.cells.Cell`)."""
+
+
+@dataclass(frozen=True)
+class ClaimNeed:
+    """An undecided claim as the rounds see it.
+
+    Attributes:
+        cells: the cells it compares.
+        seeds: the seeds it has now.
+        seeds_needed: the seeds expected to decide it (80 % power at the effect that matters), None
+            where unknown (fewer than two seeds).
+        label: ``spec: text`` for the lines.
+    """
+
+    cells: tuple[CellKey, ...]
+    seeds: int
+    seeds_needed: int | None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the claims' statistics say after a round.
+
+    Attributes:
+        needs: the undecided claims, most promising first.
+        lines: every claim's state, to print.
+        counts: claims per state (``decided``, ``ruled out``, ``not enough seeds``, ``undecided``).
+        claims: every claim's state as JSON (for :data:`SEQUENTIAL_FILE`).
+    """
+
+    needs: tuple[ClaimNeed, ...] = ()
+    lines: tuple[str, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+    claims: Sequence[Mapping[str, Any]] = ()
+
+
+class Decide(Protocol):
+    """The claims' statistics as the rounds call them: ``decide()`` after each round;
+    ``decide(stopped=why)`` when the grid stops with claims undecided (its budget), which then have
+    not enough seeds for that reason."""
+
+    def __call__(self, stopped: str = "") -> Decision: ...
 
 
 def _seeds(delta: float, sd: float, analysis: Analysis) -> int | None:
@@ -83,7 +124,7 @@ class ClaimState:
     Attributes:
         result: the claim, tested and corrected.
         state: ``decided`` (after correction, in every family that repeats it), ``ruled out``,
-            ``not enough seeds`` or ``undecided`` (:mod:`harness.reporting.outcomes`).
+            ``not enough seeds`` or ``undecided`` (:mod:`harness.stats.outcomes`).
         effect: the effect judged (the user's, or the measured mean where larger; the user's for a
             claim ruled out).
         seeds_needed: seeds for 80 % power at that effect at the observed sd (None: no spread yet,
@@ -121,7 +162,7 @@ class ClaimState:
 
 def _not_enough(result: ClaimResult, effect: float, max_seeds: int, c: float) -> str:
     """Why a claim cannot reach a verdict within ``max_seeds`` (see
-    :func:`~harness.reporting.sequential.cannot_reach`)."""
+    :func:`~harness.stats.sequential.cannot_reach`)."""
     s = result.summary
     if s.n >= max_seeds:
         return f"has all {max_seeds} seeds"

@@ -1,9 +1,9 @@
 """An anytime-valid paired t-test: claims decided while seeds are added (``harness grid --until-decided``).
 
-The fixed-seed interval of :mod:`harness.reporting.statistics` is valid for a number of seeds chosen
+The fixed-seed interval of :mod:`harness.stats.paired` is valid for a number of seeds chosen
 before the data are seen. Adding seeds until the interval excludes 0 and stopping there inflates the
 error rate (optional stopping: about 0.2 instead of 0.05 when one looks after every seed up to 20,
-``tests/reporting/test_sequential.py`` measures it). Here the number of seeds may depend on the data.
+``tests/stats/test_sequential.py`` measures it). Here the number of seeds may depend on the data.
 
 The test (Wang and Ramdas, "Anytime-valid t-tests and confidence sequences for Gaussian means with
 unknown variance", Sequential Analysis 44, 2025, arXiv:2310.03722; the Gaussian-mixture form of
@@ -43,7 +43,7 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from harness.reporting.statistics import (
+from harness.stats.paired import (
     CONFIDENCE,
     POWER,
     Summary,

@@ -1,10 +1,10 @@
 """Error control across claims: how claims are tested, their families, and the verdicts after correction.
 
-Every claim gets a raw verdict from its own 95 % interval (:mod:`harness.reporting.statistics`, or
-the anytime-valid sequence of :mod:`harness.reporting.sequential` where seeds were added until
+Every claim gets a raw verdict from its own 95 % interval (:mod:`harness.stats.paired`, or
+the anytime-valid sequence of :mod:`harness.stats.sequential` where seeds were added until
 decided). Tested together, about one claim in twenty would "hold" or be "reversed" by chance when
 nothing differs, so the claims' p-values are also adjusted within a family
-(:func:`~harness.reporting.statistics.adjust_pvalues`) and a corrected verdict is given:
+(:func:`~harness.stats.paired.adjust_pvalues`) and a corrected verdict is given:
 
 * family ``table``: the claims of one table spec; ``paper``: the claims of one paper (the paper its
   ``better`` cell cites, :attr:`harness.specs.claim.Claim.paper`); ``all``: every claim rendered
@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness.errors import ConfigError
-from harness.reporting.outcomes import Effect, open_outcome, outcome
-from harness.reporting.sequential import ALPHA, MIXTURE_C, sequential_summary
-from harness.reporting.statistics import (
+from harness.stats.outcomes import Effect, open_outcome, outcome
+from harness.stats.paired import (
     CORRECTIONS,
     ClaimResult,
     CorrectionMethod,
@@ -38,6 +37,7 @@ from harness.reporting.statistics import (
     adjust_pvalues,
     summarise,
 )
+from harness.stats.sequential import ALPHA, MIXTURE_C, sequential_summary
 
 Family = Literal["table", "paper", "all"]
 FAMILIES: tuple[Family, ...] = ("table", "paper", "all")
@@ -57,7 +57,7 @@ class Analysis:
             ``harness grid --until-decided``) instead of the fixed-seed t interval.
         mixture_c: the sequence's mixture parameter (the one the grid used).
         effect: the smallest difference that matters: a claim whose interval lies inside +-effect is
-            ``ruled out`` (:mod:`harness.reporting.outcomes`).
+            ``ruled out`` (:mod:`harness.stats.outcomes`).
         max_seeds: the most seeds the grid may give a claim (``--until-decided``): with the
             sequence, an open claim is then ``not enough seeds`` or ``undecided``; None: fixed seeds.
     """
@@ -181,7 +181,7 @@ def hypothesis_of(result: ClaimResult) -> str:
 
 def correct(results: Sequence[ClaimResult], analysis: Analysis = DEFAULT_ANALYSIS) -> list[ClaimResult]:
     """The results with their family, adjusted p-value, corrected verdict and what each is when not
-    decided (:func:`~harness.reporting.outcomes.open_outcome`) filled in."""
+    decided (:func:`~harness.stats.outcomes.open_outcome`) filled in."""
     items = [
         Member(
             family_of(r.claim.spec, r.claim.paper, analysis.family),

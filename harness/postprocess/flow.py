@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from harness.errors import ConfigError, TrainingError
-from methods.base import SWITCH
+from methods.params import SWITCH
 
 CouplingKind = Literal["additive", "affine"]
 Permutation = Literal["reverse", "lu"]

@@ -1,4 +1,4 @@
-"""BERT-flow (methods/flow.py): the change of variables by brute force, inverses, actnorm's
+"""BERT-flow (harness/postprocess/flow.py): the change of variables by brute force, inverses, actnorm's
 initialisation, the fit, and the checks on its input; the released Glow's computation rebuilt in
 NumPy (bohanli/BERT-flow), and its released reading as the default."""
 
@@ -13,8 +13,16 @@ import pytest
 import torch
 
 from harness.errors import ConfigError
-from methods.base import SWITCH
-from methods.flow import READINGS, ActNorm, ChannelMix, FlowConfig, Glow, fit_flow, standard_normal_log_prob
+from harness.postprocess.flow import (
+    READINGS,
+    ActNorm,
+    ChannelMix,
+    FlowConfig,
+    Glow,
+    fit_flow,
+    standard_normal_log_prob,
+)
+from methods.params import SWITCH
 
 CONFIGS = {
     **READINGS,
@@ -169,7 +177,7 @@ def test_bad_input_is_a_config_error() -> None:
 # ``zeros`` conv with bias and ``exp(3 logs)``), ``revnet_step`` / ``revnet``, ``split`` with
 # ``compute_prior``'s fixed N(0, 1), ``top_prior``, the bits-per-dimension objective and the latent
 # ``concat(eps + [z])``; and the reverse pass of ``encoder_decoder`` with the stored ``eps``.
-# The harness's :class:`methods.flow.Glow` is given random values for every parameter (so the
+# The harness's :class:`harness.postprocess.flow.Glow` is given random values for every parameter (so the
 # zero-initialised last layers do not hide a term) and both are fed the same fixed inputs.
 
 LOG2 = math.log(2.0)

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from harness.config.settings import SETTING_FIELDS, RunSettings, digest, jsonable, resolve_settings
 from harness.errors import ConfigError
+from harness.postprocess.flow import reading_of
 from methods import MethodParams, build_params, get_method
-from methods.flow import reading_of
 
 if TYPE_CHECKING:
-    from methods.base import MethodParams
+    from methods.params import MethodParams
 
 NOT_IN_ID: frozenset[str] = frozenset({"profile", "corpus", "final_tasks"})
 """Fields that do not affect training: a label, a machine-specific path (``corpus_id`` is in), and
@@ -99,7 +99,7 @@ def resolve_run(
     """Add a method and its parameters to resolved settings: the typed, validated :class:`RunConfig`.
 
     A typed record (a table spec's, built when the spec was loaded) is used as it is and checked
-    against the encoder's width here (:meth:`~methods.base.MethodParams.validate`): the one check
+    against the encoder's width here (:meth:`~methods.params.MethodParams.validate`): the one check
     that needs the width, on the record's way into a run; nothing downstream checks it again. The
     width is looked up once per ``settings`` (:attr:`RunSettings.hidden_size`).
 

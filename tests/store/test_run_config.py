@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.run_config import RunConfig, resolve_config
 from harness.errors import ConfigError
+from harness.store.run_config import RunConfig, resolve_config
 from methods.simcse import SimCSEParams
 from methods.whitenedcse import WhitenedCSEParams
 from tests.helpers import smoke_config

@@ -24,8 +24,8 @@ For ``n`` paired differences with mean ``m`` and sample standard deviation ``s``
 Across claims, p-values are adjusted within a family (:func:`adjust_pvalues`): Holm's step-down
 (family-wise error rate, any dependence) or Benjamini-Hochberg's step-up (false discovery rate,
 ``scipy.stats.false_discovery_control``); the families and the corrected verdicts are
-:mod:`harness.reporting.correction`'s, the anytime-valid test of seeds added sequentially
-:mod:`harness.reporting.sequential`'s.
+:mod:`harness.stats.correction`'s, the anytime-valid test of seeds added sequentially
+:mod:`harness.stats.sequential`'s.
 
 Pure functions here; :mod:`harness.reporting.claims` renders them.
 """
@@ -285,13 +285,13 @@ class ClaimResult:
     comparison: tuple[str, ...] = ()
     """What is compared: the two cells' run groups and the score (repeats share it; one hypothesis)."""
     family: str = ""
-    """The family its p-value was adjusted in (:mod:`harness.reporting.correction`), if any."""
+    """The family its p-value was adjusted in (:mod:`harness.stats.correction`), if any."""
     adjusted: float | None = None
     """Its p-value adjusted within the family (None: no p-value, or not corrected)."""
     corrected: Verdict | None = None
     """The verdict after the correction (None: not corrected; the raw verdict stands)."""
     shape: str = ""
-    """Why its paired differences do not look normal (:func:`harness.reporting.shape.shape_flag`),
+    """Why its paired differences do not look normal (:func:`harness.stats.shape.shape_flag`),
     else empty."""
     sign_flip: float | None = None
     """Where :attr:`shape` is set: the sign-flip p-value of its differences (assumes no normality)."""
@@ -299,7 +299,7 @@ class ClaimResult:
     """The encoder its two cells ran (display name), where they ran one; else empty."""
     open_outcome: str = ""
     """What it is where not decided: ``ruled out``, ``not enough seeds``, ``undecided`` or
-    ``inconclusive`` (:mod:`harness.reporting.outcomes`; empty: not judged)."""
+    ``inconclusive`` (:mod:`harness.stats.outcomes`; empty: not judged)."""
 
     @property
     def corrected_verdict(self) -> Verdict:
@@ -332,7 +332,7 @@ def seed_values(
 
 Summariser = Callable[[Sequence[float]], Summary]
 """Paired differences -> :class:`Summary`: :func:`summarise` (fixed seeds) or the anytime-valid
-:func:`harness.reporting.sequential.sequential_summary`."""
+:func:`harness.stats.sequential.sequential_summary`."""
 
 
 def evaluate(
@@ -343,7 +343,7 @@ def evaluate(
     summariser: Summariser = summarise,
 ) -> ClaimResult:
     """Pair the two cells' per-seed values and summarise (``reason`` marks a claim not measured here)."""
-    from harness.reporting.shape import shape_flag, sign_flip_p
+    from harness.stats.shape import shape_flag, sign_flip_p
 
     paired = pair_by_seed(better, worse)
     summary = summariser(paired.diffs)

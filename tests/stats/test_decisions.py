@@ -1,4 +1,4 @@
-"""harness.reporting.decisions: the effect that matters, each claim's state for the grid's rounds, and
+"""harness.stats.decisions: the effect that matters, each claim's state for the grid's rounds, and
 the power lines."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import re
 import pytest
 
 from harness.errors import ConfigError
-from harness.reporting.correction import Analysis, correct
-from harness.reporting.decisions import claim_states, decision_of, power_lines
-from harness.reporting.outcomes import Effect, parse_effect
-from harness.reporting.sequential import sequential_seeds_for_power, sequential_summary
-from harness.reporting.statistics import ClaimResult, pair_by_seed
 from harness.specs.claim import Claim
+from harness.stats.correction import Analysis, correct
+from harness.stats.decisions import claim_states, decision_of, power_lines
+from harness.stats.outcomes import Effect, parse_effect
+from harness.stats.paired import ClaimResult, pair_by_seed
+from harness.stats.sequential import sequential_seeds_for_power, sequential_summary
 
 SEQUENTIAL = Analysis(sequential=True)
 
