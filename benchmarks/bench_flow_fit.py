@@ -3,7 +3,7 @@
 Embeds the first ``--sentences`` corpus sentences with the encoder and pooler (first-last avg., as
 the flow rows of the tables use), then fits each flow reading on them, single-threaded by default
 (a trial's thread count), and prints the embedding time, the fit time, its steps and seconds per
-sentence (what ``harness.grid.cost.FLOW_FIT_S_PER_SENTENCE`` holds), the first and last step's bits per
+sentence (what ``harness.grid.plan.cost.FLOW_FIT_S_PER_SENTENCE`` holds), the first and last step's bits per
 dimension, the processor and the load average. ``--synthetic D`` fits on Gaussian data of width D
 instead, without an encoder.
 

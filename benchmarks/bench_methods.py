@@ -6,7 +6,7 @@ the same encoder and the same batches of real corpus sentences; repetitions are 
 variant order rotated each round) so that drift in a shared machine's load hits every variant
 alike. The table reports the median step time, its ratio to SimCSE's, the ratio of encoder rows
 (the measured footprint, :func:`harness.run.footprint.footprint`: the cost a method cannot avoid, what
-``harness.grid.cost`` scales by),
+``harness.grid.plan.cost`` scales by),
 and the target where METHODS.md / the issue sets one.
 
 A second table times the method-specific extra work alone (whitening, DCL, the Barlow rank) on fixed
@@ -38,7 +38,7 @@ from harness.config.hardware import cpu_description
 from harness.config.paths import resolve_corpus, resolve_data_root
 from harness.encoder.loading import load_encoder
 from harness.encoder.training_encode import TrainingEncode
-from harness.grid.cost import NO_GRAD_ROW_COST
+from harness.grid.plan.cost import NO_GRAD_ROW_COST
 from harness.run.footprint import footprint
 from harness.run.step import make_adamw
 from methods import REGISTRY, build_params

@@ -16,9 +16,9 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
    (compilation, warm-up), each probe's seconds and the evaluation throughput;
 4. the grid's calibration, for each precision (``--precisions``): each method's step beside
    SimCSE's (``--methods``; eager, as the grid's estimate scales them), the dev probe and the final
-   STS pass (:func:`harness.grid.calibrate.measure_parts`); the trial's precision takes the trial's
+   STS pass (:func:`harness.grid.plan.calibrate_here.measure_parts`); the trial's precision takes the trial's
    own step, first step, probe, STS and transfer seconds. One file per precision and encoder class
-   in ``<runs>/calibration/`` (:mod:`harness.grid.calibration`, format version 2), written as soon
+   in ``<runs>/calibration/`` (:mod:`harness.grid.plan.calibration_files`, format version 2), written as soon
    as this stage ends;
 5. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device, each built and compiled
    as a paper-profile grid trial (``benchmarks/bench_gpu_trials.py``); the calibration files are
@@ -76,9 +76,9 @@ from harness.atomic import write_json
 from harness.config.hardware import cpu_description, cpu_id
 from harness.config.paths import resolve_data_root
 from harness.evaluation.tasks import sts_sentences
-from harness.grid.calibrate import measure_parts
-from harness.grid.calibration import CALIBRATION_DIR, VERSION, calibration_name
-from harness.grid.cost import encoder_class
+from harness.grid.plan.calibrate_here import measure_parts
+from harness.grid.plan.calibration_files import CALIBRATION_DIR, VERSION, calibration_name
+from harness.grid.plan.cost import encoder_class
 from harness.run.training import train_run
 from harness.store.provenance import now_iso
 from harness.store.run_config import RunConfig, resolve_config
@@ -489,7 +489,7 @@ def _grid_plan(argv: list[str]) -> tuple[Any, Any, int]:
 
 
 def _parts(model: Any, configs: list[RunConfig]) -> dict[str, float]:
-    """The estimated seconds of ``configs`` by part (:meth:`harness.grid.cost.CostModel.run_parts`)."""
+    """The estimated seconds of ``configs`` by part (:meth:`harness.grid.plan.cost.CostModel.run_parts`)."""
     total: dict[str, float] = {}
     for config in configs:
         for part, seconds in model.run_parts(config).items():
@@ -510,7 +510,7 @@ def rehearsal(args: argparse.Namespace, runs: Path) -> dict[str, Any]:
     import shutil
     import subprocess
 
-    from harness.grid.estimate import makespan
+    from harness.grid.plan.estimate import makespan
 
     cuda = args.device.startswith("cuda")
     folder = runs / "rehearsal"

@@ -1,6 +1,6 @@
 """``harness check``: the pre-flight check of a grid, every problem in one list.
 
-What it checks: :mod:`harness.grid.preflight`.
+What it checks: :mod:`harness.grid.preflight.command`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the grid as ``harness grid`` would, check what its runs need, print one list."""
-    from harness.grid.preflight import run_preflight
+    from harness.grid.preflight.command import run_preflight
 
     return run_preflight(grid_options(args))

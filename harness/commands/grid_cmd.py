@@ -30,7 +30,7 @@ from harness.commands.arguments import (
 )
 from harness.errors import ConfigError, HarnessError
 from harness.grid.launch import PlannedGrid, dry_run, plan_grid, run_grid
-from harness.grid.tracking import TRACKERS
+from harness.grid.progress.tracking import TRACKERS
 
 HELP = "run the grid of runs that table specs need (Ray Tune; skips finished runs)"
 

@@ -69,12 +69,12 @@ def _print_final(final: dict[str, Any]) -> None:
 def check_before_training(config: Any, store: Any, save_model: bool) -> None:
     """What a run reads and writes, checked before its record is: the encoder (a folder's tokenizer
     files, ``max_length`` within its positions), the corpus (read as training reads it), and the
-    runs folder's entries it writes (:func:`~harness.grid.checks.runs_folder_problems`)."""
+    runs folder's entries it writes (:func:`~harness.grid.preflight.machine.runs_folder_problems`)."""
     from pathlib import Path
 
     from harness.config.models import check_model_inputs
     from harness.errors import HarnessError
-    from harness.grid.checks import runs_folder_problems
+    from harness.grid.preflight.machine import runs_folder_problems
     from harness.run.data import read_corpus
 
     check_model_inputs(config.model, config.max_length)

@@ -15,7 +15,7 @@ Everything else that names tasks is derived from :data:`STS_REGISTRY` and
   (``final.sts_tasks``, ``final.transfer_tasks``; see :mod:`harness.store.record`), and only records
   covering the registered tasks count;
 * what ``harness results --format mteb`` writes a task as (:func:`mteb_tasks`);
-* what ``harness check`` and the start of a grid read (:mod:`harness.evaluation.data_check`).
+* what ``harness check`` and the start of a grid read (:mod:`harness.evaluation.preread`).
 
 Adding a task is its entry here plus its test (``CONTRIBUTING.md``, "Adding an evaluation task").
 """

@@ -28,18 +28,18 @@ from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_data_root, senteval_dir
 from harness.config.settings import resolve_settings
 from harness.errors import DataError, HarnessError
-from harness.evaluation.data_check import data_problems
-from harness.grid.calibrate import MIN_GRID_S, calibrate, uncalibrated
-from harness.grid.calibration import CALIBRATION_DIR, load_calibrations
-from harness.grid.checks import Report, longest_lengths, runs_folder_problems
+from harness.evaluation.preread import data_problems
 from harness.grid.cleanup import remove_stale_temp_dirs
-from harness.grid.cost import CostModel
-from harness.grid.estimate import estimate_lines, hours, longest_first, makespan, scratch_line
 from harness.grid.lock import GridLock
 from harness.grid.options import GridOptions, GridRequest
-from harness.grid.plan import attach_status, claims_only, complete_for, describe
+from harness.grid.plan.calibrate_here import MIN_GRID_S, calibrate, uncalibrated
+from harness.grid.plan.calibration_files import CALIBRATION_DIR, load_calibrations
+from harness.grid.plan.cost import CostModel
+from harness.grid.plan.estimate import estimate_lines, hours, longest_first, makespan, scratch_line
+from harness.grid.plan.status import attach_status, claims_only, complete_for, describe
+from harness.grid.preflight.machine import Report, longest_lengths, runs_folder_problems
+from harness.grid.progress.tracking import Tracking, check_trackers
 from harness.grid.signals import sigterm_as_interrupt
-from harness.grid.tracking import Tracking, check_trackers
 from harness.run.checkpoint import every_from_env
 from harness.run.data import read_corpus
 from harness.run.footprint import FootprintCache
@@ -50,7 +50,7 @@ from harness.store.run_config import RunConfig
 from harness.store.run_store import RunStore, missing_scores
 
 if TYPE_CHECKING:  # the progress reporter imports the run's evaluation (transformers): not for a dry run
-    from harness.grid.progress import GridReport
+    from harness.grid.progress.report import GridReport
 
 
 @dataclass
@@ -201,7 +201,7 @@ def run_pending(grid: PlannedGrid, pending: list[PlannedRun], ordered: list[RunC
     Returns the grid report, or the exit status when the grid was interrupted (130) or Ray Tune
     stopped it (1).
     """
-    from harness.grid.progress import GridInterrupted, GridStopped
+    from harness.grid.progress.report import GridInterrupted, GridStopped
     from harness.grid.tune.driver import run_trials  # Ray is imported here, not for a dry run
 
     options, store = grid.options, grid.store
@@ -328,13 +328,13 @@ def check_models(configs: Sequence[RunConfig]) -> None:
 
 def check_nodes(grid: PlannedGrid, configs: Sequence[RunConfig]) -> None:
     """On a cluster (``--address``): every alive node checked as ``harness check --address`` does
-    (:func:`~harness.grid.node_check.check_ray`: the data files and encoders the runs read, read on
+    (:func:`~harness.grid.preflight.cluster.check_ray`: the data files and encoders the runs read, read on
     that node), before any trial starts; each problem is printed with its node.
 
     Raises:
         DataError: after printing the problems, so no run trains fully to fail at its end.
     """
-    from harness.grid.node_check import NodeNeeds, check_ray
+    from harness.grid.preflight.cluster import NodeNeeds, check_ray
 
     report = Report()
     needs = NodeNeeds(

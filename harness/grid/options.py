@@ -18,7 +18,7 @@ from harness.grid.capacity import DEFAULT_LOST_NODE_WAIT_S, MAX_LOST_NODE_WAIT_S
 from harness.grid.relay import storage_filesystem
 
 if TYPE_CHECKING:
-    from harness.grid.tracking import Tracking
+    from harness.grid.progress.tracking import Tracking
 
 RESERVED_RESOURCES = frozenset({"cpu", "gpu", "memory", "object_store_memory"})
 """Ray resources the other options set (not a custom ``--trial-resources`` name)."""

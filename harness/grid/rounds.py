@@ -37,12 +37,12 @@ from typing import Any
 
 from harness.atomic import write_json
 from harness.errors import ConfigError
-from harness.grid.cost import CostModel
-from harness.grid.estimate import hours, makespan
 from harness.grid.launch import PlannedGrid, cost_model, longest_first_with_estimate, run_pending
 from harness.grid.lock import GridLock
-from harness.grid.plan import attach_status
-from harness.grid.progress import GridReport
+from harness.grid.plan.cost import CostModel
+from harness.grid.plan.estimate import hours, makespan
+from harness.grid.plan.status import attach_status
+from harness.grid.progress.report import GridReport
 from harness.specs.cells import PlannedRun, expand
 from harness.stats.decisions import CellKey, Decide, Decision
 from harness.store.run_config import RunConfig

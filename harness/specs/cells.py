@@ -21,7 +21,7 @@ A cell ends in one of three states:
 
 Runs are deduplicated by run id across specs (tables that share a run share its record), in order
 of first appearance. The grid marks each run with its record's status in a store
-(:func:`harness.grid.plan.attach_status`); ``pending`` runs are those without a finished record:
+(:func:`harness.grid.plan.status.attach_status`); ``pending`` runs are those without a finished record:
 missing, ``running`` (a leftover from a killed grid) and, by default, ``failed`` (retried; pass
 ``retry_failed=False`` to skip them).
 """
@@ -227,7 +227,7 @@ def expand(
             are then provisional, see :func:`~harness.config.settings.resolve_settings`.
 
     Returns:
-        The plan; run states are ``missing`` until :func:`harness.grid.plan.attach_status` is called.
+        The plan; run states are ``missing`` until :func:`harness.grid.plan.status.attach_status` is called.
     """
     resolver = _Resolver(profile, overrides, data_root, seeds, require_corpus)
     cells: list[Cell] = []

@@ -1,4 +1,5 @@
-"""``harness check`` is a command of the command line (what it checks: tests/grid/test_preflight.py)."""
+"""``harness check`` is a command of the command line (what it checks:
+tests/grid/preflight/test_command.py)."""
 
 from __future__ import annotations
 

@@ -220,7 +220,7 @@ def test_a_registered_task_is_evaluated_averaged_and_recorded(tiny: StsTask, tin
 def test_a_registered_task_is_a_spec_column_a_checked_file_and_counted_sentences(
     tiny: StsTask, tiny_root: Path, tmp_path: Path
 ) -> None:
-    from harness.grid.checks import needed_data_files
+    from harness.grid.preflight.machine import needed_data_files
     from harness.specs.parse import load_table_spec
 
     assert SCORE_KEYS["sts"] == (*LEGACY_STS_TASKS, "TINY", "avg")
@@ -240,7 +240,7 @@ def test_a_registered_task_is_a_spec_column_a_checked_file_and_counted_sentences
 
 
 def test_records_of_other_task_sets_are_never_mixed(tiny: StsTask) -> None:
-    from harness.grid.plan import complete_for
+    from harness.grid.plan.status import complete_for
     from harness.store.record import record_metric, record_tasks
 
     old = {"status": "finished", "config": {"final_tasks": "sts"}, "final": {"sts": {"avg": 70.0}}}
@@ -256,7 +256,7 @@ def test_records_of_other_task_sets_are_never_mixed(tiny: StsTask) -> None:
 
 
 def test_without_the_task_old_records_count_and_new_ones_do_not() -> None:
-    from harness.grid.plan import complete_for
+    from harness.grid.plan.status import complete_for
     from harness.store.record import record_metric
 
     scores: dict[str, Any] = {"sts": {"avg": 70.0}, "transfer": {"avg": 80.0}}

@@ -38,8 +38,8 @@ def test_grid_starts_its_runs_longest_first(
 
 
 def test_the_grid_gives_each_run_the_share_its_steps_take() -> None:
-    from harness.grid.cost import CostModel
     from harness.grid.launch import steps_shares
+    from harness.grid.plan.cost import CostModel
     from harness.store.run_config import resolve_config
 
     model = CostModel([], "cpu", {}, 1)
@@ -73,7 +73,7 @@ def test_a_gpu_dry_run_prices_with_the_visible_gpus_calibration_and_names_it(
     dry run's estimate uses and names; for another GPU the estimate says first that it has none."""
     import torch
 
-    from tests.grid.test_cost import H100, _gpu_calibration
+    from tests.grid.plan.test_cost import H100, _gpu_calibration
 
     runs = tmp_path / "runs"
     path = _gpu_calibration(runs, precision="tf32")  # the paper profile trains in tf32

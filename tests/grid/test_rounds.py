@@ -17,8 +17,8 @@ import pytest
 
 from harness.cli import main
 from harness.config.paths import resolve_data_root
-from harness.grid.cost import CostModel
-from harness.grid.progress import GridReport
+from harness.grid.plan.cost import CostModel
+from harness.grid.progress.report import GridReport
 from harness.grid.rounds import SEQUENTIAL_FILE, next_seeds, schedule
 from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec

@@ -16,8 +16,8 @@ import harness.run.training as train_mod
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.training_encode import TrainingEncode
-from harness.grid import memory
-from harness.grid.cost import NO_GRAD_ROW_COST, CostModel
+from harness.grid.plan import memory
+from harness.grid.plan.cost import NO_GRAD_ROW_COST, CostModel
 from harness.run.footprint import footprint
 from harness.run.step import TrainStep
 from harness.store.run_config import RunConfig, resolve_config

@@ -52,7 +52,7 @@ def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, t
     assert 0 < record["first_step_s"] <= record["train_time_s"]
     probes = [p["probe_s"] for p in record["trajectory"]]
     assert all(s >= 0 for s in probes) and sum(probes) <= record["eval_time_s"]
-    if Path("/proc/self/status").exists():  # the run's peak resident memory (harness.grid.memory)
+    if Path("/proc/self/status").exists():  # the run's peak resident memory (harness.grid.plan.memory)
         assert 50 < record["peak_rss_mb"] < 64 * 1024
     assert record["started_at"] and record["finished_at"] and record["host"] and record["code_version"]
     assert store.load(config.run_id()) == json.loads(json.dumps(record))

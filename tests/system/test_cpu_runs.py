@@ -19,8 +19,8 @@ from harness.config.paths import resolve_data_root
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder
 from harness.errors import DataError
-from harness.grid import memory
-from harness.grid.cost import NO_GRAD_ROW_COST, CostModel
+from harness.grid.plan import memory
+from harness.grid.plan.cost import NO_GRAD_ROW_COST, CostModel
 from harness.run.footprint import footprint
 from harness.run.training import train_run
 from harness.store.run_config import RunConfig, resolve_config

@@ -113,7 +113,10 @@ ALLOWED = {
     ("harness/store/run_store.py", "os.open("): "an attempt number's reservation",
     ("harness/grid/lock.py", "os.open("): "the grid lock",
     ("harness/grid/slots.py", "mine.touch("): "a trial's empty marker on the node's slot board",
-    ("harness/grid/calibrate.py", 'log.open("w"'): "a calibration process's stderr, in a temporary folder",
+    (
+        "harness/grid/plan/calibrate_here.py",
+        'log.open("w"',
+    ): "a calibration process's stderr, in a temporary folder",
     ("harness/config/fetch.py", "shutil.copyfileobj("): "into an atomic_write handle",
     ("harness/config/fetch.py", "shutil.move("): "into an atomic_folder",
     ("harness/config/inputs.py", "os.open("): "an input file read without blocking (a FIFO is refused)",

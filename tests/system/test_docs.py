@@ -185,7 +185,7 @@ def test_no_code_comment_or_docstring_carries_a_dated_measurement() -> None:
 
 def test_the_speed_page_quotes_the_constants_the_code_uses() -> None:
     """docs/speed.md explains where the cost and memory models' constants come from: the same values."""
-    from harness.grid import cost, memory
+    from harness.grid.plan import cost, memory
 
     text = " ".join((REPO_ROOT / "docs" / "speed.md").read_text(encoding="utf-8").split())
     step, sts, _source = cost._BUILTIN[("cpu", "minilm", "bf16")]

@@ -1,6 +1,6 @@
 """One run counts once: a copy of a record file, or a record under another name, is named in one
 warning line and counted nowhere twice (tables, claims, plots, report, the dry run; the cost model's
-own: tests/grid/test_cost.py)."""
+own: tests/grid/plan/test_cost.py)."""
 
 from __future__ import annotations
 

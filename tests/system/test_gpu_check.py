@@ -11,8 +11,8 @@ import pytest
 
 from harness.config.hardware import cpu_id
 from harness.evaluation.transfer import TRANSFER_TASKS
-from harness.grid.calibration import load_calibrations
-from harness.grid.cost import CostModel
+from harness.grid.plan.calibration_files import load_calibrations
+from harness.grid.plan.cost import CostModel
 from harness.store.run_config import resolve_config
 from tests.helpers import REPO_ROOT
 

@@ -44,7 +44,7 @@ that made them; the settings and the encoder are the same whichever methods exis
 
 RAY_PACKAGE = "harness.grid.tune"
 """The only package that imports ``ray``."""
-RAY_USERS = {"harness.grid.launch", "harness.grid.node_check"}
+RAY_USERS = {"harness.grid.launch", "harness.grid.preflight.cluster"}
 """The only modules outside it that import it: the grid's launch and the cluster check."""
 
 
@@ -191,16 +191,16 @@ def test_the_checks_see_a_circle_a_back_arrow_and_a_second_ray_importer() -> Non
     """The helpers find what they look for (a test that cannot fail is no test)."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _circles(graph) == [frozenset({"a", "b", "c"})]
-    assert back_arrows({"harness.store.record": {"harness.grid.plan"}}) == [
-        "harness.store.record imports harness.grid.plan"
+    assert back_arrows({"harness.store.record": {"harness.grid.plan.status"}}) == [
+        "harness.store.record imports harness.grid.plan.status"
     ]
     assert back_arrows({"methods.dclr": {"harness.run.step", "harness.encoder.calls"}}) == [
         "methods.dclr imports harness.run.step"
     ]
-    assert back_arrows({"harness.grid.plan": {"harness.store.record", "methods"}}) == []
-    assert forbidden_arrows({"harness.reporting.claims": {"harness.grid.plan", "harness.specs.cells"}}) == [
-        "harness.reporting.claims imports harness.grid.plan"
-    ]
+    assert back_arrows({"harness.grid.plan.status": {"harness.store.record", "methods"}}) == []
+    assert forbidden_arrows(
+        {"harness.reporting.claims": {"harness.grid.plan.status", "harness.specs.cells"}}
+    ) == ["harness.reporting.claims imports harness.grid.plan.status"]
     assert forbidden_arrows(
         {"harness.encoder.model": {"methods.base"}, "methods.base": {"harness.encoder"}}
     ) == ["harness.encoder.model imports methods.base"]

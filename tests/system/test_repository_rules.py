@@ -128,7 +128,12 @@ def test_the_mirror_rule_finds_a_module_without_its_tests(tmp_path: Path) -> Non
     assert mirrored_test("methods/simcse.py") == "tests/methods/test_simcse.py"
     (tmp_path / "tests" / "grid").mkdir(parents=True)
     (tmp_path / "tests" / "grid" / "test_plan.py").write_text("")
-    sources = ["harness/grid/plan.py", "harness/grid/new_part.py", "harness/__init__.py", "methods/newcse.py"]
+    sources = [
+        "harness/grid/plan/status.py",
+        "harness/grid/new_part.py",
+        "harness/__init__.py",
+        "methods/newcse.py",
+    ]
     assert untested(sources, tmp_path) == [
         "harness/grid/new_part.py (its tests go in tests/grid/test_new_part.py)",
         "methods/newcse.py (its tests go in tests/methods/test_newcse.py)",

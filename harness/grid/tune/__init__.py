@@ -22,7 +22,7 @@
   seconds). Tune's own folder of a grid, ``<runs>/tune/<grid name>-<time>/`` (TensorBoard event
   files, ``progress.csv`` and ``result.json`` per run, error files of failed trials), is kept:
   ``tensorboard --logdir`` on it shows every run's curves while the grid runs. ``--track mlflow`` /
-  ``wandb`` add Ray's own MLflow and Weights & Biases callbacks (:mod:`harness.grid.tracking`).
+  ``wandb`` add Ray's own MLflow and Weights & Biases callbacks (:mod:`harness.grid.progress.tracking`).
 * Ray starts locally with every CPU and GPU it sees, or connects to ``address`` (an existing
   cluster; no node needs the driver's runs folder, every node reads the data root at the driver's
   path). ``smoke=True`` starts a small local Ray (no GPUs) for tests and CI.
@@ -34,31 +34,32 @@
   killed for memory) gets a ``failed`` record written by the trial wrapper or, failing that, by the
   driver, with the reason.
 * Memory: a CPU trial also asks Ray for the host memory it needs at its peak
-  (:func:`harness.grid.memory.estimate_bytes`, at most the largest node's ``memory`` resource), so Ray starts
-  no more trials at once than the node holds (two K = 10 noise probes at ~5 GB each fit in 24 GB,
-  three do not); after every trial the worker gives its freed memory back to the system (a reused
-  worker runs the next trial in a new thread, whose allocator would not reuse it).
+  (:func:`harness.grid.plan.memory.estimate_bytes`, at most the largest node's ``memory``
+  resource), so Ray starts no more trials at once than the node holds (two K = 10 noise probes at
+  ~5 GB each fit in 24 GB, three do not); after every trial the worker gives its freed memory back
+  to the system (a reused worker runs the next trial in a new thread, whose allocator would not
+  reuse it).
 * Ray Tune itself failing (Tune 2.5x raises on the ``OutOfMemoryError`` of a worker Ray's memory
   monitor killed; tests/grid/tune/test_driver.py replays it) ends the grid with
-  :class:`~harness.grid.progress.GridStopped`: runs left ``running`` are marked ``interrupted`` with
+  :class:`~harness.grid.progress.report.GridStopped`: runs left ``running`` are marked ``interrupted`` with
   Tune's reason, finished ones stay, the next grid resumes.
 * Progress: a line per trial start and end, per evaluation point and at least every 30 s (done /
   running / failed / remaining, with an ETA from the cost model's estimates), written by
-  :class:`harness.grid.progress.GridProgress`; ``TuneProgress`` only adapts it to Tune's callbacks.
+  :class:`harness.grid.progress.report.GridProgress`; ``TuneProgress`` only adapts it to Tune's callbacks.
 * Each trial gets one frozen :class:`TrialSpec` (data root, device, threads, the train function) and
   its :class:`~harness.store.run_config.RunConfig` itself, already validated by the grid; it works
   in a folder of its own, ``<tmp>/harness-trial-<worker pid>-*`` on its node, removed when it ends.
 * Record bookkeeping (a ``failed`` record for a trial that died, ``interrupted`` marks) lives in
   :mod:`harness.store.bookkeeping`; SIGTERM handling in :mod:`harness.grid.signals`.
 * Resuming is the grid's job: killed and started again, it skips runs with a finished record
-  (:mod:`harness.grid.plan`), so only the remaining ones run.
+  (:mod:`harness.grid.plan.status`), so only the remaining ones run.
 * Ctrl-C: the trials are stopped, Ray shuts down, runs left ``running`` are marked ``interrupted``
   (the next grid runs them again) and :class:`KeyboardInterrupt` propagates (exit status 130).
 * A locally started Ray keeps its session files in a fresh ``harness-ray-<pid>-*`` folder under the
   system temporary folder, removed at shutdown; folders left by killed grids (dead pid) are removed
   at the next start.
 
-The returned :class:`~harness.grid.progress.GridReport` says how much of the wall time was trial work
+The returned :class:`~harness.grid.progress.report.GridReport` says how much of the wall time was trial work
 and how much was Ray start-up and scheduling.
 """
 

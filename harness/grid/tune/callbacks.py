@@ -14,10 +14,8 @@ from ray import tune
 
 from harness.atomic import WriteError, atomic_folder
 from harness.grid.capacity import WAIT_LINE_S, CapacityWatch, Node
-from harness.grid.progress import (
-    GridProgress,
-    print_line,
-)
+from harness.grid.progress.report import GridProgress, print_line
+from harness.grid.progress.tracking import PRIVATE_KEYS, Tracking, public
 from harness.grid.relay import (
     decode_record,
     drop_checkpoint,
@@ -26,7 +24,6 @@ from harness.grid.relay import (
     remember_checkpoint,
 )
 from harness.grid.slots import SlotBoard
-from harness.grid.tracking import PRIVATE_KEYS, Tracking, public
 from harness.removal import Shape, remove_owned
 from harness.store.bookkeeping import short_error
 from harness.store.run_store import SAVED_ENCODER
@@ -49,13 +46,14 @@ def _entry(trial: Any) -> dict[str, Any]:
 
 
 class TuneProgress(GridProgress, tune.Callback):
-    """Tune's callbacks feeding :class:`~harness.grid.progress.GridProgress` (its lines and failed records),
-    and the driver's side of the trials' reports: every record a report carries is written to the
-    store here (the driver alone writes it), resume checkpoints are noted, saved encoders fetched.
+    """Tune's callbacks feeding :class:`~harness.grid.progress.report.GridProgress` (its lines and
+    failed records), and the driver's side of the trials' reports: every record a report carries is
+    written to the store here (the driver alone writes it), resume checkpoints are noted, saved
+    encoders fetched.
 
     Tune pickles its callbacks with the experiment state. The log sink is a driver-side object (the
     ``print`` builtin may even have been replaced since it was captured), so it is left out of the
-    pickled state and falls back to :func:`~harness.grid.progress.print_line` if the callback is ever
+    pickled state and falls back to :func:`~harness.grid.progress.report.print_line` if the callback is ever
     restored.
     """
 

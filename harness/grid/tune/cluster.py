@@ -19,10 +19,8 @@ import ray
 
 from harness.errors import ConfigError, HarnessError
 from harness.grid.cleanup import TEMP_PREFIX, pids_using, remove_stale_temp_dirs, start_times, stop_processes
-from harness.grid.memory import estimate_bytes
-from harness.grid.progress import (
-    Log,
-)
+from harness.grid.plan.memory import estimate_bytes
+from harness.grid.progress.report import Log
 from harness.grid.signals import keep_sigterm_handler
 from harness.grid.tune.head_watch import Answer, gcs_question
 from harness.store.bookkeeping import short_error

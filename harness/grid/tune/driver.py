@@ -19,7 +19,7 @@ from harness.errors import HarnessError
 from harness.grid.capacity import CapacityWatch
 from harness.grid.lock import release_held_locks
 from harness.grid.options import ClusterOptions, GridRequest
-from harness.grid.progress import (
+from harness.grid.progress.report import (
     CapacityLost,
     GridInterrupted,
     GridReport,
@@ -28,9 +28,9 @@ from harness.grid.progress import (
     print_line,
     save_traceback,
 )
+from harness.grid.progress.tracking import environment_kept
 from harness.grid.relay import earlier_checkpoint
 from harness.grid.slots import SlotBoard
-from harness.grid.tracking import environment_kept
 from harness.grid.tune.callbacks import (
     GridStopper,
     TuneProgress,
@@ -90,7 +90,7 @@ def run_trials(
             node reaches.
 
     Returns:
-        A :class:`~harness.grid.progress.GridReport` (counts, failures, and where the time went).
+        A :class:`~harness.grid.progress.report.GridReport` (counts, failures, and where the time went).
 
     Raises:
         GridInterrupted: Ctrl-C or SIGTERM (the runs left ``running`` are marked ``interrupted``).

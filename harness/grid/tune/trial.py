@@ -18,9 +18,9 @@ from ray import tune
 
 from harness.atomic import write_json
 from harness.grid.cleanup import TRIAL_PREFIX, remove_stale_trial_dirs
+from harness.grid.progress.tracking import final_keys, final_metrics
 from harness.grid.relay import decode_record, encode_record, storage_filesystem
 from harness.grid.slots import SlotBoard
-from harness.grid.tracking import final_keys, final_metrics
 from harness.run.process_memory import release_freed
 from harness.run.training import train_run
 from harness.store.bookkeeping import ensure_failed_record

@@ -14,9 +14,9 @@ import pytest
 from harness.atomic import WriteError
 from harness.grid.capacity import CapacityWatch
 from harness.grid.options import GridRequest
+from harness.grid.progress.tracking import Tracking
 from harness.grid.relay import earlier_checkpoint, remember_checkpoint
 from harness.grid.slots import SlotBoard
-from harness.grid.tracking import Tracking
 from harness.grid.tune import callbacks, driver
 from harness.grid.tune.callbacks import TuneProgress
 from harness.specs.cells import expand
@@ -79,7 +79,7 @@ def test_a_heartbeat_line_comes_while_a_trial_trains_between_its_reports(
     ray_up: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Tune calls the progress callback between results too: a silent trial still gets lines."""
-    import harness.grid.progress as progress
+    import harness.grid.progress.report as progress
 
     monkeypatch.setattr(progress, "HEARTBEAT_S", 0.5)
     data_root = make_corpus_root(tmp_path / "data")

@@ -17,8 +17,8 @@ import pytest
 
 from harness.config.paths import resolve_data_root
 from harness.grid.options import ClusterOptions, GridRequest
-from harness.grid.plan import attach_status
-from harness.grid.tracking import Tracking, final_keys
+from harness.grid.plan.status import attach_status
+from harness.grid.progress.tracking import Tracking, final_keys
 from harness.grid.tune import driver
 from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
@@ -104,7 +104,7 @@ def test_real_smoke_grid_tables_and_plots(
     The runs report every evaluation point to Tune: the progress lines show them, and TensorBoard's
     own reader and MLflow's client (``--track mlflow``) read one point per evaluation step back.
     """
-    import harness.grid.progress as progress
+    import harness.grid.progress.report as progress
     from harness.cli import main
 
     monkeypatch.setattr(progress, "POINT_GAP_S", 0.0)

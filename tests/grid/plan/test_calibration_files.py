@@ -1,6 +1,6 @@
-"""Calibration files (harness.grid.calibration): named by device, processor, encoder and precision in
-safe characters; read from a runs folder, an unreadable or foreign file skipped with one warning.
-(A calibration measured and read back: tests/grid/test_calibrate.py.)"""
+"""Calibration files (harness.grid.plan.calibration_files): named by device, processor, encoder and
+precision in safe characters; read from a runs folder, an unreadable or foreign file skipped with one warning.
+(A calibration measured and read back: tests/grid/plan/test_calibrate_here.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.grid.calibration import CALIBRATION_DIR, KIND, calibration_name, load_calibrations
+from harness.grid.plan.calibration_files import CALIBRATION_DIR, KIND, calibration_name, load_calibrations
 
 
 def calibration(**fields: Any) -> dict[str, Any]:

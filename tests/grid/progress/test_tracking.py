@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import harness.grid.tracking as tracking
-from harness.grid.tracking import Tracking
+import harness.grid.progress.tracking as tracking
+from harness.grid.progress.tracking import Tracking
 from tests.helpers import SMOKE_SPEC
 
 
@@ -68,7 +68,7 @@ def test_a_grid_leaves_mlflows_environment_as_it_found_it(
     """MLflow's set_tracking_uri (Ray's callback calls it) writes MLFLOW_TRACKING_URI into the process;
     a second grid of the same process would take that for the user's choice and log into the first's
     store."""
-    from harness.grid.tracking import environment_kept
+    from harness.grid.progress.tracking import environment_kept
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "mine")

@@ -22,7 +22,7 @@ from harness.config.models import (
     packaged_model_dir,
 )
 from harness.errors import HarnessError
-from harness.evaluation.data_check import data_problems
+from harness.evaluation.preread import data_problems
 from harness.evaluation.tasks import sts_files, stsb_dev_file
 from harness.evaluation.tasks import transfer_files as files
 from harness.grid.relay import index_path

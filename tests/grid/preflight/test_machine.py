@@ -11,8 +11,8 @@ import torch
 
 from harness.config.models import packaged_model_dir
 from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
-from harness.grid import checks
-from harness.grid.checks import Report, check_disk, check_gpus, check_model, needed_data_files
+from harness.grid.preflight import machine
+from harness.grid.preflight.machine import Report, check_disk, check_gpus, check_model, needed_data_files
 
 
 def test_the_report_keeps_its_lines_in_order_and_the_problems_apart() -> None:
@@ -66,10 +66,10 @@ def test_models_are_found_without_the_network(tmp_path: Path) -> None:
 
 def test_the_disk_under_the_runs_folder_needs_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     report = Report()
-    monkeypatch.setattr(checks, "CHECKPOINT_ROOM_BYTES", 0)
+    monkeypatch.setattr(machine, "CHECKPOINT_ROOM_BYTES", 0)
     check_disk(tmp_path / "not" / "made" / "yet", report)  # the nearest existing folder is measured
     assert report.problems == [] and report.lines[0].startswith(f"  ok       free disk under {tmp_path}/not")
-    monkeypatch.setattr(checks, "CHECKPOINT_ROOM_BYTES", 1 << 62)
+    monkeypatch.setattr(machine, "CHECKPOINT_ROOM_BYTES", 1 << 62)
     check_disk(tmp_path, report)
     (problem,) = report.problems
     assert problem.startswith(f"free disk under {tmp_path}: ") and "checkpoints need room" in problem

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-import harness.grid.progress as progress
-from harness.grid.estimate import makespan
-from harness.grid.progress import GridProgress
+import harness.grid.progress.report as progress
+from harness.grid.plan.estimate import makespan
+from harness.grid.progress.report import GridProgress
 from harness.store.run_store import RunStore
 
 

@@ -1,6 +1,6 @@
 """What a grid's estimate prints and how it schedules: the makespan of runs on N slots (longest
 first), the ``--dry-run`` lines per table and the whole grid from scratch, from the run seconds of
-:class:`~harness.grid.cost.CostModel`."""
+:class:`~harness.grid.plan.cost.CostModel`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import heapq
 import math
 from collections.abc import Sequence
 
-from harness.grid.cost import CostModel
+from harness.grid.plan.cost import CostModel
 from harness.store.run_config import RunConfig
 
 

@@ -236,7 +236,7 @@ class CostModel:
             ran this project's bf16 steps 1.8x apart (docs/speed.md, "Processors"). Otherwise every
             record of the device does.
         calibrations: unit costs measured by ``benchmarks/gpu_check.py``
-            (:func:`harness.grid.calibration.load_calibrations`): for their device, encoder class,
+            (:func:`harness.grid.plan.calibration_files.load_calibrations`): for their device, encoder class,
             precision, batch and length they replace the built-in table; records still come first.
         footprints: where the methods' footprints were kept (:class:`FootprintCache`; default:
             measured in this process only).

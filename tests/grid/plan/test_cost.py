@@ -10,8 +10,8 @@ import pytest
 
 from harness.config.settings import resolve_settings
 from harness.evaluation.tasks import sts_sentences
-from harness.grid.cost import FLOW_FIT_S_PER_SENTENCE, CostModel, computed_probes, probes_of
-from harness.grid.estimate import estimate_lines, hours
+from harness.grid.plan.cost import FLOW_FIT_S_PER_SENTENCE, CostModel, computed_probes, probes_of
+from harness.grid.plan.estimate import estimate_lines, hours
 from harness.store.run_config import RunConfig, resolve_config, resolve_run
 from tests.helpers import make_record
 
@@ -58,7 +58,7 @@ def test_post_processing_adds_its_embedding_and_a_flow_its_fit(data_root: Path) 
 
 
 def test_the_step0_probe_is_shared_except_with_the_cls_pooler(data_root: Path) -> None:
-    from harness.grid.cost import computed_probes, shares_step0_probe
+    from harness.grid.plan.cost import computed_probes, shares_step0_probe
 
     simcse = cpu(data_root)
     assert shares_step0_probe(simcse) and computed_probes(simcse, 100) == 4
@@ -107,7 +107,7 @@ def test_finished_records_calibrate_the_units_of_matching_runs(data_root: Path) 
 
 
 def test_transfer_is_embedding_plus_fits_until_runs_measure_it(data_root: Path) -> None:
-    from harness.grid.cost import TRANSFER_FIT_S, TRANSFER_PER_STS
+    from harness.grid.plan.cost import TRANSFER_FIT_S, TRANSFER_PER_STS
 
     model = CostModel()
     sts_only = cpu(data_root, eval_precision="bf16")
@@ -141,7 +141,7 @@ def test_transfer_is_embedding_plus_fits_until_runs_measure_it(data_root: Path) 
 
 
 def test_gpu_sharing_follows_the_measured_throughput(data_root: Path) -> None:
-    from harness.grid.cost import sharing_slowdown
+    from harness.grid.plan.cost import sharing_slowdown
 
     assert sharing_slowdown("bert-base-uncased", 1) == 1.0
     assert sharing_slowdown("bert-base-uncased", 4) == pytest.approx(4 * 14.8 / 49.4)
@@ -211,7 +211,7 @@ H100 = "NVIDIA H100 80GB HBM3"
 def _gpu_calibration(runs: Path, device_name: str = H100, **fields: Any) -> Path:
     """A calibration file as ``benchmarks/gpu_check.py`` writes it (format 2) for ``device_name``."""
     from harness.atomic import write_json
-    from harness.grid.calibration import CALIBRATION_DIR, calibration_name
+    from harness.grid.plan.calibration_files import CALIBRATION_DIR, calibration_name
 
     calibration = {
         "kind": "harness-calibration",
@@ -248,7 +248,7 @@ def _paper(method: str = "simcse", params: dict | None = None, **overrides: obje
 
 
 def test_a_calibration_of_the_device_prices_every_part_and_is_named(tmp_path: Path) -> None:
-    from harness.grid.calibration import load_calibrations
+    from harness.grid.plan.calibration_files import load_calibrations
 
     path = _gpu_calibration(tmp_path)
     model = CostModel(device="cuda", device_name=H100, calibrations=load_calibrations(tmp_path))
@@ -280,7 +280,7 @@ def test_a_calibration_of_the_device_prices_every_part_and_is_named(tmp_path: Pa
 def test_an_estimate_for_a_device_without_calibration_says_so_first(tmp_path: Path) -> None:
     """Another GPU's file is not this one's: the first line names the device and where it looked,
     and the costs below are the built-in table's, marked so; no GPU visible: any GPU's, named."""
-    from harness.grid.calibration import load_calibrations
+    from harness.grid.plan.calibration_files import load_calibrations
 
     _gpu_calibration(tmp_path)
     found = load_calibrations(tmp_path)

@@ -7,7 +7,7 @@ up with its input is listed as ``file:line``), the corpora (read and validated a
 them), the encoders (packaged, random, a local folder, or a hub name found in the local Hugging Face
 cache: never downloaded, never waited on when offline) with their hidden sizes, the runs folder
 (writable, not held by another grid), free disk, GPUs, and with an address the Ray cluster and every
-alive node of it (:mod:`harness.grid.node_check`). Every problem goes into one list; the exit status
+alive node of it (:mod:`harness.grid.preflight.cluster`). Every problem goes into one list; the exit status
 is 1 when there is any, else 0.
 """
 
@@ -23,7 +23,12 @@ from harness.config.inputs import check_spec_paths
 from harness.config.paths import resolve_data_root
 from harness.config.profiles import PROFILES
 from harness.errors import HarnessError
-from harness.grid.checks import (
+from harness.grid.launch import check_options, distrust_scoreless
+from harness.grid.lock import GridLock
+from harness.grid.options import GridOptions
+from harness.grid.plan.status import attach_status
+from harness.grid.preflight.cluster import NodeNeeds, check_ray
+from harness.grid.preflight.machine import (
     Report,
     check_data,
     check_disk,
@@ -32,11 +37,6 @@ from harness.grid.checks import (
     longest_lengths,
     runs_folder_problems,
 )
-from harness.grid.launch import check_options, distrust_scoreless
-from harness.grid.lock import GridLock
-from harness.grid.node_check import NodeNeeds, check_ray
-from harness.grid.options import GridOptions
-from harness.grid.plan import attach_status
 from harness.run.data import read_corpus
 from harness.specs.cells import expand
 from harness.specs.find import load_plot_specs, load_table_specs

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.grid.cost import CostModel
-from harness.grid.estimate import estimate_lines, hours, longest_first, makespan, scratch_line
-from tests.grid.test_cost import cpu
+from harness.grid.plan.cost import CostModel
+from harness.grid.plan.estimate import estimate_lines, hours, longest_first, makespan, scratch_line
+from tests.grid.plan.test_cost import cpu
 
 
 def test_makespan_is_longest_first_list_scheduling() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation import data_check, tasks
-from harness.evaluation.data_check import data_problems
+from harness.evaluation import preread, tasks
+from harness.evaluation.preread import data_problems
 from harness.evaluation.readers import StsPairs
 from harness.evaluation.tasks import STS_REGISTRY
 from tests.helpers import STS15, replace_line
@@ -25,7 +25,7 @@ def test_check_passes_the_real_data_and_a_second_read_is_remembered(
         return real(self, senteval, part)
 
     monkeypatch.setattr(tasks.StsTask, "read_part", counting)
-    monkeypatch.setattr(data_check, "_READ_OK", set())
+    monkeypatch.setattr(preread, "_READ_OK", set())
     senteval = copied_root / "senteval"
     count, problems = data_problems(senteval, ["sts"])
     assert problems == [] and count == len(read_parts) == 1 + sum(

@@ -1,13 +1,13 @@
 """Calibrating a CPU grid's estimate on the machine at hand, before it plans.
 
-The built-in unit costs (:mod:`harness.grid.cost`) were measured on one processor; two processors
+The built-in unit costs (:mod:`harness.grid.plan.cost`) were measured on one processor; two processors
 sold under one name ran this project's steps 1.8x apart, so a first estimate from them can be far
 off. Before a long CPU grid starts, when its store holds no finished records of this processor for
 a setting and no calibration file of it, the grid measures that setting here: as many processes as
 the grid has slots run at once (each trial runs beside the others), each with the setting's threads,
 timing a few SimCSE steps of the setting's encoder, batch, length and precision on corpus sentences,
 and embedding STS-B's test sentences as the evaluation does (sorted by length, in its batches). The
-result is a calibration file (:mod:`harness.grid.calibration`) of this processor, which every later
+result is a calibration file (:mod:`harness.grid.plan.calibration_files`) of this processor, which every later
 estimate reads; finished records still come first.
 """
 
@@ -27,14 +27,14 @@ from typing import Any
 from harness.atomic import write_json
 from harness.config.hardware import cpu_id
 from harness.errors import HarnessError
-from harness.grid.calibration import CALIBRATION_DIR, calibration_name
-from harness.grid.cost import CostModel, encoder_class, step_rows
+from harness.grid.plan.calibration_files import CALIBRATION_DIR, calibration_name
+from harness.grid.plan.cost import CostModel, encoder_class, step_rows
 from harness.store.provenance import now_iso
 from harness.store.run_config import RunConfig
 
 WORKER = (
     "import sys; from harness.parent_death import die_with_parent; die_with_parent(int(sys.argv[4])); "
-    "from harness.grid.calibrate import worker_main; worker_main(sys.argv[1:4])"
+    "from harness.grid.plan.calibrate_here import worker_main; worker_main(sys.argv[1:4])"
 )
 """What each calibration process runs (``python -c``): bound to its parent before the heavy imports."""
 STEPS = 3
@@ -97,7 +97,7 @@ def calibrate(
             "probe_s": statistics.median(r["probe_s"] for r in rows),
             "sts_s": {p: statistics.median(r["sts_s"][p] for r in rows) for p in rows[0]["sts_s"]},
             "measured_at": now_iso(),
-            "source": "harness grid's calibration (harness/grid/calibrate.py)",
+            "source": "harness grid's calibration (harness/grid/plan/calibrate_here.py)",
         }
         path = write_json(runs_dir / CALIBRATION_DIR / calibration_name(calibration), calibration, indent=2)
         log(f"calibration written: {path}")

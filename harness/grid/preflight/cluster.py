@@ -9,8 +9,8 @@ from typing import Any
 
 import harness
 from harness.errors import HarnessError
-from harness.grid.checks import Report, check_data, check_model, longest_lengths
 from harness.grid.options import ClusterOptions
+from harness.grid.preflight.machine import Report, check_data, check_model, longest_lengths
 from harness.run.data import read_corpus
 from harness.store.provenance import code_version
 

@@ -16,9 +16,9 @@ import pytest
 
 from harness.config.hardware import cpu_id
 from harness.errors import HarnessError
-from harness.grid.calibrate import calibrate, stratified_batches, uncalibrated
-from harness.grid.calibration import load_calibrations
-from harness.grid.cost import CostModel
+from harness.grid.plan.calibrate_here import calibrate, stratified_batches, uncalibrated
+from harness.grid.plan.calibration_files import load_calibrations
+from harness.grid.plan.cost import CostModel
 from harness.store.run_config import resolve_config
 from tests.helpers import REPO_ROOT, session_pids
 
@@ -68,7 +68,7 @@ def test_a_driver_killed_while_it_calibrates_leaves_no_process(data_root: Path, 
     """The calibration's processes end with the driver: nothing keeps computing for a dead grid."""
     script = (
         "from pathlib import Path; from harness.store.run_config import resolve_config; "
-        "from harness.grid.calibrate import calibrate; "
+        "from harness.grid.plan.calibrate_here import calibrate; "
         f"root = Path({str(data_root)!r}); "
         "config = resolve_config('simcse', None, 'cpu', {'model': 'random:tiny'}, data_root=root); "
         f"calibrate([config], Path({str(tmp_path / 'runs')!r}), root, slots=2)"
@@ -114,7 +114,7 @@ def test_each_method_step_is_timed_on_the_encoder_s_device(
     # on a GPU the heads stayed on the CPU and every method's step failed (a gpu-check in docs/gpu/):
     # the method must be moved where the encoder is, which on this CPU only a record of the move shows
     import methods
-    from harness.grid.calibrate import measure_parts
+    from harness.grid.plan.calibrate_here import measure_parts
 
     moved: list[tuple[str, str]] = []
     real = methods.get_method

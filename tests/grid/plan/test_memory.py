@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.grid import memory
+from harness.grid.plan import memory
 from harness.store.run_config import RunConfig, resolve_config
 from methods.scd import SCDParams
 

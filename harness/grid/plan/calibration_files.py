@@ -1,5 +1,5 @@
 """Calibration files: unit costs measured on a device by ``benchmarks/gpu_check.py``, read by the
-grid's cost model (:class:`harness.grid.cost.CostModel`) before its built-in table.
+grid's cost model (:class:`harness.grid.plan.cost.CostModel`) before its built-in table.
 
 A file lives in ``<runs>/calibration/`` and says, for one device, encoder class and precision, what a
 training step (per two encoder rows, as SimCSE's), a dev probe and the final STS pass took, and how

@@ -10,8 +10,8 @@ import torch
 
 import harness
 from harness.cli import main
-from harness.grid.checks import Report
-from harness.grid.node_check import NodeNeeds, _report_node, node_facts
+from harness.grid.preflight.cluster import NodeNeeds, _report_node, node_facts
+from harness.grid.preflight.machine import Report
 from tests.helpers import check_argv, smoke_config
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.grid.plan import attach_status, claims_only, complete_for, describe
+from harness.grid.plan.status import attach_status, claims_only, complete_for, describe
 from harness.specs.cells import expand
 from harness.specs.find import load_table_specs
 from harness.specs.parse import load_table_spec

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
 from harness.errors import HarnessError
-from harness.grid.estimate import makespan
+from harness.grid.plan.estimate import makespan
 from harness.store.bookkeeping import ensure_failed_record
 
 if TYPE_CHECKING:
