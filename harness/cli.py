@@ -1,44 +1,59 @@
 """The ``harness`` command line.
 
 Each subcommand lives in ``harness/commands/<name>_cmd.py`` and exposes ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``. Heavy imports happen inside ``run`` so that
-``harness --help`` stays fast. User errors (:class:`~harness.errors.HarnessError`) become one line on
-stderr and exit status 2, with no traceback; so does an :class:`OSError` no command foresaw (a disk
-that filled up mid-way: the files the harness writes are atomic, see :mod:`harness.atomic`). Ctrl-C
-and SIGTERM end every command the same way: what it was writing is left as it was, a run's record
-says ``interrupted``, exit status 130; at any moment, the first second's imports included (this
-module imports only the standard library before :func:`main` runs, and ``main`` catches the
-interrupt around everything it does).
+``add_arguments(parser)`` and ``run(args) -> int``; :func:`command_modules` lists them. Heavy imports
+happen inside ``run`` so that ``harness --help`` stays fast. User errors
+(:class:`~harness.errors.HarnessError`) become one line on stderr and exit status 2, with no traceback;
+so does an :class:`OSError` no command foresaw (a disk that filled up mid-way: the files the harness
+writes are atomic, see :mod:`harness.atomic`). Ctrl-C and SIGTERM end every command the same way: what
+it was writing is left as it was, a run's record says ``interrupted``, exit status 130; at any moment,
+the first second's imports included (this module imports only the standard library before :func:`main`
+runs, and ``main`` catches the interrupt around everything it does).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any, NoReturn
-
-COMMANDS: tuple[str, ...] = (
-    "eval",
-    "train",
-    "methods",
-    "grid",
-    "check",
-    "tables",
-    "claims",
-    "plots",
-    "report",
-    "export",
-    "data",
-    "results",
-)
+from types import ModuleType
+from typing import NoReturn
 
 
-def _load(name: str) -> Any:
-    return importlib.import_module(f"harness.commands.{name}_cmd")
+def command_modules() -> dict[str, ModuleType]:
+    """Every subcommand and its module, in the order ``harness --help`` lists them (imported when
+    :func:`main` builds its parser, inside its guard: a Ctrl-C during these imports is one line too)."""
+    from harness.commands import (
+        check_cmd,
+        claims_cmd,
+        data_cmd,
+        eval_cmd,
+        export_cmd,
+        grid_cmd,
+        methods_cmd,
+        plots_cmd,
+        report_cmd,
+        results_cmd,
+        tables_cmd,
+        train_cmd,
+    )
+
+    return {
+        "eval": eval_cmd,
+        "train": train_cmd,
+        "methods": methods_cmd,
+        "grid": grid_cmd,
+        "check": check_cmd,
+        "tables": tables_cmd,
+        "claims": claims_cmd,
+        "plots": plots_cmd,
+        "report": report_cmd,
+        "export": export_cmd,
+        "data": data_cmd,
+        "results": results_cmd,
+    }
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -63,8 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMANDS:
-        module = _load(name)
+    for name, module in command_modules().items():
         command = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(command)
         command.set_defaults(_module=module)
@@ -99,9 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command_of(argv: Sequence[str] | None) -> str:
-    """The subcommand typed (for the interrupt's line before the parser has read it), or ``""``."""
+    """The subcommand typed (for the interrupt's line before the parser has read it), or ``""``: the
+    first word that is not an option (``harness`` itself takes none but ``--help`` and ``--version``)."""
     words = list(sys.argv[1:] if argv is None else argv)
-    return next((w for w in words if w in COMMANDS), "")
+    return next((w for w in words if not w.startswith("-")), "")
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -48,11 +48,11 @@ def test_ctrl_c_while_the_commands_are_imported_is_one_line_and_130(command: str
     code = (
         "import os, signal, sys\n"
         "import harness.cli as cli\n"
-        "load = cli._load\n"
-        "def interrupted(name):\n"
+        "load = cli.command_modules\n"
+        "def interrupted():\n"
         "    os.kill(os.getpid(), signal.SIGINT)\n"
-        "    return load(name)\n"
-        "cli._load = interrupted\n"
+        "    return load()\n"
+        "cli.command_modules = interrupted\n"
         "sys.exit(cli.main(sys.argv[1:]))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
