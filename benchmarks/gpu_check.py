@@ -477,7 +477,7 @@ REHEARSAL_SPEC = Path(__file__).resolve().parent / "rehearsal.toml"
 def _grid_plan(argv: list[str]) -> tuple[Any, Any, int]:
     """``harness grid ARGV``'s plan, its cost model and slots, as ``--dry-run`` makes them."""
     from harness.commands import grid_cmd
-    from harness.commands.arguments import grid_options
+    from harness.commands.grid_flags import grid_options
     from harness.grid.launch import cost_model, plan_grid
 
     parser = argparse.ArgumentParser()

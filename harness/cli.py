@@ -60,7 +60,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse with its errors as the harness's own: one line (``harness CMD: error: ...``), exit 2.
 
     argparse prints the usage before its error; here the usage stays in ``--help`` and the line names
-    the flag and, for a closed flag, its choices (:func:`harness.commands.arguments.closed_choice`).
+    the flag and, for a closed flag, its choices (:func:`harness.commands.flags.closed_choice`).
     """
 
     def error(self, message: str) -> NoReturn:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.arguments import (
-    add_common_report_arguments,
-    add_override_arguments,
-    grid_options,
-    number,
-)
+from harness.commands.flags import number
+from harness.commands.grid_flags import grid_options
+from harness.commands.report_flags import add_common_report_arguments
+from harness.commands.setting_flags import add_override_arguments
 
 HELP = "pre-flight check of a grid: data, corpora, models, runs folder, disk, GPUs, Ray (seconds)"
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.arguments import (
+from harness.commands.report_flags import (
     add_analysis_arguments,
     add_common_report_arguments,
     add_effect_argument,
-    add_override_arguments,
     add_titles_argument,
     analysis_from_args,
-    overrides_from_args,
 )
+from harness.commands.setting_flags import add_override_arguments, overrides_from_args
 
 HELP = "test every table's claims on paired seeds: paper delta, measured interval, verdict, corrected verdict"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.arguments import add_data_dir, closed_choice, number
+from harness.commands.flags import add_data_dir, closed_choice, number
 from harness.config.choices import POOLERS, POST_WHITEN, PRECISIONS, TRANSFER_MODES
 
 HELP = "evaluate an encoder on the STS and/or SentEval transfer tasks (see --tasks)"

@@ -17,17 +17,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.commands.arguments import (
+from harness.commands.flags import add_compile_argument, number
+from harness.commands.grid_flags import add_cluster_arguments, grid_options
+from harness.commands.report_flags import (
     add_analysis_arguments,
-    add_cluster_arguments,
     add_common_report_arguments,
-    add_compile_argument,
     add_effect_argument,
-    add_override_arguments,
-    grid_options,
-    number,
-    overrides_from_args,
 )
+from harness.commands.setting_flags import add_override_arguments, overrides_from_args
 from harness.errors import ConfigError, HarnessError
 from harness.grid.launch import PlannedGrid, dry_run, plan_grid, run_grid
 from harness.grid.progress.tracking import TRACKERS

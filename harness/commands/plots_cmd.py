@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands.arguments import (
-    add_common_report_arguments,
-    add_override_arguments,
-    add_titles_argument,
-    overrides_from_args,
-)
+from harness.commands.report_flags import add_common_report_arguments, add_titles_argument
+from harness.commands.setting_flags import add_override_arguments, overrides_from_args
 
 HELP = "draw alignment/uniformity plots (PNG and PDF) from run records"
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands.arguments import (
-    add_analysis_arguments,
-    add_common_report_arguments,
-    add_override_arguments,
-    overrides_from_args,
-)
+from harness.commands.report_flags import add_analysis_arguments, add_common_report_arguments
+from harness.commands.setting_flags import add_override_arguments, overrides_from_args
 
 HELP = "write results/report.html: every table, the claims, the plots and each run's provenance"
 

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.arguments import (
-    add_common_report_arguments,
-    add_override_arguments,
-    closed_choice,
-    overrides_from_args,
-)
+from harness.commands.flags import closed_choice
+from harness.commands.report_flags import add_common_report_arguments
+from harness.commands.setting_flags import add_override_arguments, overrides_from_args
 
 HELP = "export the run records: a tidy CSV (one line per score) or MTEB's result format (per-task JSON)"
 FORMATS = ("csv", "mteb")

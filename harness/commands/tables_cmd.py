@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from harness.commands.arguments import (
+from harness.commands.report_flags import (
     add_analysis_arguments,
     add_common_report_arguments,
     add_effect_argument,
-    add_override_arguments,
     add_titles_argument,
-    overrides_from_args,
 )
+from harness.commands.setting_flags import add_override_arguments, overrides_from_args
 
 HELP = "render LaTeX tables (and a Markdown preview) from run records"
 

@@ -7,15 +7,14 @@ import sys
 from typing import Any
 
 from harness.atomic import WriteError, check_output_dir
-from harness.commands.arguments import (
+from harness.commands.flags import (
     add_compile_argument,
     add_data_dir,
     add_profile,
-    add_setting_flags,
     compile_choice,
     parse_key_values,
-    settings_from_args,
 )
+from harness.commands.setting_flags import add_setting_flags, settings_from_args
 from harness.config.inputs import check_device, check_finite_overrides
 from harness.config.profiles import PROFILES
 

@@ -9,7 +9,8 @@ import typing
 import pytest
 
 from harness.cli import build_parser
-from harness.commands.arguments import overrides_from_args, parse_key_values, setting_help, settings_from_args
+from harness.commands.flags import parse_key_values
+from harness.commands.setting_flags import overrides_from_args, setting_help, settings_from_args
 from harness.config.settings import OVERRIDABLE, RunSettings
 from harness.errors import ConfigError
 
