@@ -39,13 +39,12 @@ from harness.config.hardware import cpu_description
 from harness.config.paths import resolve_data_root, senteval_dir
 from harness.evaluation.transfer import (
     TRANSFER_TASKS,
-    TaskFeatures,
-    TransferTiming,
     average,
     classify_tasks,
     embed_task,
     read_task,
 )
+from harness.evaluation.transfer_protocol import TaskFeatures, TransferTiming
 
 DEFAULT_CACHE = Path("runs") / "bench_cache"
 

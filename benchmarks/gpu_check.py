@@ -435,12 +435,12 @@ def transfer(args: argparse.Namespace) -> dict[str, Any]:
     from harness.evaluation.readers import TaskText, TextSplit
     from harness.evaluation.transfer import (
         TRANSFER_TASKS,
-        TransferTiming,
         average,
         classify_tasks,
         embed_task,
         read_task,
     )
+    from harness.evaluation.transfer_protocol import TransferTiming
 
     t0 = time.perf_counter()
     encoder = load_encoder(args.model, args.device)

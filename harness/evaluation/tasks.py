@@ -144,10 +144,10 @@ class StsTask:
 class TransferTask:
     """One SentEval transfer task.
 
-    Scoring: test accuracy of SentEval's logistic regression (:mod:`harness.evaluation.transfer`),
-    its model selection chosen by the splits the reader returns: one split ``all`` -> nested
-    k-fold; ``train``/``dev``/``test`` -> the L2 value chosen on dev; ``train``/``test`` -> k-fold on
-    train, then test.
+    Scoring: test accuracy of SentEval's logistic regression
+    (:mod:`harness.evaluation.transfer_protocol`), its model selection chosen by the splits the
+    reader returns: one split ``all`` -> nested k-fold; ``train``/``dev``/``test`` -> the L2 value
+    chosen on dev; ``train``/``test`` -> k-fold on train, then test.
 
     Attributes:
         name: the key in records (``final.transfer``) and the column a table spec names.

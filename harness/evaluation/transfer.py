@@ -1,7 +1,8 @@
 """The SentEval transfer tasks (MR, CR, SUBJ, MPQA, SST2, TREC, MRPC), with SentEval's numbers.
 
-536 lines: the protocol with its two engines (the CPU's process pool, and the device's batched fits
-of ``_classify_batched``, which should move to a module of their own with their tests).
+Reading, embedding and the classifier fits on the CPU (a process pool); the model selection is in
+:mod:`harness.evaluation.transfer_protocol`, the device's batched fits in
+:mod:`harness.evaluation.transfer_batched`.
 
 The tasks (files, readers) are values of :mod:`harness.evaluation.tasks`; the readers are in
 :mod:`harness.evaluation.readers`.
@@ -14,9 +15,9 @@ The protocol is ``shared/docs/SENTEVAL_PROTOCOL.md`` ("Transfer tasks"); in shor
 * Before embedding, every split is stable-sorted by ``(len(tokens), label)`` (MRPC:
   ``(len A, len B, label)``) and embedded in chunks of 128; that order is the one the folds and
   permutations see.
-* Logistic regression (:mod:`harness.evaluation.logreg`) with the L2 grid 1e-5..1e-2:
-  nested ``StratifiedKFold`` for MR/CR/SUBJ/MPQA, ``StratifiedKFold`` on train then test for TREC
-  and MRPC, train/dev/test for SST2. Accuracies are rounded exactly where SentEval rounds them.
+* Logistic regression with SentEval's model selection
+  (:mod:`harness.evaluation.transfer_protocol`); accuracies are rounded exactly where SentEval
+  rounds them.
 
 Speed without changing a number: a fit depends only on its rows, its L2 value and the parameter
 set (every fit reseeds), so independent fits (L2 values, folds, tasks) run in a process pool. Fits
@@ -26,11 +27,8 @@ only ``spawn`` exists), never per fit. Each fit uses :func:`~harness.evaluation.
 which issues the same kernels as SentEval's classifier without autograd and optimiser overhead.
 ``workers=1`` runs the same fits one after another in this process.
 
-On a GPU (``device``), as SentEval runs its PyTorch classifier there, every fit of a stage (the
-selection fits of every task of one feature width, then their refits) trains at once on the device
-(:func:`~harness.evaluation.logreg_batched.fit_batched`): the same folds, data order, seeds, stopping
-and model selection, the same arithmetic in batched kernels, so the accuracies match the CPU path's to
-within float rounding (a sample now and then).
+On a GPU (``device``), as SentEval runs its PyTorch classifier there, every fit of a stage trains
+at once on the device instead (:func:`~harness.evaluation.transfer_batched.classify_batched`).
 """
 
 from __future__ import annotations
@@ -41,27 +39,19 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.model_selection import StratifiedKFold
 
 from harness.config.hardware import torch_threads
 from harness.errors import ConfigError, DataError
 from harness.evaluation.embed import EmbedFn
-from harness.evaluation.logreg import (
-    FITTERS,
-    L2_GRID,
-    PARAMETER_SETS,
-    SEED,
-    ClassifierConfig,
-    FitResult,
-)
-from harness.evaluation.logreg_batched import BatchedFit, fit_batched
+from harness.evaluation.logreg import FITTERS, PARAMETER_SETS, ClassifierConfig
 from harness.evaluation.readers import TaskText, Tokens, sort_split
 from harness.evaluation.tasks import check_names, transfer_task, transfer_task_names
+from harness.evaluation.transfer_batched import classify_batched
+from harness.evaluation.transfer_protocol import FitJob, TaskFeatures, TaskProtocol, TransferTiming, run_fit
 from harness.parent_death import die_with_parent
 
 BATCH_SIZE = 128
@@ -83,15 +73,6 @@ def read_task(senteval_path: Path, task: str) -> TaskText:
 # --------------------------------------------------------------------------------------------------
 # Embedding
 # --------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TaskFeatures:
-    """A task's classifier inputs: per split, features ``[n, f]`` (float32) and labels ``[n]``."""
-
-    name: str
-    nclasses: int
-    splits: dict[str, tuple[np.ndarray, np.ndarray]]
-
-
 def embed_column(sentences: Sequence[Tokens], embed: EmbedFn, batch_size: int = BATCH_SIZE) -> np.ndarray:
     """Embed token lists as SentEval does: ``' '.join(tokens)``, chunks of ``batch_size``, vstack."""
     chunks = []
@@ -120,115 +101,8 @@ def embed_task(text: TaskText, embed: EmbedFn) -> TaskFeatures:
 
 
 # --------------------------------------------------------------------------------------------------
-# Fits and the protocol around them
+# The CPU engine: fits in a process pool (or one after another)
 # --------------------------------------------------------------------------------------------------
-Rows = tuple[str, "np.ndarray | None"]
-"""Rows of a task's split: ``(split name, row indices or None for all rows)``."""
-
-
-@dataclass(frozen=True)
-class FitJob:
-    """One classifier fit, small enough to send to a worker (the features stay there).
-
-    Attributes:
-        task: Task name (key of the worker's feature table).
-        train: Training rows.
-        valid: Validation rows, or None for SentEval's 5% split of the training rows.
-        score: Rows to score the best model on, or None (then the best validation accuracy counts).
-        l2: Weight decay.
-    """
-
-    task: str
-    train: Rows
-    valid: Rows | None
-    score: Rows | None
-    l2: float
-
-
-def _rows(features: TaskFeatures, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
-    x, y = features.splits[rows[0]]
-    idx = rows[1]
-    return (x, y) if idx is None else (x[idx], y[idx])
-
-
-def run_fit(job: FitJob, features: TaskFeatures, config: ClassifierConfig, engine: str = "fast") -> float:
-    """Run one fit and return SentEval's ``clf.score`` on the scoring rows (a fraction)."""
-    x, y = _rows(features, job.train)
-    valid = _rows(features, job.valid) if job.valid is not None else None
-    score = _rows(features, job.score) if job.score is not None else None
-    result: FitResult = FITTERS[engine](x, y, features.nclasses, job.l2, config, valid, score)
-    return result.best_valid if result.score is None else result.score
-
-
-def _skf_splits(labels: np.ndarray, k: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    skf = StratifiedKFold(n_splits=k, shuffle=True, random_state=SEED)
-    return list(skf.split(np.zeros(len(labels)), labels))
-
-
-class TaskProtocol:
-    """SentEval's model selection for one task, as two stages of independent fits.
-
-    Stage 1 (:attr:`selection_jobs`) scores every L2 value; stage 2 (:meth:`final_jobs`) refits
-    with the chosen L2 and scores the test rows; :meth:`accuracy` rounds as SentEval does.
-    """
-
-    def __init__(self, features: TaskFeatures, config: ClassifierConfig) -> None:
-        self.features = features
-        self.config = config
-        self.name = features.name
-        self.selection_jobs: list[FitJob] = []
-        k = config.kfold
-        if "all" in features.splits:  # nested k-fold (InnerKFoldClassifier)
-            y = features.splits["all"][1]
-            self.kind = "nested"
-            self.outer = _skf_splits(y, k)
-            for train_idx, _ in self.outer:
-                inner = _skf_splits(y[train_idx], k)
-                for l2 in L2_GRID:
-                    for in_train, in_test in inner:
-                        self.selection_jobs.append(
-                            FitJob(
-                                self.name, ("all", train_idx[in_train]), ("all", train_idx[in_test]), None, l2
-                            )
-                        )
-        elif "dev" in features.splits:  # train / dev / test (SplitClassifier)
-            self.kind = "split"
-            for l2 in L2_GRID:
-                self.selection_jobs.append(FitJob(self.name, ("train", None), ("dev", None), None, l2))
-        else:  # k-fold on train, then test (KFoldClassifier)
-            self.kind = "kfold"
-            folds = _skf_splits(features.splits["train"][1], k)
-            for l2 in L2_GRID:
-                for tr, te in folds:
-                    self.selection_jobs.append(FitJob(self.name, ("train", tr), ("train", te), None, l2))
-
-    def final_jobs(self, selection: Sequence[float]) -> list[FitJob]:
-        """The refits, given stage 1's results in :attr:`selection_jobs` order."""
-        k, n_reg = self.config.kfold, len(L2_GRID)
-        if self.kind == "nested":
-            jobs = []
-            per_outer = n_reg * k
-            for o, (train_idx, test_idx) in enumerate(self.outer):
-                block = selection[o * per_outer : (o + 1) * per_outer]
-                scores = [round(100 * np.mean(block[r * k : (r + 1) * k]), 2) for r in range(n_reg)]
-                l2 = L2_GRID[int(np.argmax(scores))]
-                jobs.append(FitJob(self.name, ("all", train_idx), None, ("all", test_idx), l2))
-            return jobs
-        if self.kind == "split":
-            dev_scores = [round(100 * s, 2) for s in selection]  # Python's round, as SentEval
-            l2 = L2_GRID[int(np.argmax(dev_scores))]
-            return [FitJob(self.name, ("train", None), ("dev", None), ("test", None), l2)]
-        scores = [round(100 * np.mean(selection[r * k : (r + 1) * k]), 2) for r in range(n_reg)]
-        l2 = L2_GRID[int(np.argmax(scores))]
-        return [FitJob(self.name, ("train", None), None, ("test", None), l2)]
-
-    def accuracy(self, finals: Sequence[float]) -> float:
-        """SentEval's ``acc``: the mean of rounded fold accuracies (nested) or the test accuracy."""
-        if self.kind == "nested":
-            return float(round(np.mean([round(100 * s, 2) for s in finals]), 2))
-        return float(round(100 * finals[0], 2))
-
-
 # Worker-side state: set once per worker process (inherited by fork, or unpickled once by spawn).
 _WORKER_FEATURES: dict[str, TaskFeatures] = {}
 _WORKER_CONFIG: list[ClassifierConfig] = []
@@ -260,17 +134,6 @@ def _expected_cost(protocol: TaskProtocol) -> int:
     return rows * (1 if protocol.kind == "nested" else 4)
 
 
-@dataclass
-class TransferTiming:
-    """Wall time of the classifier stage, per task (finish time since the start) and in total."""
-
-    seconds: float = 0.0
-    finished_at: dict[str, float] = field(default_factory=dict)
-    steps: list[int] = field(default_factory=list)
-    """The batched engine's minibatch steps, one after another, per stage: on a GPU its time is
-    about these steps times one step's launches."""
-
-
 def default_workers() -> int:
     """Classifier-fit processes by default: the process's torch CPU threads (its CPU share)."""
     import torch
@@ -300,8 +163,9 @@ def classify_tasks(
             (the CPU share a run was given: a grid trial with one CPU fits in one process, not in as
             many as the machine has cores).
         engine: ``"fast"`` (same numbers, less overhead), ``"reference"`` (SentEval's classifier
-            code path, for comparisons) or ``"batched"`` (:func:`_classify_batched`); default
-            ``batched`` on an accelerator, ``fast`` on the CPU.
+            code path, for comparisons) or ``"batched"``
+            (:func:`~harness.evaluation.transfer_batched.classify_batched`); default ``batched`` on an
+            accelerator, ``fast`` on the CPU.
         timing: Filled with wall times when given.
         device: Where the ``batched`` fits run (default: the CPU); an accelerator chooses them.
 
@@ -326,7 +190,7 @@ def classify_tasks(
     timing = timing if timing is not None else TransferTiming()
     results: dict[str, float] = {}
     if engine == "batched":
-        results = _classify_batched(protocols, config, place, timing, start)
+        results = classify_batched(protocols, config, place, timing, start)
         timing.seconds = time.perf_counter() - start
         return {name: results[name] for name in features}
     with torch_threads(1):
@@ -401,86 +265,6 @@ def _classify_parallel(
         raise
     pool.shutdown(wait=True)
     return results
-
-
-def _classify_batched(
-    protocols: dict[str, TaskProtocol],
-    config: ClassifierConfig,
-    device: torch.device,
-    timing: TransferTiming,
-    start: float,
-) -> dict[str, float]:
-    """Every task's fits on ``device``, stage by stage: the selection fits of all tasks of one
-    feature width at once, then all their refits at once (each task's from its own selection)."""
-    results: dict[str, float] = {}
-    widths: dict[int, list[TaskProtocol]] = {}
-    for proto in protocols.values():
-        widths.setdefault(next(iter(proto.features.splits.values()))[0].shape[1], []).append(proto)
-    for group in widths.values():
-        x, y, offsets = _stacked(group, device)
-
-        stage = [(proto, job) for proto in group for job in proto.selection_jobs]
-        selection = _fit_stage(x, y, offsets, stage, config, timing.steps)
-        finals: list[tuple[TaskProtocol, FitJob]] = []
-        counts = []
-        for proto in group:
-            chosen, selection = selection[: len(proto.selection_jobs)], selection[len(proto.selection_jobs) :]
-            jobs = proto.final_jobs(chosen)
-            finals += [(proto, job) for job in jobs]
-            counts.append(len(jobs))
-        scores = _fit_stage(x, y, offsets, finals, config, timing.steps)
-        for proto, count in zip(group, counts, strict=True):
-            mine, scores = scores[:count], scores[count:]
-            results[proto.name] = proto.accuracy(mine)
-            timing.finished_at[proto.name] = time.perf_counter() - start
-    return results
-
-
-def _fit_stage(
-    x: torch.Tensor,
-    y: torch.Tensor,
-    offsets: Mapping[tuple[str, str], int],
-    jobs: Sequence[tuple[TaskProtocol, FitJob]],
-    config: ClassifierConfig,
-    steps: list[int],
-) -> list[float]:
-    """The fits of ``jobs`` at once; each one's value as :func:`run_fit` returns it."""
-    batched = [
-        BatchedFit(
-            _global_rows(offsets, proto, job.train),
-            None if job.valid is None else _global_rows(offsets, proto, job.valid),
-            None if job.score is None else _global_rows(offsets, proto, job.score),
-            proto.features.nclasses,
-            job.l2,
-        )
-        for proto, job in jobs
-    ]
-    return [r.best_valid if r.score is None else r.score for r in fit_batched(x, y, batched, config, steps)]
-
-
-def _stacked(
-    group: Sequence[TaskProtocol], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor, dict[tuple[str, str], int]]:
-    """The splits of ``group``'s tasks as one feature matrix and label vector on ``device``, and the
-    first row of each (task, split)."""
-    xs, ys, offsets, row = [], [], {}, 0
-    for proto in group:
-        for split, (x, y) in proto.features.splits.items():
-            offsets[(proto.name, split)] = row
-            xs.append(np.ascontiguousarray(x, dtype=np.float32))
-            ys.append(np.asarray(y, dtype=np.int64))
-            row += len(y)
-    return (
-        torch.from_numpy(np.concatenate(xs)).to(device),
-        torch.from_numpy(np.concatenate(ys)).to(device),
-        offsets,
-    )
-
-
-def _global_rows(offsets: Mapping[tuple[str, str], int], proto: TaskProtocol, rows: Rows) -> np.ndarray:
-    split, idx = rows
-    first = offsets[(proto.name, split)]
-    return first + (np.arange(len(proto.features.splits[split][1])) if idx is None else np.asarray(idx))
 
 
 def check_tasks(tasks: Sequence[str] | None) -> list[str]:

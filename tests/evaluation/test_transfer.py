@@ -1,4 +1,4 @@
-"""SentEval transfer tasks: readers, order, classifier rules, fast == reference, parallel == sequential."""
+"""SentEval transfer tasks: readers, order, embedding, fast == reference, parallel == sequential, engines."""
 
 from __future__ import annotations
 
@@ -10,20 +10,15 @@ import pytest
 import torch
 
 from harness.errors import ConfigError, DataError
-from harness.evaluation.logreg import (
-    PARAMETER_SETS,
-)
 from harness.evaluation.transfer import (
     TRANSFER_TASKS,
-    TaskFeatures,
-    TaskProtocol,
-    TransferTiming,
     classify_tasks,
     embed_column,
     evaluate_transfer,
     read_task,
 )
-from tests.helpers import REPO_ROOT, blobs
+from tests.evaluation.test_transfer_protocol import synthetic_features
+from tests.helpers import REPO_ROOT
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 """Fits on tiny tensors are latency-bound: OpenMP hand-offs only slow them (as in the evaluator)."""
@@ -92,40 +87,9 @@ def test_embed_column_sends_senteval_batches() -> None:
         embed_column(sentences, lambda batch: np.zeros((len(batch) - 1, 3)))
 
 
-# -- the protocol, parallel == sequential -----------------------------------------------------------
-def _synthetic_features() -> dict[str, TaskFeatures]:
-    x, y = blobs(150, 8, 2, seed=5, noise=3.0)
-    tr, ytr = blobs(160, 8, 6, seed=6, noise=2.0)
-    te, yte = blobs(60, 8, 6, seed=6, noise=2.0)
-    s_tr, s_ytr = blobs(200, 8, 2, seed=7, noise=3.0)
-    s_dev, s_ydev = blobs(50, 8, 2, seed=7, noise=3.0)
-    s_te, s_yte = blobs(70, 8, 2, seed=7, noise=3.0)
-    return {
-        "MR": TaskFeatures("MR", 2, {"all": (x, y)}),
-        "TREC": TaskFeatures("TREC", 6, {"train": (tr, ytr), "test": (te, yte)}),
-        "SST2": TaskFeatures(
-            "SST2", 2, {"train": (s_tr, s_ytr), "dev": (s_dev, s_ydev), "test": (s_te, s_yte)}
-        ),
-    }
-
-
-def test_protocol_fit_counts() -> None:
-    feats = _synthetic_features()
-    cfg = PARAMETER_SETS["fasttest"]
-    nested = TaskProtocol(feats["MR"], cfg)
-    assert nested.kind == "nested" and len(nested.selection_jobs) == 5 * 4 * 5
-    assert len(nested.final_jobs([0.5] * 100)) == 5
-    kfold = TaskProtocol(feats["TREC"], cfg)
-    assert kfold.kind == "kfold" and len(kfold.selection_jobs) == 4 * 5
-    split = TaskProtocol(feats["SST2"], cfg)
-    assert split.kind == "split" and len(split.selection_jobs) == 4
-    # first maximum wins after rounding to 2 decimals: 0.50001 and 0.50004 tie at 50.0
-    (job,) = split.final_jobs([0.40, 0.50001, 0.50004, 0.3])
-    assert job.l2 == 1e-4
-
-
+# -- parallel == sequential, and the engine a device chooses ---------------------------------------
 def test_parallel_equals_sequential_and_reference() -> None:
-    feats = _synthetic_features()
+    feats = synthetic_features()
     sequential = classify_tasks(feats, mode="fasttest", workers=1)
     parallel = classify_tasks(feats, mode="fasttest", workers=2)
     assert parallel == sequential
@@ -135,27 +99,6 @@ def test_parallel_equals_sequential_and_reference() -> None:
     assert classify_tasks(small, mode="fasttest", workers=1, engine="reference") == {
         k: sequential[k] for k in small
     }
-
-
-@pytest.mark.parametrize("mode", ["fasttest", "test"])
-def test_batched_on_the_device_equals_the_cpu_path(mode: str) -> None:
-    """The device path (every fit of a stage at once, here on the CPU) scores each task within 0.1 of
-    the CPU path, through the same folds, seeds and model selection; a wider feature (MRPC's
-    [|u - v|, u * v]) goes in a group of its own."""
-    feats = _synthetic_features()
-    p_tr, p_ytr = blobs(180, 16, 2, seed=9, noise=4.0)
-    p_te, p_yte = blobs(80, 16, 2, seed=9, noise=4.0)
-    feats["MRPC"] = TaskFeatures("MRPC", 2, {"train": (p_tr, p_ytr), "test": (p_te, p_yte)})
-    if mode == "test":  # 10-fold nested k-fold is 400 fits: the CPU path alone takes minutes here
-        del feats["MR"]
-    cpu = classify_tasks(feats, mode=mode, workers=1)
-    timing = TransferTiming()
-    on_device = classify_tasks(feats, mode=mode, device="cpu", engine="batched", timing=timing)
-    assert list(on_device) == list(cpu)
-    for task, accuracy in cpu.items():
-        assert on_device[task] == pytest.approx(accuracy, abs=0.1), task
-    assert set(timing.finished_at) == set(feats)
-    assert len(timing.steps) == 4 and min(timing.steps) > 0  # two widths, each selection then refits
 
 
 def test_the_device_chooses_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,8 +111,8 @@ def test_the_device_chooses_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
         chosen.append(device)
         return {}
 
-    monkeypatch.setattr(transfer, "_classify_batched", batched)
-    feats = {"SST2": _synthetic_features()["SST2"]}
+    monkeypatch.setattr(transfer, "classify_batched", batched)
+    feats = {"SST2": synthetic_features()["SST2"]}
     with pytest.raises(KeyError):  # the stand-in returns no accuracies
         classify_tasks(feats, device="meta")
     assert chosen == [torch.device("meta")]
@@ -265,7 +208,7 @@ def test_unknown_task_or_mode_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="mode"):
         evaluate_transfer(_hash_embed, tmp_path, mode="slowtest")
     with pytest.raises(ConfigError, match="workers"):
-        classify_tasks(_synthetic_features(), workers=0)
+        classify_tasks(synthetic_features(), workers=0)
 
 
 @needs_data
