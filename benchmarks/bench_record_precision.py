@@ -33,7 +33,7 @@ import torch
 
 from harness.config.hardware import cpu_description
 from harness.config.paths import resolve_data_root
-from harness.run.evaluate import EvalOptions, evaluate_encoder
+from harness.jobs.evaluate import EvalOptions, evaluate_encoder
 from harness.run.training import train_run
 from harness.store.run_config import RunConfig
 from harness.store.run_store import RunStore

@@ -186,8 +186,8 @@ def write_mteb(
     """Write the finished records (those ``specs`` show, or all) in MTEB's result format under
     ``out_dir`` (:mod:`harness.reporting.mteb`); return the files written."""
     from harness.config.models import hidden_size_of
+    from harness.jobs.export import base_model
     from harness.reporting.mteb import write_mteb as write
-    from harness.run.export import base_model
 
     records: list[Mapping[str, Any]] = list(_finished(runs_dir))
     if specs is not None and records:

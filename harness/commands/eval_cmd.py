@@ -1,6 +1,6 @@
 """``harness eval``: evaluate an encoder on the STS and/or SentEval transfer tasks.
 
-What it does and writes: :mod:`harness.run.evaluate`.
+What it does and writes: :mod:`harness.jobs.evaluate`.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.atomic import WriteError, write_json
-    from harness.run.evaluate import EvalOptions, evaluate_encoder, format_table, non_finite
+    from harness.jobs.evaluate import EvalOptions, evaluate_encoder, format_table, non_finite
 
     options = EvalOptions(
         output=args.output,

@@ -1,7 +1,7 @@
 """``harness export RUN_ID DIR``: a trained run's best checkpoint as a folder that transformers'
 ``AutoModel`` and sentence-transformers' ``SentenceTransformer`` load directly, embedding as the run
 was scored (its pooler, head and post-whitening) and with a model card; what it refuses and why:
-:mod:`harness.run.export`.
+:mod:`harness.jobs.export`.
 
 The run must have been trained with ``--save-model`` (its best encoder is then kept under
 ``RUNS/checkpoints/<run_id>``).
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
             "--save-model (harness train ... --save-model, or harness grid ... --save-model)"
         )
     from harness.encoder.saved import check_encoder_only, load_post_whitening
-    from harness.run.export import check_exportable, model_card, run_summary
+    from harness.jobs.export import check_exportable, model_card, run_summary
 
     check_encoder_only(checkpoint, f"harness export {args.run_id}")
     whitening = load_post_whitening(checkpoint)
@@ -94,7 +94,7 @@ def _check_out(out: Path, checkpoint: Path) -> Path:
 
 
 def export_model(checkpoint: Path, out: Path, pooler: str, whitening: tuple[str, Any, Any] | None) -> None:
-    """Write the sentence-transformers modules (:func:`harness.run.export.write_st_model`)."""
-    from harness.run.export import write_st_model
+    """Write the sentence-transformers modules (:func:`harness.jobs.export.write_st_model`)."""
+    from harness.jobs.export import write_st_model
 
     write_st_model(checkpoint, out, pooler, whitening)

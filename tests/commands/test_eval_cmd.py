@@ -216,7 +216,7 @@ def test_eval_writes_non_finite_scores_as_null_and_says_so(
     """A degenerate encoder (constant embeddings) gives NaN correlations: strict JSON, one line, exit 1."""
     import torch
 
-    from harness.run import evaluate as eval_job
+    from harness.jobs import evaluate as eval_job
 
     real = eval_job.encoder_functions
 

@@ -217,7 +217,7 @@ def test_read_only_outputs_are_refused_before_any_work(
     def no_work(*_args: Any, **_kwargs: Any) -> Any:
         raise AssertionError("work started before the output was checked")
 
-    monkeypatch.setattr("harness.run.evaluate.run_evaluation", no_work)
+    monkeypatch.setattr("harness.jobs.evaluate.run_evaluation", no_work)
     monkeypatch.setattr("harness.reporting.tables.build.build_tables", no_work)
     monkeypatch.setattr("harness.commands.export_cmd.export_model", no_work)
     eval_args = ["eval", "--model", "random:tiny", "--tasks", "STS12", "--device", "cpu"]
@@ -245,7 +245,7 @@ def test_a_full_disk_is_refused_before_evaluating(
     def no_work(*_args: Any, **_kwargs: Any) -> Any:
         raise AssertionError("evaluated on a full disk")
 
-    monkeypatch.setattr("harness.run.evaluate.run_evaluation", no_work)
+    monkeypatch.setattr("harness.jobs.evaluate.run_evaluation", no_work)
     args = [
         "eval",
         "--model",
@@ -296,7 +296,7 @@ def test_a_torch_checkpoint_on_a_full_disk_is_one_write_error(mount: Mount) -> N
 def test_eval_on_a_disk_that_fills_up_keeps_the_earlier_output(
     mount: Mount, mini_data_root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from harness.run import evaluate as runner  # where harness eval calls the runner
+    from harness.jobs import evaluate as runner  # where harness eval calls the runner
 
     disk = mount("2m")
     out = write_text(disk / "results" / "out.json", '{"earlier": true}\n')

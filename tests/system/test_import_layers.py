@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("harness.specs",),
     ("harness.stats",),
     ("harness.run",),
+    ("harness.jobs",),
     ("harness.grid",),
     ("harness.reporting",),
     ("harness.commands", "harness.results"),

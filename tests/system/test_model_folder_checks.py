@@ -209,7 +209,7 @@ def test_positions_fewer_than_the_tokenizers_length_are_refused_before_work(
         "than the model's 16 positions (max_position_embeddings)"
     )
     loaded: list[str | None] = []
-    import harness.run.evaluate as evaluate
+    import harness.jobs.evaluate as evaluate
 
     real_load = evaluate.load_encoder
 

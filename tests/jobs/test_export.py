@@ -1,4 +1,4 @@
-"""``harness export``'s job (harness.run.export) without a model: what sentence-transformers cannot
+"""``harness export``'s job (harness.jobs.export) without a model: what sentence-transformers cannot
 reproduce refused with one line, the base model a card names, the card's settings and scores, and the
 run summary beside it without the training machine's paths. (A real export, scored through
 sentence-transformers: tests/commands/test_export_cmd.py.)"""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from harness.errors import ConfigError
-from harness.run.export import base_model, check_exportable, model_card, run_summary
+from harness.jobs.export import base_model, check_exportable, model_card, run_summary
 
 WHITENING = ("zca", np.zeros((1, 4)), np.eye(4))
 
@@ -83,7 +83,7 @@ def test_the_card_names_the_base_model_the_settings_and_the_records_scores() -> 
 
 
 def test_the_license_comes_from_the_known_encoders_or_a_local_folder_s_card(tmp_path: Path) -> None:
-    from harness.run.export import base_license
+    from harness.jobs.export import base_license
 
     assert base_license("minilm") == "apache-2.0" and base_license("roberta-base") == "mit"
     assert base_license("random:bert-base") is None and base_license(str(tmp_path)) is None

@@ -1,4 +1,4 @@
-"""``harness eval``'s job (harness.run.evaluate) without the command line: the inputs checked before
+"""``harness eval``'s job (harness.jobs.evaluate) without the command line: the inputs checked before
 the encoder loads, one encoder scored into the record the command writes, the table it prints and
 the scores that are not numbers. (The command: tests/commands/test_eval_cmd.py.)"""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError, DataError
-from harness.run.evaluate import EvalOptions, check_inputs, evaluate_encoder, format_table, non_finite
+from harness.jobs.evaluate import EvalOptions, check_inputs, evaluate_encoder, format_table, non_finite
 
 
 def test_the_inputs_are_checked_before_the_encoder_loads(mini_data_root: Path, tmp_path: Path) -> None:
