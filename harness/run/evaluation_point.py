@@ -1,18 +1,18 @@
 """A run's evaluation points: the STS-B dev probe, the trajectory point, the best state, the checkpoint.
 
 :class:`EvaluationPoints` is the part of :class:`~harness.run.training.TrainingRun` that runs at step
-0 and at every ``eval_every`` steps; the attributes it reads are declared below and set by the run's
-constructor and ``setup()``, the methods it calls (declared below too) are the run's.
+0 and at every ``eval_every`` steps; the run builds it once its encoder, method and step exist and
+hands it what it reads and the run's own calls it makes.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -48,58 +48,85 @@ def _fmt(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
+@dataclass
+class RunTimes:
+    """A run's clocks, shared by its parts: seconds of training and of evaluation so far, and the
+    moment a trajectory point's ``elapsed_s`` counts from."""
+
+    train_s: float = 0.0
+    eval_s: float = 0.0
+    elapsed0: float = 0.0
+
+
+@dataclass
+class RunCalls:
+    """The calls of its run an evaluation point and the end of a run make."""
+
+    save: Callable[[], None]
+    say: Log
+    head_into_pooler: Callable[[bool], None]
+    embed: Callable[[list[str]], Any]
+
+
 class EvaluationPoints:
     """The probe of one evaluation point and what follows it: trajectory point, selection of the
     best state by STS-B dev, the record saved, a log line, the hook, the resume checkpoint."""
 
-    config: RunConfig
-    record: RunRecord
-    run_id: str
-    say: Log
-    total: int
-    encoder: SentenceEncoder
-    method: Method
-    step_fn: TrainStep
-    probe_fn: Callable[[ProbeEmbedFn], dict[str, float]]
-    probe_cache: ProbeCache | None
-    pending: PendingSteps
-    best: dict[str, Any]
-    train_time: float
-    eval_time: float
-    elapsed0: float
-    clock: ckpt.CheckpointClock
-    resume_path: Path | None
-    on_point: PointHook | None
-    on_checkpoint: CheckpointHook | None
-
-    # the run's own (TrainingRun)
-    def save(self) -> None:
-        raise NotImplementedError
-
-    def embed_probe(self, batch: list[str]) -> np.ndarray | torch.Tensor:
-        raise NotImplementedError
-
-    def head_into_pooler(self, required: bool) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        *,
+        config: RunConfig,
+        record: RunRecord,
+        total: int,
+        encoder: SentenceEncoder,
+        method: Method,
+        step_fn: TrainStep,
+        probe_fn: Callable[[ProbeEmbedFn], dict[str, float]],
+        calls: RunCalls,
+        best: dict[str, Any],
+        times: RunTimes,
+        pending: PendingSteps,
+        probe_cache: ProbeCache | None = None,
+        resume_path: Path | None = None,
+        on_point: PointHook | None = None,
+        on_checkpoint: CheckpointHook | None = None,
+    ) -> None:
+        self.config = config
+        self.record = record
+        self.run_id = record["run_id"]
+        self.total = total
+        self.encoder = encoder
+        self.method = method
+        self.step_fn = step_fn
+        self.probe_fn = probe_fn
+        self.calls = calls
+        self.best = best
+        self.times = times
+        self.pending = pending
+        self.probe_cache = probe_cache
+        self.resume_path = resume_path
+        self.clock = ckpt.CheckpointClock()
+        self.on_point = on_point
+        self.on_checkpoint = on_checkpoint
 
     def probe(self, step: int) -> None:
         """One evaluation point: STS-B dev probe, trajectory point, selection, log line, checkpoint."""
         t0 = time.perf_counter()
         if self.config.eval_pooler == "cls":
-            self.head_into_pooler(required=True)
+            self.calls.head_into_pooler(True)
         cached_before = bool(self.record.get("step0_probe_cached"))
         scores = self._probe_scores(step)
         self.step_fn.train()
         took = time.perf_counter() - t0
-        self.eval_time += took
+        self.times.eval_s += took
         cached = not cached_before and bool(self.record.get("step0_probe_cached"))
         point = self._trajectory_point(step, scores, None if cached else took)
         self.record["trajectory"].append(point)
         self.select(step, point)
-        self.record["train_time_s"] = round(self.train_time, 3)
-        self.record["eval_time_s"] = round(self.eval_time, 3)
-        self.save()
-        self.say(
+        self.record["train_time_s"] = round(self.times.train_s, 3)
+        self.record["eval_time_s"] = round(self.times.eval_s, 3)
+        self.calls.save()
+        self.calls.say(
             f"[{self.run_id}] step {step}/{self.total} loss {_fmt(point['loss'])} "
             f"stsb_dev {point['stsb_dev']:.2f} align {point['align']:.4f} uniform {point['uniform']:.4f} "
             f"({point['elapsed_s']:.0f} s){' *' if self.record['best_step'] == step else ''}"
@@ -128,7 +155,7 @@ class EvaluationPoints:
         if cached is not None:
             self.record["step0_probe_cached"] = True
             return cached
-        scores = self.probe_fn(self.embed_probe)
+        scores = self.probe_fn(self.calls.embed)
         if cache is not None and key is not None:
             cache.put(key, scores, run_id=self.run_id, model=self.config.model)
         return scores
@@ -137,7 +164,7 @@ class EvaluationPoints:
         """The trajectory point of ``step``: the probe's scores and seconds, the steps' mean loss
         and metrics."""
         loss, metrics = self.pending.summary()
-        elapsed = time.perf_counter() - self.elapsed0
+        elapsed = time.perf_counter() - self.times.elapsed0
         return trajectory_point(step, scores, loss, metrics, self.step_fn.lr, elapsed, probe_s)
 
     def select(self, step: int, point: Mapping[str, Any]) -> None:
@@ -170,8 +197,8 @@ class EvaluationPoints:
             scheduler=self.step_fn.scheduler,
             best=self.best,
             record=self.record,
-            train_time=self.train_time,
-            eval_time=self.eval_time,
+            train_time=self.times.train_s,
+            eval_time=self.times.eval_s,
             scaler=self.step_fn.scaler,
         )
         ckpt.save_checkpoint(self.resume_path, state)

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -17,6 +16,7 @@ from harness.config.hardware import torch_threads
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.saved import save_post_whitening, save_sentence_head
 from harness.errors import TrainingError
+from harness.run.evaluation_point import RunCalls, RunTimes
 from harness.run.hooks import (
     FINAL_SECONDS,
     EmbedFn,
@@ -78,36 +78,43 @@ def check_final_scores(final: dict[str, Any]) -> None:
 class FinalStage:
     """The end of :class:`~harness.run.training.TrainingRun`: the best state loaded, its head in the
     pooler, the optional ``save_pretrained``, post-whitening and the final tasks (on more threads
-    where the grid hands the run idle cores). The attributes it reads are declared below and set by
-    the run's constructor and ``setup()``, the methods it calls (declared below too) are the run's."""
+    where the grid hands the run idle cores). The run builds it once its encoder and method exist."""
 
-    config: RunConfig
-    data_root: Path
-    record: RunRecord
-    run_id: str
-    say: Callable[[str], None]
-    encoder: SentenceEncoder
-    method: Method
-    sentences: list[str]
-    best: dict[str, Any]
-    train_time: float
-    eval_time: float
-    model_store: RunStore | None
-    final_evaluate: FinalEvaluator | None
-    final_threads: ThreadsHook | None
-
-    # the run's own (TrainingRun)
-    def embed_final(self, batch: list[str]) -> np.ndarray:
-        raise NotImplementedError
-
-    def head_into_pooler(self, required: bool) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        *,
+        config: RunConfig,
+        data_root: Path,
+        record: RunRecord,
+        encoder: SentenceEncoder,
+        method: Method,
+        sentences: list[str],
+        calls: RunCalls,
+        best: dict[str, Any],
+        times: RunTimes,
+        final_evaluate: FinalEvaluator | None,
+        model_store: RunStore | None = None,
+        final_threads: ThreadsHook | None = None,
+    ) -> None:
+        self.config = config
+        self.data_root = data_root
+        self.record = record
+        self.run_id = record["run_id"]
+        self.encoder = encoder
+        self.method = method
+        self.sentences = sentences
+        self.calls = calls
+        self.best = best
+        self.times = times
+        self.final_evaluate = final_evaluate
+        self.model_store = model_store
+        self.final_threads = final_threads
 
     def final_evaluation(self) -> None:
         """The best state, its head in the pooler, the optional saved model, then the final tasks."""
         self._load_best()
         t0 = time.perf_counter()
-        embed, whitening = self._post_whitened(self.embed_final)
+        embed, whitening = self._post_whitened(self.calls.embed)
         fitted = time.perf_counter() - t0
         if self.model_store is not None:  # after the fit: the saved folder carries the whitening
             self._save_model(self.model_store, whitening)
@@ -117,9 +124,9 @@ class FinalStage:
                 self._final_tasks(self.final_evaluate, embed)
         spent = fitted + time.perf_counter() - t1
         self.record["final_time_s"] = round(spent, 3)
-        self.eval_time += spent
-        self.record["train_time_s"] = round(self.train_time, 3)
-        self.record["eval_time_s"] = round(self.eval_time, 3)
+        self.times.eval_s += spent
+        self.record["train_time_s"] = round(self.times.train_s, 3)
+        self.record["eval_time_s"] = round(self.times.eval_s, 3)
 
     def _more_threads(self) -> int | None:
         """The final tasks' threads where the grid hands this run more than its own (else None)."""
@@ -130,7 +137,9 @@ class FinalStage:
         if more <= own:
             return None
         self.record["final_threads"] = more
-        self.say(f"[{self.run_id}] final evaluation on {more} threads (cores left idle by finished runs)")
+        self.calls.say(
+            f"[{self.run_id}] final evaluation on {more} threads (cores left idle by finished runs)"
+        )
         return more
 
     def _load_best(self) -> None:
@@ -138,13 +147,13 @@ class FinalStage:
             self.encoder.load_state_dict(self.best["encoder"])
             self.method.restore_state(self.best["method"])
         self.encoder.eval()
-        self.head_into_pooler(required=self.config.eval_pooler == "cls")
+        self.calls.head_into_pooler(self.config.eval_pooler == "cls")
 
     def _save_model(self, store: RunStore, whitening: Whitening | None) -> None:
         target = store.checkpoint_dir(self.run_id)
         save_encoder(target, self.encoder, self.config.method, self.method.sentence_head(), whitening)
         self.record["checkpoint"] = store.checkpoint_ref(self.run_id)
-        self.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
+        self.calls.say(f"[{self.run_id}] best encoder (step {self.record['best_step']}) saved to {target}")
 
     def _post_whitened(self, embed: EmbedFn) -> tuple[EmbedFn, Whitening | None]:
         """The final tasks' embed, post-processed as the config asks, and BERT-whitening's fitted
@@ -153,14 +162,14 @@ class FinalStage:
         if config.post_whiten == "none":
             return embed, None
         fit_on = self.sentences[: config.post_whiten_sentences]
-        self.say(
+        self.calls.say(
             f"[{self.run_id}] fitting {config.post_whiten} post-processing on {len(fit_on)} corpus sentences"
         )
         return fit_post_processing(embed, fit_on, config.post_whiten, seed=config.seed)
 
     def _final_tasks(self, evaluate: FinalEvaluator, embed: EmbedFn) -> None:
         config = self.config
-        self.say(
+        self.calls.say(
             f"[{self.run_id}] final evaluation ({config.final_tasks}, transfer {config.transfer_mode}, "
             f"{config.eval_precision})"
         )

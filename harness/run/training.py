@@ -60,7 +60,7 @@ from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
 from harness.run import checkpoint as ckpt
 from harness.run import process_memory as memory
 from harness.run.data import batches, read_corpus, seed_everything, total_steps
-from harness.run.evaluation_point import CheckpointHook, EvaluationPoints, Log, PointHook
+from harness.run.evaluation_point import CheckpointHook, EvaluationPoints, Log, PointHook, RunCalls, RunTimes
 from harness.run.final import FinalStage, ThreadsHook
 from harness.run.hooks import (
     FinalEvaluator,
@@ -145,14 +145,14 @@ def train_run(
         save_checkpoint=save_checkpoint,
         resume=resume,
         compile=compile,
+        on_point=on_point,
+        on_checkpoint=on_checkpoint,
+        final_threads=final_threads,
     )
-    run.on_point = on_point
-    run.on_checkpoint = on_checkpoint
-    run.final_threads = final_threads
     return run.execute(num_threads)
 
 
-class TrainingRun(EvaluationPoints, FinalStage):
+class TrainingRun:
     """One training run: its state, and the named steps :func:`train_run` takes in order.
 
     * :meth:`execute`: the shell around the steps: the record is saved at the start, its status,
@@ -161,14 +161,14 @@ class TrainingRun(EvaluationPoints, FinalStage):
     * :meth:`setup`: corpus, encoder, method, step function and evaluators, in the order that fixes
       the run's random draws;
     * :meth:`start`: continue from the resume checkpoint, or probe the starting encoder (step 0);
-    * :meth:`train_loop`: the optimiser steps, with a :meth:`probe` at every evaluation point
-      (trajectory point, :meth:`select` of the best state by STS-B dev, log line, :meth:`checkpoint`;
-      these are :class:`~harness.run.evaluation_point.EvaluationPoints`');
-    * :meth:`final_evaluation`: the best state loaded, the head copied into the pooler, the optional
-      ``save_pretrained``, post-whitening and the final tasks (:class:`~harness.run.final.FinalStage`).
+    * :meth:`train_loop`: the optimiser steps, with an evaluation point every ``eval_every`` steps
+      (:attr:`points`, an :class:`~harness.run.evaluation_point.EvaluationPoints`: the probe, the
+      trajectory point, the best state by STS-B dev, the log line, the resume checkpoint);
+    * the end (:attr:`end`, a :class:`~harness.run.final.FinalStage`): the best state loaded, the head
+      copied into the pooler, the optional ``save_pretrained``, post-whitening and the final tasks.
 
-    One object holds the run's state; the evaluation points and the end of the run are its parts in
-    their own modules, each declaring the attributes it reads.
+    The run owns its state; the evaluation points and the end are parts it builds in :meth:`setup`,
+    sharing its record, its best state and its clocks (:class:`~harness.run.evaluation_point.RunTimes`).
 
     The hooks :func:`make_probe`, :func:`make_final_evaluator` and :func:`cpu_bf16_slowdown` are
     looked up in this module when they are called, so tests can replace them.
@@ -182,6 +182,8 @@ class TrainingRun(EvaluationPoints, FinalStage):
     step_fn: TrainStep
     probe_fn: Callable[[ProbeEmbedFn], dict[str, float]]
     final_evaluate: FinalEvaluator | None
+    points: EvaluationPoints
+    end: FinalStage
 
     def __init__(
         self,
@@ -194,6 +196,9 @@ class TrainingRun(EvaluationPoints, FinalStage):
         save_checkpoint: bool = False,
         resume: bool = True,
         compile: bool | None = None,
+        on_point: PointHook | None = None,
+        on_checkpoint: CheckpointHook | None = None,
+        final_threads: ThreadsHook | None = None,
     ) -> None:
         if save_checkpoint and store is None:
             raise ConfigError("save_checkpoint needs a run store (the checkpoint lives under it)")
@@ -212,14 +217,11 @@ class TrainingRun(EvaluationPoints, FinalStage):
         self.resume_path = ckpt.checkpoint_path(store.root, config.run_id()) if store is not None else None
         self.probe_cache = ProbeCache(store.cache_root / PROBE_CACHE_DIR) if store is not None else None
         self.best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
-        self.train_time = 0.0
-        self.eval_time = 0.0
-        self.elapsed0 = 0.0  # where a trajectory point's elapsed_s counts from (set by start())
-        self.clock = ckpt.CheckpointClock()
+        self.times = RunTimes()  # elapsed0 is set by start()
         self.pending = PendingSteps(getattr(config.params, "temperature", None))
-        self.on_point: PointHook | None = None  # told of every evaluation point (train_run's hook)
-        self.on_checkpoint: CheckpointHook | None = None  # told of every resume checkpoint written
-        self.final_threads: ThreadsHook | None = None  # asked as the final evaluation starts
+        self.on_point = on_point  # told of every evaluation point (train_run's hook)
+        self.on_checkpoint = on_checkpoint  # told of every resume checkpoint written
+        self.final_threads = final_threads  # asked as the final evaluation starts
 
     # -- the shell ------------------------------------------------------------------------------
     def save(self) -> None:
@@ -238,7 +240,7 @@ class TrainingRun(EvaluationPoints, FinalStage):
                 self.setup()
                 start = self.start()
                 self.train_loop(start)
-                self.final_evaluation()
+                self.end.final_evaluation()
             except BaseException as exc:
                 status: Status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
                 notes = getattr(exc, "__notes__", None)  # details kept out of the one-line error
@@ -302,6 +304,41 @@ class TrainingRun(EvaluationPoints, FinalStage):
         final_tasks = config.final_tasks != "none"
         device = self.encoder.device
         self.final_evaluate = make_final_evaluator(token_lengths, device=device) if final_tasks else None
+        self._build_parts()
+
+    def _build_parts(self) -> None:
+        """The evaluation points and the end of the run, sharing the run's record, best state and clocks."""
+        self.points = EvaluationPoints(
+            config=self.config,
+            record=self.record,
+            best=self.best,
+            times=self.times,
+            total=self.total,
+            encoder=self.encoder,
+            method=self.method,
+            step_fn=self.step_fn,
+            probe_fn=self.probe_fn,
+            calls=RunCalls(self.save, self.say, self.head_into_pooler, embed=self.embed_probe),
+            pending=self.pending,
+            probe_cache=self.probe_cache,
+            resume_path=self.resume_path,
+            on_point=self.on_point,
+            on_checkpoint=self.on_checkpoint,
+        )
+        self.end = FinalStage(
+            config=self.config,
+            record=self.record,
+            best=self.best,
+            times=self.times,
+            data_root=self.data_root,
+            encoder=self.encoder,
+            method=self.method,
+            sentences=self.sentences,
+            calls=RunCalls(self.save, self.say, self.head_into_pooler, embed=self.embed_final),
+            final_evaluate=self.final_evaluate,
+            model_store=self.model_store,
+            final_threads=self.final_threads,
+        )
 
     def _data_checksums(self) -> dict[str, object]:
         """The SHA-256 of the corpus and of the SentEval files this run reads (its provenance)."""
@@ -367,7 +404,7 @@ class TrainingRun(EvaluationPoints, FinalStage):
     def start(self) -> int:
         """Continue from the resume checkpoint when there is one; else probe step 0. The first step."""
 
-        self.elapsed0 = time.perf_counter()
+        self.times.elapsed0 = time.perf_counter()
         resumed, why_not = (
             ckpt.load_checkpoint(self.resume_path, self.record["config"])
             if self.resume_path
@@ -377,7 +414,7 @@ class TrainingRun(EvaluationPoints, FinalStage):
             self.say(f"[{self.run_id}] starting from step 0: {why_not}")
         if resumed is not None and self.resume:
             return self._restore(resumed)
-        self.probe(0)
+        self.points.probe(0)
         return 0
 
     def _restore(self, resumed: dict[str, Any]) -> int:
@@ -391,9 +428,9 @@ class TrainingRun(EvaluationPoints, FinalStage):
             record=self.record,
             scaler=self.step_fn.scaler,
         )
-        self.train_time, self.eval_time = float(resumed["train_time"]), float(resumed["eval_time"])
+        self.times.train_s, self.times.eval_s = float(resumed["train_time"]), float(resumed["eval_time"])
         last = self.record["trajectory"][-1] if self.record["trajectory"] else {}
-        self.elapsed0 -= float(last.get("elapsed_s") or 0.0)  # elapsed_s goes on from the checkpoint
+        self.times.elapsed0 -= float(last.get("elapsed_s") or 0.0)  # elapsed_s goes on from the checkpoint
         self.record["resumed_from_step"] = start
         self.step_fn.train()
         ckpt.set_rng_state(resumed["rng"])
@@ -412,7 +449,7 @@ class TrainingRun(EvaluationPoints, FinalStage):
         )
 
     def train_loop(self, start: int) -> None:
-        """Steps ``start + 1 .. total``; a :meth:`probe` every ``eval_every`` steps and at the last."""
+        """Steps ``start + 1 .. total``; an evaluation point every ``eval_every`` steps and at the last."""
         config = self.config
         stream = batches(self.sentences, config.batch_size, config.seed)
         for _ in range(start):  # the stream is a function of the seed: skip the batches already used
@@ -425,6 +462,6 @@ class TrainingRun(EvaluationPoints, FinalStage):
                 self.first_step(t0)
             if step % config.eval_every == 0 or step == self.total:
                 self.pending.check()  # the steps' losses, read once: the device finishes them here
-                self.train_time += time.perf_counter() - t0
-                self.probe(step)
+                self.times.train_s += time.perf_counter() - t0
+                self.points.probe(step)
                 t0 = time.perf_counter()

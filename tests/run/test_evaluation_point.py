@@ -12,8 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from harness.run.evaluation_point import EvaluationPoints, cpu_state
+from harness.run.evaluation_point import EvaluationPoints, RunCalls, RunTimes, cpu_state
 from harness.run.training import train_run
+from harness.run.trajectory import PendingSteps
 from tests.helpers import smoke_config
 
 
@@ -26,14 +27,25 @@ class _Method:
         return {"snapshot": self.snapshots}
 
 
+class _Step:
+    lr = 0.5
+
+
 def _points(total: int) -> EvaluationPoints:
-    points = EvaluationPoints()
-    points.total = total
-    points.encoder = nn.Linear(2, 2)  # type: ignore[assignment]
-    points.method = _Method()  # type: ignore[assignment]
-    points.best = {"score": -math.inf, "step": None, "encoder": None, "method": None}
-    points.record = {}  # type: ignore[typeddict-item]
-    return points
+    """Evaluation points of a run of ``total`` steps on a stand-in encoder, method and step."""
+    return EvaluationPoints(
+        config=None,  # type: ignore[arg-type]
+        record={"run_id": "r"},  # type: ignore[typeddict-item]
+        total=total,
+        encoder=nn.Linear(2, 2),  # type: ignore[arg-type]
+        method=_Method(),  # type: ignore[arg-type]
+        step_fn=_Step(),  # type: ignore[arg-type]
+        probe_fn=lambda embed: {},
+        calls=RunCalls(lambda: None, lambda line: None, lambda required: None, embed=lambda batch: None),
+        best={"score": -math.inf, "step": None, "encoder": None, "method": None},
+        times=RunTimes(),
+        pending=PendingSteps(None),
+    )
 
 
 def test_the_best_state_is_the_first_highest_dev_score_after_step_0() -> None:
@@ -42,7 +54,7 @@ def test_the_best_state_is_the_first_highest_dev_score_after_step_0() -> None:
         points.select(step, {"stsb_dev": score})
     # step 0 is no candidate; a tie keeps the first
     assert points.best["step"] == 2 and points.best["score"] == 70.0
-    assert points.record == {"best_step": 2, "best_stsb_dev": 70.0}
+    assert points.record == {"run_id": "r", "best_step": 2, "best_stsb_dev": 70.0}
     assert points.best["method"] == {"snapshot": 2}
 
 
@@ -80,15 +92,6 @@ def test_every_point_is_saved_logged_and_handed_to_the_hook(
 
 @pytest.mark.parametrize("step", [0, 1])
 def test_a_point_s_trajectory_entry_carries_the_probe_s_scores(step: int) -> None:
-    from harness.run.trajectory import PendingSteps
-
     points = _points(total=1)
-    points.pending = PendingSteps(None)
-    points.elapsed0 = 0.0
-
-    class _Step:
-        lr = 0.5
-
-    points.step_fn = _Step()  # type: ignore[assignment]
     point = points._trajectory_point(step, {"stsb_dev": 61.0, "align": 0.2, "uniform": -2.0}, 0.5)
     assert (point["step"], point["stsb_dev"], point["align"], point["uniform"]) == (step, 61.0, 0.2, -2.0)
