@@ -198,8 +198,9 @@ def group_whiten(
         TrainingError: non-finite input, or a singular / non-finite covariance.
     """
     squeeze = x.dim() == 2
-    xb = _checked_blocks(x.unsqueeze(0) if squeeze else x, num_groups, grad, step)
-    k, sizes = xb.shape[0], group_sizes(xb.shape[2], num_groups)
+    xb = _blocks(x)
+    k, sizes = xb.shape[0], group_sizes(xb.shape[2], num_groups)  # ConfigError outside 1..d
+    _check_finite(xb, step, "group whitening")
     if perm is not None:
         perm = perm.unsqueeze(0) if perm.dim() == 1 else perm
         xb = permute_channels(xb, perm)
@@ -220,15 +221,12 @@ def group_whiten(
     return (out.squeeze(0) if squeeze else out), evals_all.view(k * num_groups, sizes[0])
 
 
-def _checked_blocks(xb: torch.Tensor, num_groups: int, grad: str, step: int | None) -> torch.Tensor:
-    """``xb`` once it is a ``[k, n, d]`` with ``num_groups`` in ``1..d`` and a known ``grad``; its
-    values are checked finite on the device (:func:`_check_finite`)."""
+def _blocks(x: torch.Tensor) -> torch.Tensor:
+    """``x`` as ``[k, n, d]`` blocks; its values are checked finite on the device (:func:`_check_finite`).
+    The parameters were checked once, when the run's were (a step checks none of them again)."""
+    xb = x.unsqueeze(0) if x.dim() == 2 else x
     if xb.dim() != 3:
-        raise ValueError(f"group_whiten expects [n, d] or [k, n, d], got shape {tuple(xb.shape)}")
-    group_sizes(xb.shape[2], num_groups)  # raises ConfigError outside 1..d
-    if grad not in ("stop", "full"):
-        raise ConfigError(f"whitening_grad must be 'stop' or 'full', got {grad!r}")
-    _check_finite(xb, step, "group whitening")
+        raise ValueError(f"group_whiten expects [n, d] or [k, n, d], got shape {tuple(x.shape)}")
     return xb
 
 

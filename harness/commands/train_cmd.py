@@ -34,11 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_profile(parser, default="cpu")
     parser.add_argument(
         "--runs-dir",
-        "--output-dir",
-        dest="runs_dir",
         default="runs",
-        help="run store folder, as every other command names it (default ./runs; --output-dir is "
-        "the older name)",
+        help="run store folder, as every other command names it (default ./runs)",
     )
     add_data_dir(parser)
     parser.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
@@ -65,10 +62,11 @@ def _print_final(final: dict[str, Any]) -> None:
         print(f"final {part}: " + ", ".join(cells))
 
 
-def check_before_training(config: Any, store: Any, save_model: bool) -> None:
+def check_before_training(config: Any, store: Any, save_model: bool) -> list[str]:
     """What a run reads and writes, checked before its record is: the encoder (a folder's tokenizer
-    files, ``max_length`` within its positions), the corpus (read as training reads it), and the
-    runs folder's entries it writes (:func:`~harness.grid.preflight.machine.runs_folder_problems`)."""
+    files, ``max_length`` within its positions), the corpus (read as training reads it: the run is
+    handed these sentences, not reading them again), and the runs folder's entries it writes
+    (:func:`~harness.grid.preflight.machine.runs_folder_problems`). Returns the corpus."""
     from pathlib import Path
 
     from harness.config.models import check_model_inputs
@@ -77,10 +75,11 @@ def check_before_training(config: Any, store: Any, save_model: bool) -> None:
     from harness.run.data import read_corpus
 
     check_model_inputs(config.model, config.max_length)
-    read_corpus(Path(config.corpus), min_sentences=config.batch_size)
+    sentences = read_corpus(Path(config.corpus), min_sentences=config.batch_size)
     problems = runs_folder_problems(store.root, [config.run_id()], storage=None, save_model=save_model)
     if problems:
         raise HarnessError(problems[0])
+    return sentences
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
     data_root = resolve_data_root(args.data_dir)
     config = resolve_config(args.method, params, args.profile, overrides, data_root=data_root)
     store = RunStore(args.runs_dir)
-    check_output_dir(store.root, _runs_flag(args))
+    check_output_dir(store.root, "--runs-dir")
     run_id = config.run_id()
-    check_before_training(config, store, args.save_checkpoint)
+    sentences = check_before_training(config, store, args.save_checkpoint)
     previous = store.load(run_id)
     if previous is not None and previous.get("status") == "finished":
         print(
@@ -116,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
             device=args.device,
             save_checkpoint=args.save_checkpoint,
             compile=compile_choice(args.compile),
+            sentences=sentences,
         )
     except WriteError as exc:  # a disk that filled up while training: what was written is kept
         print(
@@ -134,8 +134,3 @@ def run(args: argparse.Namespace) -> int:
     )
     print(f"record: {store.path(run_id)}")
     return 0
-
-
-def _runs_flag(args: argparse.Namespace) -> str:
-    """The spelling of the runs folder's flag the user typed, for error messages."""
-    return "--output-dir" if "--output-dir" in getattr(args, "_argv", ()) else "--runs-dir"

@@ -99,6 +99,7 @@ def train_run(
     on_checkpoint: CheckpointHook | None = None,
     compile: bool | None = None,
     final_threads: ThreadsHook | None = None,
+    sentences: list[str] | None = None,
 ) -> RunRecord:
     """Train and evaluate one run; return its record (also saved to ``store`` when given).
 
@@ -126,6 +127,9 @@ def train_run(
             docs/speed.md). Not part of the run id (like the device); the record's provenance says.
         final_threads: asked as the final evaluation starts on a CPU: the threads it may use, when
             more than the run's own (the record's ``final_threads`` then says how many it used).
+        sentences: the corpus as :func:`~harness.run.data.read_corpus` read it, where the caller
+            read it already (``harness train`` checks it before the record is written); None = read
+            here.
 
     Returns:
         The run record (see :mod:`harness.store`), with ``status: finished``.
@@ -148,6 +152,7 @@ def train_run(
         on_point=on_point,
         on_checkpoint=on_checkpoint,
         final_threads=final_threads,
+        sentences=sentences,
     )
     return run.execute(num_threads)
 
@@ -199,6 +204,7 @@ class TrainingRun:
         on_point: PointHook | None = None,
         on_checkpoint: CheckpointHook | None = None,
         final_threads: ThreadsHook | None = None,
+        sentences: list[str] | None = None,
     ) -> None:
         if save_checkpoint and store is None:
             raise ConfigError("save_checkpoint needs a run store (the checkpoint lives under it)")
@@ -222,6 +228,7 @@ class TrainingRun:
         self.on_point = on_point  # told of every evaluation point (train_run's hook)
         self.on_checkpoint = on_checkpoint  # told of every resume checkpoint written
         self.final_threads = final_threads  # asked as the final evaluation starts
+        self.corpus = sentences  # read by the caller already, or None (setup() reads it)
 
     # -- the shell ------------------------------------------------------------------------------
     def save(self) -> None:
@@ -270,7 +277,11 @@ class TrainingRun:
         config = self.config
         check_post_whitening_available(config.post_whiten)
         seed_everything(config.seed)
-        self.sentences = read_corpus(Path(config.corpus), min_sentences=config.batch_size)
+        self.sentences = (
+            self.corpus
+            if self.corpus is not None
+            else read_corpus(Path(config.corpus), min_sentences=config.batch_size)
+        )
         self.total = total_steps(config, len(self.sentences))
         dev = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.say(

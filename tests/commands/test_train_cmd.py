@@ -24,7 +24,7 @@ def test_cli_train_smoke(
     from harness.cli import main
 
     out_dir = tmp_path / "runs"
-    argv = ["train", "--profile", "smoke", "--data-dir", str(train_root), "--output-dir", str(out_dir)]
+    argv = ["train", "--profile", "smoke", "--data-dir", str(train_root), "--runs-dir", str(out_dir)]
     code = main([*argv, "--max-steps", "2", "--set", "temperature=0.1", "--save-checkpoint"])
     text = capsys.readouterr().out
     assert code == 0
@@ -60,7 +60,7 @@ def test_sigterm_stops_train_cleanly(mini_data_root: Path, tmp_path: Path) -> No
     runs = tmp_path / "runs"
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HARNESS_CHECKPOINT_EVERY_S="0")
     args = [sys.executable, "-m", "harness.cli", "train", "--profile", "smoke", "--data-dir", str(data)]
-    args += ["--output-dir", str(runs), "--final-tasks", "none", "--eval-every", "2"]
+    args += ["--runs-dir", str(runs), "--final-tasks", "none", "--eval-every", "2"]
     train = subprocess.Popen(
         [*args, "--max-steps", "100000"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

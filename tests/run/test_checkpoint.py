@@ -135,7 +135,7 @@ def test_sigkill_of_harness_train_then_resume(root: Path, tmp_path: Path) -> Non
     config = resolve_config("simcse", None, "smoke", {"max_steps": 8, "eval_every": 2}, data_root=root)
     runs = tmp_path / "runs"
     path = ckpt.checkpoint_path(runs, config.run_id())
-    victim = subprocess.Popen([*cmd, *common, "--output-dir", str(runs)], env=env, stdout=subprocess.DEVNULL)
+    victim = subprocess.Popen([*cmd, *common, "--runs-dir", str(runs)], env=env, stdout=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while not path.exists() and victim.poll() is None and time.monotonic() < deadline:
@@ -147,7 +147,7 @@ def test_sigkill_of_harness_train_then_resume(root: Path, tmp_path: Path) -> Non
         victim.kill()
     killed = RunStore(runs).load(config.run_id())
     assert killed is not None and killed["status"] == "running"  # a SIGKILL leaves it so
-    done = subprocess.run([*cmd, *common, "--output-dir", str(runs)], env=env, capture_output=True, text=True)
+    done = subprocess.run([*cmd, *common, "--runs-dir", str(runs)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     straight = train_run(config, root, RunStore(tmp_path / "straight"), device="cpu", num_threads=1, log=None)
     resumed = RunStore(runs).load(config.run_id())

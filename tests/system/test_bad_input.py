@@ -113,7 +113,7 @@ def test_train_rejects_bad_settings(
     flags: list[str], message: str, root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runs = tmp_path / "runs"
-    args = ["train", "--profile", "smoke", "--data-dir", str(root), "--output-dir", str(runs)]
+    args = ["train", "--profile", "smoke", "--data-dir", str(root), "--runs-dir", str(runs)]
     assert main([*args, *flags]) == 2
     assert message in one_error_line(capsys)
     assert not (runs / "records").exists()
@@ -123,12 +123,12 @@ def test_train_rejects_a_corpus_folder_and_an_unwritable_store(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["train", "--profile", "smoke", "--data-dir", str(root)]
-    assert main([*args, "--corpus", str(tmp_path), "--output-dir", str(tmp_path / "r")]) == 2
+    assert main([*args, "--corpus", str(tmp_path), "--runs-dir", str(tmp_path / "r")]) == 2
     assert f"corpus {tmp_path} is a folder, not a file" in one_error_line(capsys)
     a_file = tmp_path / "a_file"
     a_file.write_text("x")
-    assert main([*args, "--output-dir", str(a_file)]) == 2
-    assert f"--output-dir {a_file} is a file, not a folder" in one_error_line(capsys)
+    assert main([*args, "--runs-dir", str(a_file)]) == 2
+    assert f"--runs-dir {a_file} is a file, not a folder" in one_error_line(capsys)
 
 
 def test_eval_checks_its_output_and_device_before_evaluating(
@@ -287,7 +287,7 @@ def test_a_bad_checkpoint_interval_in_the_environment_is_one_line(
     message += f", got {value!r}"
     assert message in refused(grid_argv(root, tmp_path, "--dry-run"), capsys)
     assert message in refused(check_argv(root, tmp_path / "r"), capsys)
-    train = ["train", "--profile", "smoke", "--data-dir", str(root), "--output-dir", str(tmp_path / "t")]
+    train = ["train", "--profile", "smoke", "--data-dir", str(root), "--runs-dir", str(tmp_path / "t")]
     assert message in refused(train, capsys)
     assert not (tmp_path / "t").exists()
 

@@ -411,7 +411,7 @@ def test_train_on_a_disk_that_fills_up_stops_with_one_line(
     monkeypatch.setattr(checkpoint, "save_checkpoint", fill_then_save)
     monkeypatch.setenv(checkpoint.EVERY_ENV, "0")  # a checkpoint at the first evaluation point
     args = ["train", "--profile", "smoke", "--max-steps", "4", "--eval-every", "2", "--final-tasks", "none"]
-    assert main([*args, "--data-dir", str(root), "--output-dir", str(runs)]) == 1
+    assert main([*args, "--data-dir", str(root), "--runs-dir", str(runs)]) == 1
     line = one_error_line(capsys)
     assert line.startswith(f"harness train: error: cannot write {runs}/")
     assert "no space left on the device" in line and "the same command resumes it once there is room" in line

@@ -90,7 +90,7 @@ def test_check_grid_train_and_eval_agree_on_a_corpus_that_is_no_file(
     assert main(["grid", *common, "--override", f"corpus={corpus}"]) == 2
     (line,) = error_lines(capsys)
     assert f"corpus {corpus} {said}" in line
-    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--output-dir", str(runs)]
+    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs)]
     assert main([*train, "--corpus", corpus]) == 2
     (line,) = error_lines(capsys)
     assert f"corpus {corpus} {said}" in line
@@ -220,7 +220,7 @@ def test_train_checks_its_runs_folder_before_writing(
     runs = tmp_path / "runs"
     runs.mkdir()
     (runs / "resume").write_text("in the way\n")
-    args = ["train", "--profile", "smoke", "--data-dir", str(data), "--output-dir", str(runs)]
+    args = ["train", "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs)]
     assert main(args) == 2
     (line,) = error_lines(capsys)
     assert f"resume folder {runs}/resume: {runs}/resume is a file, not a folder" in line

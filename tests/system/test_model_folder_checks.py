@@ -93,7 +93,7 @@ def test_a_folder_without_tokenizer_files_is_refused_everywhere(
     (line,) = error_lines(capsys)
     assert f"model {folder}: no tokenizer files" in line and not (tmp_path / "e.json").exists()
 
-    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--output-dir", str(runs)]
+    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs)]
     assert main([*train, "--model", str(folder)]) == 2
     (line,) = error_lines(capsys)
     assert "no tokenizer files" in line and not (runs / "records").exists()
@@ -155,7 +155,7 @@ def test_max_length_beyond_the_positions_is_refused_before_work(
         check_loaded(load_encoder("minilm"), 513)
     check_loaded(load_encoder("minilm"), 512)
 
-    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--output-dir", str(runs)]
+    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs)]
     assert main([*train, "--max-length", "600"]) == 2
     (err,) = error_lines(capsys)
     assert line in err and not (runs / "records").exists()
@@ -177,7 +177,7 @@ def refused_by_train_grid_and_check(
     with one line holding ``text`` before writing anything; ``check`` lists it as its one problem."""
     data = make_data_root(tmp_path / "data")
     runs = tmp_path / "runs"
-    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--output-dir", str(runs)]
+    train = ["train", "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs)]
     assert main([*train, "--model", str(folder), "--max-length", "16"]) == 2
     (line,) = error_lines(capsys)
     assert text in line and not (runs / "records").exists()
