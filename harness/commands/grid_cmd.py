@@ -7,9 +7,6 @@ left as ``interrupted``, prints what was done and exits with status 130; SIGTERM
 the same. What a grid does, step by step: :mod:`harness.grid.launch`; with ``--until-decided``, seeds
 in rounds until its claims are decided: :mod:`harness.grid.rounds` (the grid's side) and
 :mod:`harness.stats.decisions` (the claims' side), joined here.
-
-(Over 150 lines on purpose: the command has some twenty flags, about half its length, and the
-join of the grid's rounds with the claims' decisions has no other home.)
 """
 
 from __future__ import annotations

@@ -131,9 +131,9 @@ def _check_shapes(x: np.ndarray, y: np.ndarray, nclasses: int) -> None:
 # --------------------------------------------------------------------------------------------------
 # The reference: SentEval's PyTorchClassifier / MLP(nhid=0), on current PyTorch.
 # --------------------------------------------------------------------------------------------------
-# Longer than ~60 lines on purpose: it transcribes SentEval's PyTorchClassifier (fit, trainepoch,
-# score) in one piece, statement for statement, so that it can be read side by side with SentEval's
-# code; it is the yardstick, not the path runs take (fit_fast is, and tests hold the two bitwise equal).
+# SentEval's PyTorchClassifier (fit, trainepoch, score) transcribed statement for statement, to be
+# read beside SentEval's code: the yardstick, not the path runs take (fit_fast is; the tests hold the
+# two bitwise equal).
 def fit_reference(
     x: np.ndarray,
     y: np.ndarray,

@@ -393,7 +393,7 @@ class TrainingRun:
         self, batch: list[str], precision: str, tokens: TokenCache | None = None
     ) -> torch.Tensor:
         head = self.method.sentence_head()
-        if head is None:  # the encoder's own call, as before sentence heads existed
+        if head is None:  # the encoder's own pooled call
             return self.encoder.embed_tensor(batch, self.config.eval_pooler, precision, tokens=tokens)
         text = self.method.sentence_input()
         if text is not None:  # the method's input around each sentence (PromptBERT's template)

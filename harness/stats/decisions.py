@@ -1,9 +1,8 @@
 """The claims' side of ``harness grid --until-decided``, and the seeds a claim needs for 80 % power.
 
 * the smallest difference the user cares about (``--effect``): score points, or a share of each
-  claim's paper delta (:class:`~harness.stats.outcomes.Effect`, default half of it: replications
-  of published effects find about half the original effect on average, Open Science Collaboration
-  2015, Science 349, aac4716, so a claim is worth deciding down to half what its paper printed);
+  claim's paper delta (:class:`~harness.stats.outcomes.Effect`, default half of it; docs/guide.md
+  says why);
 * :func:`power_lines`: per undecided claim, the seeds its test needs for 80 % power at the paper's
   delta and at the effect, from the observed paired sd (``harness claims``, ``harness grid
   --dry-run``);
