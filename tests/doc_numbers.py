@@ -1,7 +1,7 @@
 """Read the numbers that docs pages quote out of rendered ``tables.md`` and ``claims.md`` files.
 
 Shared by the tests that keep README.md and docs/*.md consistent with the committed run records
-(``tests/system/test_docs.py``, ``tests/system/test_night_evidence.py``).
+(``tests/system/test_docs.py``, ``tests/system/test_replication_numbers.py``).
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ def test_the_readme_make_run_table_is_what_the_committed_records_give(
 
     night_tables = (NIGHT / "tables" / "tables.md").read_text(
         encoding="utf-8"
-    )  # test_night_evidence pins these
+    )  # test_replication_numbers pins these
     night_claims = (NIGHT / "claims" / "claims.md").read_text(encoding="utf-8")
     demo, night = demo_averages(tables), demo_averages(night_tables)
     section = README.read_text(encoding="utf-8").split("## What `make run` gives", 1)[1].split("\n## ", 1)[0]

@@ -3,7 +3,7 @@
 A change to how a config is hashed, typed or defaulted would orphan every record of a runs folder
 (the next grid would train them all again); the records in ``docs/night/runs`` pin it (the runs
 whose method changed on purpose are kept apart in ``docs/night/superseded``:
-``tests/system/test_night_superseded.py``).
+``tests/system/test_replication_superseded.py``).
 """
 
 from __future__ import annotations
