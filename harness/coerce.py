@@ -1,6 +1,6 @@
 """Turning command-line strings and TOML values into declared field types.
 
-Shared by method parameter records (``methods.base``) and run configs (``harness.config``), so a
+Shared by typed method parameters (``methods.base``) and run configs (``harness.config``), so a
 ``--set``, a ``--max-steps`` and a grid value are read by the same rules and fail with the same kind
 of message (a :class:`~harness.errors.ConfigError` naming the field). :func:`check_finite` is the one
 place a non-finite number (``inf``, ``nan``, as a number or as text) is refused: coercion calls it

@@ -49,7 +49,7 @@ def get_method(name: str) -> type[Method]:
 
 
 def build_params(name: str, overrides: dict[str, object] | None = None) -> MethodParams:
-    """The method's parameter record with ``overrides`` applied (unknown keys raise ConfigError)."""
+    """The method's typed parameters with ``overrides`` applied (unknown keys raise ConfigError)."""
     return get_method(name).params_cls.from_overrides(overrides or {}, method=name)
 
 

@@ -116,7 +116,7 @@ class MLPHead(nn.Module):
 
 
 class Method(nn.Module, Generic[P]):
-    """Base class of every registered method, generic over its parameter record.
+    """Base class of every registered method, generic over its typed parameters.
 
     Subclasses name their record in the base (``class SimCSE(ContrastiveMethod[SimCSEParams])``,
     which also sets :attr:`params_cls`), set the class attributes and implement
@@ -128,7 +128,7 @@ class Method(nn.Module, Generic[P]):
     description: ClassVar[str]
     citation: ClassVar[str]
     params_cls: ClassVar[type[MethodParams]]
-    """The parameter record's class: taken from the generic argument (``Method[XParams]``)."""
+    """The class of its typed parameters: taken from the generic argument (``Method[XParams]``)."""
     smoke_params: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
     """Parameter sets (grid key -> value) of the short runs every registered method gets in the
     tests (``tests/system/test_cpu_runs.py``, the registry tests): the defaults, plus settings that reach

@@ -27,7 +27,7 @@ def switch(default: Any, description: str) -> Any:
 
 @dataclass(frozen=True)
 class MethodParams:
-    """Base of every method's hyper-parameter record.
+    """Base of every method's typed hyper-parameters.
 
     ``__post_init__`` coerces every field to its declared type, once, whatever built the record
     (:func:`harness.coerce.coerce_value`: ``Literal`` fields hold one of their choices, numbers are

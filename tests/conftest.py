@@ -176,7 +176,7 @@ def single_thread() -> Iterator[None]:
         torch.set_num_threads(saved)
 
 
-# -- method parameter records ------------------------------------------------------------------------
+# -- typed method parameters ------------------------------------------------------------------------
 @pytest.fixture
 def record_counts(monkeypatch: pytest.MonkeyPatch) -> Counter[Any]:
     """Counts parameter-record constructions, ``validate`` calls per (record class, width) of SimCSE's

@@ -445,7 +445,7 @@ def threshold_between(values: torch.Tensor, quantile: float = 0.5, margin: float
 
 
 def checked_params(name: str, hidden: int = 64, **overrides: Any) -> Any:
-    """Method ``name``'s parameter record from ``overrides`` (as ``--set`` gives them), validated for
+    """Method ``name``'s typed parameters from ``overrides`` (as ``--set`` gives them), validated for
     an encoder of width ``hidden``."""
     from methods import build_params
 

@@ -2,7 +2,7 @@
 
 :func:`resolve_settings` turns a profile and run-level overrides into :class:`RunSettings` (every
 field coerced and checked once, the corpus found and hashed once); :func:`resolve_run` adds a method
-and its typed parameter record, validated once against the encoder's hidden size
+and its typed parameters, validated once against the encoder's hidden size
 (:attr:`RunSettings.hidden_size`: one lookup per settings, through
 :func:`harness.config.models.hidden_size_of`, that never waits on an unreachable hub). A table spec's
 record is built when the spec loads (:class:`harness.specs.model.RunSpec`) and reaches the trial as it

@@ -115,7 +115,7 @@ class GridPlan:
 class _Resolver:
     """Resolves run specs under one profile through :func:`~harness.config.settings.resolve_settings` and
     :func:`~harness.store.run_config.resolve_run`: settings cached per set of overrides, the encoder's width
-    looked up once per settings (a failed lookup too), and each cell's typed parameter record (built
+    looked up once per settings (a failed lookup too), and each cell's typed parameters (built
     when the spec was loaded) used as it is."""
 
     def __init__(
@@ -171,7 +171,7 @@ class _Resolver:
         # Settings were checked by resolve_settings and the record when the spec was loaded, so a
         # ConfigError here means these parameter values do not suit this encoder.
         try:
-            first = resolve_run(run.method, run.record, settings, seed=self.seeds[0])
+            first = resolve_run(run.method, run.typed, settings, seed=self.seeds[0])
         except ConfigError as exc:
             return Cell(spec, key, "n/a", reason=str(exc), hidden_size=hidden)
         # A run that does not train is deterministic given the encoder: one seed is enough.

@@ -79,8 +79,9 @@ class RunSpec:
         overrides: RunConfig overrides that apply under every profile.
         only_profiles: profiles under which the row runs at all (None = every profile).
         profile_overrides: extra overrides per profile name (e.g. a larger model under ``paper``).
-        record: the method's typed parameter record, built from ``params`` and validated for every
-            encoder (``validate(None)``) once, when the spec is made; the grid uses it as it is.
+        typed: the method's typed parameters (a :class:`~methods.params.MethodParams`), built from
+            ``params`` and validated for every encoder (``validate(None)``) once, when the spec is
+            made; the grid uses them as they are.
             ``built`` passes one made already from the same ``params`` (the spec loader's).
 
     Raises:
@@ -92,12 +93,12 @@ class RunSpec:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     only_profiles: tuple[str, ...] | None = None
     profile_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    record: MethodParams = field(init=False, repr=False, compare=False)
+    typed: MethodParams = field(init=False, repr=False, compare=False)
     built: InitVar[MethodParams | None] = None
 
     def __post_init__(self, built: MethodParams | None) -> None:
         object.__setattr__(
-            self, "record", built if built is not None else build_record(self.method, self.params)
+            self, "typed", built if built is not None else typed_params(self.method, self.params)
         )
 
     def runs_under(self, profile: str) -> bool:
@@ -111,16 +112,16 @@ class RunSpec:
         return out
 
     def with_param(self, key: str, value: Any, built: MethodParams | None = None) -> RunSpec:
-        """A copy with one method parameter set (how a sweep makes its cells); its own record."""
+        """A copy with one method parameter set (how a sweep makes its cells), typed anew."""
         return dataclasses.replace(self, params={**self.params, key: value}, built=built)
 
 
-def build_record(method: str, params: Mapping[str, Any]) -> MethodParams:
-    """The typed parameter record of ``params``, checked for what is wrong under every encoder."""
+def typed_params(method: str, params: Mapping[str, Any]) -> MethodParams:
+    """``params`` as the method's typed parameters, checked for what is wrong under every encoder."""
 
-    record = build_params(method, dict(params))
-    record.validate(None)
-    return record
+    typed = build_params(method, dict(params))
+    typed.validate(None)
+    return typed
 
 
 @dataclass(frozen=True)

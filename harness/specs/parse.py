@@ -24,11 +24,11 @@ from harness.specs.model import (
     Series,
     Sweep,
     TableSpec,
-    build_record,
     metric_name,
     pair_name,
     paper_value,
     sweep_cell_key,
+    typed_params,
 )
 
 if TYPE_CHECKING:
@@ -136,10 +136,10 @@ def _profiles() -> set[str]:
 
 
 def _record(ctx: _Ctx, method: str, params: Mapping[str, Any], where: str) -> MethodParams:
-    """:func:`build_record`: unknown methods, unknown parameter keys and values bad under every
+    """:func:`typed_params`: unknown methods, unknown parameter keys and values bad under every
     encoder raise here, located at ``where`` in the spec file."""
     try:
-        return build_record(method, params)
+        return typed_params(method, params)
     except ConfigError as exc:
         raise ctx.error(where, str(exc)) from None
 
@@ -295,7 +295,7 @@ def _parse_rows(
 
 
 def _parse_sweeps(ctx: _Ctx, raw: Mapping[str, Any], n_columns: int, scores: str) -> tuple[Sweep, ...]:
-    """The ``[[sweeps]]``: one run per value, each value's parameter record made (and checked) here."""
+    """The ``[[sweeps]]``: one run per value, each value's typed parameters made (and checked) here."""
     sweeps: list[Sweep] = []
     if "sweeps" in raw and n_columns != 1:
         raise ctx.error("columns", "a table with sweeps shows one metric: give exactly one column")

@@ -1,4 +1,4 @@
-"""One run's configuration: the settings plus a method and its typed parameter record, and the run id."""
+"""One run's configuration: the settings plus a method and its typed parameters, and the run id."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class RunConfig(RunSettings):
 
     Attributes:
         method: registered method name.
-        params: the method's complete, typed parameter record (defaults included).
+        params: the method's complete, typed parameters (defaults included).
     """
 
     method: str

@@ -1,4 +1,4 @@
-"""The method contract (methods.base): parameter records coerced from strings, misspelt keys and bad
+"""The method contract (methods.base): typed parameters coerced from strings, misspelt keys and bad
 values named for every method, checked once when a run is resolved; the rows a step encodes; every
 paper-vs-released switch's default, pinned."""
 

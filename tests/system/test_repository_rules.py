@@ -218,7 +218,7 @@ FOUR_FILE_TESTS = [
 """The tests that read the registry (and the new method's own test), run on the copy."""
 REGISTRY_DERIVED = [
     "test_registered_method_is_documented",  # the registry tests
-    "test_unknown_key_is_rejected_with_a_suggestion",  # parameter records
+    "test_unknown_key_is_rejected_with_a_suggestion",  # typed parameters
     "test_the_footprint_counts_what_a_step_encodes",  # rows with and without gradient, measured
     "test_the_footprint_counts_the_copies_bind_holds",  # whole encoder copies, for the memory estimate
     "test_the_footprint_counts_the_parameters_the_method_builds",  # heads and projectors, for the same

@@ -1,9 +1,9 @@
-"""Typed parameters from spec to trial: a spec's value becomes the method's record ONCE.
+"""Typed parameters from spec to trial: a spec's value becomes the method's typed parameters ONCE.
 
 The counters (the ``record_counts`` fixture) are the proof: a table spec's parameters are built
-into their typed record once (when the spec is loaded) and checked once for every encoder; the grid
-checks each record once against the profile's encoder, whose hidden size it looks up once per
-settings; the trial gets the very record (through Ray's pickling) and neither rebuilds nor re-checks
+into their typed form once (when the spec is loaded) and checked once for every encoder; the grid
+checks each once against the profile's encoder, whose hidden size it looks up once per
+settings; the trial gets the very object (through Ray's pickling) and neither rebuilds nor re-checks
 it.
 """
 
@@ -70,11 +70,11 @@ def test_a_spec_value_is_built_once_and_checked_once_per_encoder_up_to_the_trial
     added.subtract(loaded)
     assert +added == {
         ("hidden_size_of", "random:tiny"): 2,  # two settings: the profile's, and eval_every = 1
-        ("validate", "WhitenedCSEParams", 64): 2,  # each row's record, once for d = 64 (not per seed)
-        ("validate", "SimCSEParams", 64): 2,  # each sweep value's record
+        ("validate", "WhitenedCSEParams", 64): 2,  # each row's, once for d = 64 (not per seed)
+        ("validate", "SimCSEParams", 64): 2,  # each sweep value's
     }
     records = {id(cell.configs[0].params) for cell in plan.cells}
-    assert records == {id(run.record) for _, run in spec.run_cells()}  # the spec's own records
+    assert records == {id(run.typed) for _, run in spec.run_cells()}  # the spec's own typed parameters
 
     from harness.grid.tune import trial as tune
     from harness.store.run_store import RunStore
@@ -83,7 +83,7 @@ def test_a_spec_value_is_built_once_and_checked_once_per_encoder_up_to_the_trial
 
     def fake_train(config: RunConfig, data_root: Path, store: RunStore, **_: Any) -> dict[str, Any]:
         given.append(config)
-        get_method(config.method)(config.params, 64)  # what harness.run.training does with the record
+        get_method(config.method)(config.params, 64)  # what harness.run.training does with them
         return {"status": "finished"}
 
     monkeypatch.setattr(tune.tune, "report", lambda metrics: None)
