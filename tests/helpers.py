@@ -463,11 +463,27 @@ def make_method(name: str, hidden: int, **overrides: Any) -> Any:
     return REGISTRY[name](build_params(name, overrides), hidden)
 
 
+def bound_method(name: str, encoder: SentenceEncoder, **overrides: Any) -> Any:
+    """:func:`make_method` for ``encoder``'s width, bound to ``encoder``."""
+    method = make_method(name, encoder.hidden_size, **overrides)
+    method.bind(encoder)
+    return method
+
+
 def loss_and_grads(
-    method: Any, encoder: SentenceEncoder, batch: dict[str, torch.Tensor], seed: int = 7
+    method: Any,
+    encoder: SentenceEncoder,
+    batch: dict[str, torch.Tensor],
+    seed: int = 7,
+    *,
+    trainable_only: bool = False,
 ) -> tuple[Any, list[torch.Tensor]]:
     """One step's loss output of ``method`` on ``batch`` and the gradients of the encoder's and the
-    method's parameters (zeros where one gets none), dropout drawn from ``seed``."""
+    method's parameters (zeros where one gets none), dropout drawn from ``seed``.
+
+    With ``trainable_only``, the method's parameters are its ``trainable_parameters()`` (no frozen
+    sub-module, such as DCLR's complementary encoder).
+    """
     from harness.encoder.training_encode import TrainingEncode
 
     encoder.zero_grad(set_to_none=True)
@@ -475,7 +491,8 @@ def loss_and_grads(
     torch.manual_seed(seed)
     out = method.compute_loss(TrainingEncode(encoder), batch, step=0)
     out.loss.backward()
-    params = list(encoder.parameters()) + list(method.parameters())
+    own = method.trainable_parameters() if trainable_only else list(method.parameters())
+    params = list(encoder.parameters()) + own
     grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
     return out, grads
 

@@ -15,7 +15,7 @@ from harness.errors import ConfigError
 from methods import REGISTRY, build_params
 from methods.arccse import ArcCSE, ArcCSEParams, arc_con_loss, span_masks, triplet_order_loss
 from methods.losses import info_nce
-from tests.helpers import SENTS, cos
+from tests.helpers import SENTS, cos, loss_and_grads
 
 
 def ref_arc(z1: list[list[float]], z2: list[list[float]], tau: float, m: float, form: str) -> float:
@@ -132,16 +132,6 @@ def test_masked_triplets_replace_only_real_tokens_with_the_tokenizers_mask_id() 
     assert bool(((ids[:, 1] == mask_id).sum(1) < (ids[:, 2] == mask_id).sum(1)).any())
     assert bool((((ids[:, 1] == mask_id) & (ids[:, 2] != mask_id)) == 0).all())  # x' inside x''
     torch.testing.assert_close(rows["attention_mask"].view(len(SENTS), 3, -1)[:, 2], batch["attention_mask"])
-
-
-def loss_and_grads(method, encoder, batch):
-    encoder.zero_grad(set_to_none=True)
-    method.zero_grad(set_to_none=True)
-    torch.manual_seed(7)
-    out = method.compute_loss(TrainingEncode(encoder), batch, step=0)
-    out.loss.backward()
-    params = list(encoder.parameters()) + list(method.parameters())
-    return out, [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
 
 
 def test_margin_zero_without_triplets_is_simcse_in_loss_and_gradients() -> None:

@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from harness.encoder.loading import load_encoder, loader_beside
 from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError, ModelLoadError
-from methods import REGISTRY, build_params
+from methods import build_params
 from methods.dclr import DCLR, DCLRParams, complementary_weights, dclr_loss, refine_noise
 from methods.losses import cosine_logits, info_nce
-from tests.helpers import cos, no_dropout, threshold_between
+from tests.helpers import bound_method, cos, loss_and_grads, no_dropout, threshold_between
 
 GRID = [(b, n, d, tau) for b in (2, 5) for n in (0, 3) for d in (4, 7) for tau in (0.05, 1.0)]
 
@@ -158,36 +158,13 @@ def test_released_form_without_drops_or_noise_is_infonce_plus_the_negative_terms
 
 # -- the method on the tiny encoder ---------------------------------------------------------------
 
-SENTS = [
-    "a man is playing a guitar .",
-    "two dogs run on the beach .",
-    "the stock market fell sharply today .",
-    "a woman is slicing an onion .",
-    "the cat sleeps .",
-]
 
-
-@pytest.fixture(scope="module")
-def batch(encoder):
-    return encoder.tokenize(SENTS, max_length=32)
-
-
-def loss_and_grads(name, overrides, encoder, batch):
-    torch.manual_seed(123)  # the same MLP head for both methods
-    method = REGISTRY[name](build_params(name, overrides), encoder.hidden_size)
-    method.bind(encoder)
-    encoder.zero_grad(set_to_none=True)
-    torch.manual_seed(7)
-    out = method.compute_loss(TrainingEncode(encoder), batch, step=0)
-    out.loss.backward()
-    params = list(encoder.parameters()) + method.trainable_parameters()
-    return out, [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
-
-
-def test_paper_form_with_phi_1_and_no_noise_is_simcse(encoder, batch):
+def test_paper_form_with_phi_1_and_no_noise_is_simcse(encoder, sents_batch):
     """The SimCSE views come from the first encoder call, so the same seed gives the same masks."""
-    ref_out, ref_grads = loss_and_grads("simcse", {}, encoder, batch)
-    out, grads = loss_and_grads("dclr", {"loss_form": "paper", "phi": 1.0, "noise_times": 0}, encoder, batch)
+    simcse = bound_method("simcse", encoder)
+    ref_out, ref_grads = loss_and_grads(simcse, encoder, sents_batch, trainable_only=True)
+    dclr = bound_method("dclr", encoder, loss_form="paper", phi=1.0, noise_times=0)
+    out, grads = loss_and_grads(dclr, encoder, sents_batch, trainable_only=True)
     torch.testing.assert_close(out.loss, ref_out.loss, rtol=1e-5, atol=1e-6)
     assert len(grads) == len(ref_grads)
     for a, b in zip(grads, ref_grads):  # the same features; the two losses' sums differ in rounding
@@ -195,19 +172,23 @@ def test_paper_form_with_phi_1_and_no_noise_is_simcse(encoder, batch):
     assert float(out.metrics["dropped_negatives"]) == 0.0
 
 
-def test_noise_and_drops_change_the_loss(encoder, batch):
+def test_noise_and_drops_change_the_loss(encoder, sents_batch):
     # temperature 1: at 0.05 the positive's exp(20) dwarfs a noise term's exp(0) in float32
     paper = {"loss_form": "paper", "temperature": 1.0}
-    plain, _ = loss_and_grads("dclr", {**paper, "phi": 1.0, "noise_times": 0}, encoder, batch)
-    noisy, _ = loss_and_grads("dclr", {**paper, "phi": 1.0, "noise_times": 2}, encoder, batch)
-    dropped, _ = loss_and_grads("dclr", {**paper, "phi": 0.0, "noise_times": 0}, encoder, batch)
+    drops = [{"phi": 1.0, "noise_times": 0}, {"phi": 1.0, "noise_times": 2}, {"phi": 0.0, "noise_times": 0}]
+    plain, noisy, dropped = (
+        loss_and_grads(
+            bound_method("dclr", encoder, **paper, **d), encoder, sents_batch, trainable_only=True
+        )[0]
+        for d in drops
+    )
     # more negatives in the denominator
     assert float(noisy.metrics["loss_dclr"]) > float(plain.metrics["loss_dclr"])
     assert float(dropped.metrics["dropped_negatives"]) > 0
     assert float(dropped.metrics["loss_dclr"]) < float(plain.metrics["loss_dclr"])  # fewer negatives
 
 
-def test_initial_complementary_model_is_a_frozen_copy(encoder, batch):
+def test_initial_complementary_model_is_a_frozen_copy(encoder):
     method = DCLR(DCLRParams(), encoder.hidden_size)
     method.bind(encoder)
     comp = method.complementary_encoder
