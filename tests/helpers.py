@@ -172,6 +172,20 @@ def make_record(run: RunConfig | str, status: str = "finished", **fields: Any) -
     return record
 
 
+def sts_record(config: RunConfig, avg: float, **fields: Any) -> dict[str, Any]:
+    """A finished record of ``config`` whose STS-B score, STS average and best dev score are ``avg``."""
+    return make_record(config, final={"sts": {"STSBenchmark": avg, "avg": avg}}, best_stsb_dev=avg, **fields)
+
+
+def smoke_simcse_config(data_root: Path) -> RunConfig:
+    """The first seed's config of the smoke grid's SimCSE row, on the smoke profile."""
+    from harness.grid.plan import expand
+    from harness.specs.parse import load_table_spec
+
+    plan = expand([load_table_spec(SMOKE_SPEC)], "smoke", seeds=1, data_root=data_root)
+    return plan.cell("smoke_grid", "SimCSE-BERT-base").configs[0]
+
+
 # -- stand-ins for train_run -------------------------------------------------------------------------
 def fake_train(config: RunConfig, data_root: Path, store: RunStore, *, avg: float = 42.0, **_: Any) -> Any:
     """A stand-in for :func:`~harness.run.training.train_run`: saves the record "running", then

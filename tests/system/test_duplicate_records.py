@@ -12,33 +12,28 @@ from typing import Any
 import pytest
 
 from harness.cli import main
-from harness.specs.cells import expand, records_by_cell
-from harness.specs.parse import load_table_spec
-from harness.store.record import new_record
+from harness.specs.cells import records_by_cell
 from harness.store.run_store import RunStore
-from tests.helpers import SMOKE_SPEC, make_data_root
+from tests.helpers import SMOKE_SPEC, make_data_root, smoke_simcse_config, sts_record
 
 
 def finished(config: Any, avg: float) -> dict[str, Any]:
-    record = dict(new_record(config))
-    record.update(
-        status="finished",
-        final={"sts": {"STSBenchmark": avg, "avg": avg}},
+    """:func:`~tests.helpers.sts_record` with a two-point trajectory, a device and the final tasks' time."""
+    return sts_record(
+        config,
+        avg,
         best_step=4,
-        best_stsb_dev=avg,
         trajectory=[{"step": s, "loss": 1.0, "stsb_dev": avg, "align": 0.2, "uniform": -1.0} for s in (0, 4)],
         provenance={"device": "cpu"},
         final_seconds={"sts": 1.0},
     )
-    return record
 
 
 @pytest.fixture
 def one_run(tmp_path: Path) -> tuple[RunStore, Path, str]:
     """A store with one finished run of the smoke spec's SimCSE row, and its data root."""
     data = make_data_root(tmp_path / "data")
-    plan = expand([load_table_spec(SMOKE_SPEC)], "smoke", seeds=1, data_root=data)
-    config = plan.cell("smoke_grid", "SimCSE-BERT-base").configs[0]
+    config = smoke_simcse_config(data)
     store = RunStore(tmp_path / "runs")
     store.save(finished(config, 41.74))
     return store, data, config.run_id()

@@ -6,56 +6,28 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.cli import main
-from harness.specs.cells import expand
-from harness.specs.parse import load_table_spec
-from harness.store.record import new_record
 from harness.store.run_store import RunStore
-from tests.helpers import SMOKE_SPEC, make_data_root
+from tests.helpers import SMOKE_SPEC, make_data_root, smoke_simcse_config, sts_record
 
-
-@pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError("reading the records hung")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(60)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def finished(config: Any, avg: float) -> dict[str, Any]:
-    record = dict(new_record(config))
-    record.update(status="finished", final={"sts": {"STSBenchmark": avg, "avg": avg}}, best_stsb_dev=avg)
-    return record
+pytestmark = pytest.mark.usefixtures("no_hang")  # tests/system/conftest.py
 
 
 @pytest.fixture
 def two_seeds(tmp_path: Path) -> tuple[RunStore, Path, list[str]]:
     """Two finished seeds of the smoke spec's SimCSE row."""
     data = make_data_root(tmp_path / "data")
-    config = (
-        expand([load_table_spec(SMOKE_SPEC)], "smoke", seeds=1, data_root=data)
-        .cell("smoke_grid", "SimCSE-BERT-base")
-        .configs[0]
-    )
+    config = smoke_simcse_config(data)
     store = RunStore(tmp_path / "runs")
     ids = []
     for i, avg in enumerate((40.0, 42.0)):
         seeded = config.replace(seed=config.seed + i)
-        store.save(finished(seeded, avg))
+        store.save(sts_record(seeded, avg))
         ids.append(seeded.run_id())
     return store, data, ids
 

@@ -5,10 +5,7 @@ grid or run writes into checked before Ray starts."""
 from __future__ import annotations
 
 import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,21 +15,7 @@ from harness.errors import ConfigError, DataError
 from harness.run.data import read_corpus
 from tests.helpers import SMOKE_SPEC, make_data_root
 
-
-@pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    """A command that waits on a FIFO fails the test instead of hanging it."""
-
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError("the command hung")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(120)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.usefixtures("no_hang")  # tests/system/conftest.py
 
 
 @pytest.fixture
