@@ -24,6 +24,7 @@ from tests.helpers import (
     SPECS,
     TRAIN_CORPUS,
     TRANSFER_SCORES,
+    corpus_text,
     fake_final,
     fake_probe,
     fill_store,
@@ -96,7 +97,7 @@ def copied_root(mini_data_root: Path, tmp_path: Path) -> Path:
 @pytest.fixture
 def train_root(tmp_path: Path) -> Path:
     """A data root holding only the training-loop tests' corpus (:data:`tests.helpers.TRAIN_CORPUS`)."""
-    return make_corpus_root(tmp_path / "data", "\n".join(TRAIN_CORPUS) + "\n")
+    return make_corpus_root(tmp_path / "data", corpus_text(TRAIN_CORPUS))
 
 
 @pytest.fixture

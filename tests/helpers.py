@@ -11,7 +11,7 @@ import math
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,11 @@ NIGHT_RECORDS = NIGHT / "runs" / "records"
 
 # -- data roots --------------------------------------------------------------------------------------
 CORPUS_TEXT = "".join(f"fixture sentence number {i} for the corpus.\n" for i in range(64))
+
+
+def corpus_text(sentences: Iterable[str]) -> str:
+    """``sentences`` one a line, each ended by a newline: the text of a corpus file."""
+    return "".join(f"{s}\n" for s in sentences)
 
 
 def make_corpus_root(folder: Path, text: str = CORPUS_TEXT) -> Path:
@@ -121,6 +126,8 @@ TRAIN_CORPUS = [
     for i, (w, v) in enumerate(zip(["dog", "cat"] * 40, ["park", "shop"] * 40))
 ]
 """The 80-sentence corpus of the training-loop tests (the ``train_root`` fixture)."""
+DOG_CORPUS = [f"the dog number {i} walks to the park ." for i in range(80)]
+"""An 80-sentence corpus of one shape (the run tests' ``probed_root``; its first 40: a method's)."""
 
 
 def fake_probe(
@@ -142,6 +149,13 @@ def fake_probe(
         }
 
     return probe
+
+
+def probe_scores(x: np.ndarray) -> dict[str, float]:
+    """A stand-in probe's scores of the embeddings ``x`` of :data:`PROBE_SENTENCES`: STS-B dev from
+    their cosines (the first pair's against the second's), align and uniform 0."""
+    x = x.astype(np.float64) / np.linalg.norm(x, axis=1, keepdims=True)
+    return {"stsb_dev": float(100 * (x[0] @ x[1] - x[2] @ x[3])), "align": 0.0, "uniform": 0.0}
 
 
 def fake_final(

@@ -11,7 +11,7 @@ from harness.config.settings import corpus_id, resolve_settings
 from harness.errors import ConfigError, DataError
 from harness.store.run_config import resolve_config, resolve_run
 from methods.simcse import SimCSEParams
-from tests.helpers import CONFIG_SENTENCES, smoke_config
+from tests.helpers import CONFIG_SENTENCES, corpus_text, smoke_config
 
 
 def test_paper_profile_resolves_offline(config_root: Path) -> None:
@@ -37,7 +37,7 @@ def test_corpus_enters_the_id_by_content_not_path(config_root: Path, tmp_path: P
     shutil.copy(original, moved)
     a, b = smoke_config(config_root), smoke_config(config_root, corpus=str(moved))
     assert a.corpus != b.corpus and a.run_id() == b.run_id()
-    moved.write_text("\n".join(reversed(CONFIG_SENTENCES)) + "\n")
+    moved.write_text(corpus_text(reversed(CONFIG_SENTENCES)))
     assert corpus_id(moved) != corpus_id(original)
     assert smoke_config(config_root, corpus=str(moved)).run_id() != a.run_id()
 

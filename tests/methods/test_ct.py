@@ -16,7 +16,7 @@ from harness.run.step import TrainStep
 from harness.store.run_config import resolve_config
 from methods import REGISTRY
 from methods.ct import ContrastiveTension, CTParams, ct_loss, draw_negative_pairs
-from tests.helpers import SENTS, make_corpus_root
+from tests.helpers import SENTS, corpus_text, make_corpus_root
 
 
 def ref_ct(z1: list[list[float]], z2: list[list[float]], pairs: list[tuple[int, int]]) -> float:
@@ -111,7 +111,7 @@ def test_dropout_switch_reaches_both_calls() -> None:
 
 
 def test_both_copies_get_gradient_and_are_optimised_and_snapshotted(tmp_path: Path) -> None:
-    root = make_corpus_root(tmp_path / "data", "\n".join(SENTS * 4) + "\n")
+    root = make_corpus_root(tmp_path / "data", corpus_text(SENTS * 4))
     cfg = resolve_config("ct", {}, "smoke", {"max_steps": 2, "batch_size": 6}, data_root=root)
     encoder = load_encoder("random:tiny", seed=0)
     method = ContrastiveTension(cfg.params, encoder.hidden_size)  # type: ignore[arg-type]

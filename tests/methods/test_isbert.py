@@ -25,7 +25,7 @@ from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 from methods import build_params
 from methods.isbert import ISBERT, ISBERTParams, TokenCNN, jsd_local_global_loss
-from tests.helpers import SENTS, make_corpus_root
+from tests.helpers import PROBE_SENTENCES, SENTS, probe_scores
 
 LOG2 = math.log(2.0)
 
@@ -224,33 +224,16 @@ def test_snapshot_covers_the_cnn():
 
 
 # -- the training loop --------------------------------------------------------------------------
-PROBE = [
-    "a man is playing a guitar .",
-    "a man plays the guitar .",
-    "a woman slices an onion .",
-    "the cat sleeps .",
-]
-CORPUS = [
-    f"the {w} number {i} walks to the {v} ."
-    for i, (w, v) in enumerate(zip(["dog", "cat"] * 40, ["park", "shop"] * 40))
-]
-
-
-def fake_probe_scores(x: np.ndarray) -> dict[str, float]:
-    x = x.astype(np.float64) / np.linalg.norm(x, axis=1, keepdims=True)
-    return {"stsb_dev": float(100 * (x[0] @ x[1] - x[2] @ x[3])), "align": 0.0, "uniform": 0.0}
-
-
 @pytest.fixture
-def loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
+def loop(monkeypatch: pytest.MonkeyPatch, train_root: Path) -> dict[str, Any]:
     """Fake dev probe and final tasks that record the embedding width they are handed."""
     seen: dict[str, Any] = {"probe": [], "final": []}
 
     class Probe:
         def __call__(self, embed: Any) -> dict[str, float]:
-            x = embed(list(PROBE))
+            x = embed(list(PROBE_SENTENCES))
             seen["probe"].append(x.shape[1])
-            return fake_probe_scores(x)
+            return probe_scores(x)
 
         def cache_token(self) -> str:  # cacheable, as the real probe is
             return "isbert-test-probe"
@@ -259,14 +242,13 @@ def loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
         return Probe()
 
     def final(embed: Any, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
-        x = embed(list(PROBE))
-        seen["final"].append((x.shape[1], fake_probe_scores(x)["stsb_dev"]))
+        x = embed(list(PROBE_SENTENCES))
+        seen["final"].append((x.shape[1], probe_scores(x)["stsb_dev"]))
         return {"sts": {"avg": 0.0}}
 
     monkeypatch.setattr(train_mod, "make_probe", make_probe)
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
-    root = make_corpus_root(tmp_path / "data", "\n".join(CORPUS) + "\n")
-    seen["root"] = root
+    seen["root"] = train_root
     return seen
 
 

@@ -23,10 +23,8 @@ from harness.run.step import TrainStep
 from harness.store.run_config import RunConfig, resolve_config
 from harness.store.run_store import RunStore
 from methods import REGISTRY
-from tests.helpers import make_corpus_root
+from tests.helpers import DOG_CORPUS, corpus_text, make_corpus_root
 from tests.methods.momentum_method import MomentumQueue, MomentumQueueParams
-
-SENTENCES = [f"the dog number {i} walks to the park ." for i in range(40)]
 
 
 @pytest.fixture
@@ -36,7 +34,7 @@ def registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def data_root(tmp_path: Path) -> Path:
-    return make_corpus_root(tmp_path / "data", "\n".join(SENTENCES) + "\n")
+    return make_corpus_root(tmp_path / "data", corpus_text(DOG_CORPUS[:40]))
 
 
 def config(data_root: Path, **params: Any) -> RunConfig:
@@ -57,13 +55,13 @@ def test_frozen_copy_is_not_optimised_and_follows_the_ema(registered: None, data
 
     online_before = [p.detach().clone() for p in encoder.parameters()]
     key_before = [p.detach().clone() for p in method.key_encoder.parameters()]
-    _, metrics = step(SENTENCES[:8], 1)
+    _, metrics = step(DOG_CORPUS[:8], 1)
     assert float(metrics["queue_filled"]) == 8.0
     online_after = list(encoder.parameters())
     assert any(not torch.equal(a, b) for a, b in zip(online_before, online_after, strict=True))
     for k0, k1, o1 in zip(key_before, method.key_encoder.parameters(), online_after, strict=True):
         torch.testing.assert_close(k1, 0.75 * k0 + 0.25 * o1.detach())
-    _, metrics = step(SENTENCES[8:16], 2)
+    _, metrics = step(DOG_CORPUS[8:16], 2)
     assert float(metrics["queue_filled"]) == 12.0  # capped at queue_size
     assert method.queue.contents().shape == (12, encoder.hidden_size)
 

@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 
 import harness.run.training as train_mod
-from tests.helpers import make_corpus_root
-
-PROBED_CORPUS = [f"the dog number {i} walks to the park ." for i in range(80)]
+from tests.helpers import DOG_CORPUS, corpus_text, make_corpus_root
 
 
 def probe(data_root: Path, token_lengths: Any = None) -> Callable[[Any], dict[str, float]]:
@@ -28,4 +26,4 @@ def probed_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A data root holding an 80-sentence corpus; the loop's STS-B dev probe is a two-sentence
     stand-in (the tests set the final evaluation)."""
     monkeypatch.setattr(train_mod, "make_probe", probe)
-    return make_corpus_root(tmp_path / "data", "\n".join(PROBED_CORPUS) + "\n")
+    return make_corpus_root(tmp_path / "data", corpus_text(DOG_CORPUS))

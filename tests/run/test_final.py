@@ -21,7 +21,7 @@ from harness.run.hooks import FINAL_SECONDS
 from harness.run.training import train_run
 from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
-from tests.helpers import TRAIN_CORPUS, fake_probe, final_with, make_corpus_root, smoke_config
+from tests.helpers import TRAIN_CORPUS, corpus_text, fake_probe, final_with, make_corpus_root, smoke_config
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf])
@@ -192,7 +192,7 @@ def test_the_final_evaluation_alone_runs_on_the_threads_handed_out(
 
     monkeypatch.setattr(train_mod, "make_probe", _probe)
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
-    data_root = make_corpus_root(tmp_path / "data", "\n".join(SENTENCES * 10) + "\n")
+    data_root = make_corpus_root(tmp_path / "data", corpus_text(SENTENCES * 10))
     config = resolve_config("simcse", None, "smoke", {"max_steps": 2, "eval_every": 2}, data_root=data_root)
     assert config.threads == 1
     before = torch.get_num_threads()

@@ -26,7 +26,7 @@ from harness.run.training import train_run
 from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 from methods.simcse import SimCSE
-from tests.helpers import final_with, make_corpus_root, smoke_config
+from tests.helpers import PROBE_SENTENCES, final_with, probe_scores, smoke_config
 
 
 def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, tmp_path: Path) -> None:
@@ -215,30 +215,20 @@ def test_a_singular_whitening_error_is_one_short_line_and_the_record_keeps_the_e
 # probe, and refuses a method that returns a text but no head. Methods without one embed the sentence
 # itself, as before.
 
-PROBE = [
-    "a man is playing a guitar .",
-    "a man plays the guitar",
-    "a woman slices an onion .",
-    "the cat sleeps",
-]
-
-CORPUS = [
-    f"the {w} number {i} walks to the {v} ."
-    for i, (w, v) in enumerate(zip(["dog", "cat"] * 40, ["park", "shop"] * 40))
-]
+PROBE = [s if i % 2 == 0 else s.removesuffix(" .") for i, s in enumerate(PROBE_SENTENCES)]
+"""The stand-in probe's sentences, every other one without its full stop (evaluation.py adds it)."""
 
 
 @pytest.fixture
-def loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
+def loop(monkeypatch: pytest.MonkeyPatch, train_root: Path) -> dict[str, Any]:
     """A fake dev probe and final evaluation, and every text the encoder embeds, recorded."""
     seen: dict[str, Any] = {"texts": [], "probe": 0, "final": 0}
 
     class Probe:
         def __call__(self, embed: Any) -> dict[str, float]:
-            x = embed(list(PROBE)).astype(np.float64)
+            x = embed(list(PROBE))
             seen["probe"] += 1
-            x /= np.linalg.norm(x, axis=1, keepdims=True)
-            return {"stsb_dev": float(100 * (x[0] @ x[1] - x[2] @ x[3])), "align": 0.0, "uniform": 0.0}
+            return probe_scores(x)
 
         def cache_token(self) -> str:
             return "sentence-input-test-probe"
@@ -257,7 +247,7 @@ def loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     monkeypatch.setattr(train_mod, "make_probe", lambda data_root, token_lengths=None: Probe())
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     monkeypatch.setattr(SentenceEncoder, "embed_tensor", recording)
-    seen["root"] = make_corpus_root(tmp_path / "data", "\n".join(CORPUS) + "\n")
+    seen["root"] = train_root
     return seen
 
 
@@ -271,8 +261,8 @@ def test_probes_and_final_tasks_embed_the_template_through_the_head(loop, tmp_pa
     expected = [
         'This sentence of "a man is playing a guitar ." means[MASK].',
         'This sentence of "a man plays the guitar." means[MASK].',  # evaluation.py adds the full stop
-        'This sentence of "a woman slices an onion ." means[MASK].',
-        'This sentence of "the cat sleeps." means[MASK].',
+        'This sentence of "a woman is slicing an onion ." means[MASK].',
+        'This sentence of "the cat sleeps on the sofa." means[MASK].',
     ]
     assert loop["texts"] == [expected] * 4  # three probes, one final evaluation
     assert "step0_probe_cached" not in record
