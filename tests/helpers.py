@@ -90,6 +90,21 @@ def smoke_config(data_root: Path, method: str = "simcse", /, **overrides: Any) -
     return resolve_config(method, overrides.pop("params", None), "smoke", overrides, data_root=data_root)
 
 
+# -- table specs -------------------------------------------------------------------------------------
+def spec_text(
+    body: str, *, cites: str = "x", title: str = "x", scores: str = "sts", columns: str = '["avg"]'
+) -> str:
+    """A table spec's TOML: the four header keys (``columns`` in TOML), then ``body`` (rows, claims)."""
+    return f'cites = "{cites}"\ntitle = "{title}"\nscores = "{scores}"\ncolumns = {columns}\n' + body
+
+
+def write_spec(path: Path, text: str) -> Path:
+    """The spec ``text`` written to ``path`` (UTF-8; its folder made where missing); that path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 # -- evaluation --------------------------------------------------------------------------------------
 TRANSFER_SCORES = {
     "MR": 70.0,

@@ -16,7 +16,7 @@ from harness.reporting.figures import save_png_pdf
 from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
-from tests.helpers import NIGHT, REPO_ROOT, make_record
+from tests.helpers import NIGHT, REPO_ROOT, make_record, spec_text, write_spec
 
 
 def test_claims_command_renders_a_three_seed_grid(corpus_root: Path, tmp_path: Path) -> None:
@@ -77,12 +77,8 @@ def test_claims_command_renders_a_three_seed_grid(corpus_root: Path, tmp_path: P
     assert f"Totals over {len(claims) - 2} distinct comparisons: " in md and "| reversed (repeat) |" in md
 
 
-SMOKE_CLAIMS_SPEC = """
-cites = "SimCSE++ Table 3"
-title = "Smoke claims"
-scores = "stsb_dev"
-columns = ["stsb_dev"]
-
+SMOKE_CLAIMS_SPEC = spec_text(
+    """
 [[rows]]
 label = "SimCSE-BERT-base"
 method = "simcse"
@@ -97,12 +93,16 @@ paper = [79.39]
 [[claims]]
 better = "+DCL"
 worse = "SimCSE-BERT-base"
-"""
+""",
+    cites="SimCSE++ Table 3",
+    title="Smoke claims",
+    scores="stsb_dev",
+    columns='["stsb_dev"]',
+)
 
 
 def test_a_real_three_seed_smoke_grid_renders_claims(tmp_path: Path, data_root: Path) -> None:
-    spec = tmp_path / "smoke_claims.toml"
-    spec.write_text(SMOKE_CLAIMS_SPEC, encoding="utf-8")
+    spec = write_spec(tmp_path / "smoke_claims.toml", SMOKE_CLAIMS_SPEC)
     runs, out = tmp_path / "runs", tmp_path / "claims"
     common = ["--profile", "smoke", "--runs-dir", str(runs), "--data-dir", str(data_root)]
     assert main(["grid", str(spec), *common, "--seeds", "3", "--override", "final_tasks=none"]) == 0

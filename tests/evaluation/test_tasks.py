@@ -35,7 +35,7 @@ from harness.evaluation.tasks import (
     transfer_task_names,
     year_task_names,
 )
-from tests.helpers import REPO_ROOT, SPECS, make_record
+from tests.helpers import REPO_ROOT, SPECS, make_record, spec_text, write_spec
 
 TINY_PAIRS = (
     (4.5, "a cat sits on the red mat", "a cat is sitting on the red mat"),
@@ -183,19 +183,16 @@ def test_unknown_task_names_get_one_line_with_a_hint(tmp_path: Path) -> None:
         check_names("STS", ["STS17"])
     with pytest.raises(ConfigError, match=r"unknown task 'MRCP' \(did you mean 'MRPC'\?\)"):
         select_tasks("STS12,MRCP")
-    spec = tmp_path / "t.toml"
-    spec.write_text(_spec_text('["STS17", "avg"]'), encoding="utf-8")
+    spec = write_spec(tmp_path / "t.toml", _spec_text('["STS17", "avg"]'))
     with pytest.raises(ConfigError, match=r"unknown column 'STS17' \(did you mean 'STS1\d'\?\)") as err:
         load_table_spec(spec)
     assert "\n" not in str(err.value)
 
 
 def _spec_text(columns: str) -> str:
-    return (
-        'cites = "SimCSE++ Table 3"\ntitle = "t"\nscores = "sts"\n'
-        f"columns = {columns}\n"
-        '[[rows]]\nlabel = "GloVe"\nquoted = true\npaper = [1.0, 2.0]\n'
-    )
+    """A spec of one quoted row with these two ``columns``."""
+    body = '[[rows]]\nlabel = "GloVe"\nquoted = true\npaper = [1.0, 2.0]\n'
+    return spec_text(body, cites="SimCSE++ Table 3", title="t", columns=columns)
 
 
 # -- the test-only task: its entry is all it takes -----------------------------------------------------
@@ -226,8 +223,7 @@ def test_a_registered_task_is_a_spec_column_a_checked_file_and_counted_sentences
     assert SCORE_KEYS["sts"] == (*LEGACY_STS_TASKS, "TINY", "avg")
     assert COLUMN_LABELS["TINY"] == "Tiny"
     assert "TINY" not in year_task_names()
-    spec = tmp_path / "tiny.toml"
-    spec.write_text(_spec_text('["TINY", "avg"]'), encoding="utf-8")
+    spec = write_spec(tmp_path / "tiny.toml", _spec_text('["TINY", "avg"]'))
     assert load_table_spec(spec).column_labels == ("Tiny", "Avg.")
 
     senteval = tiny_root / "senteval"

@@ -25,14 +25,10 @@ from harness.specs.parse import load_table_spec
 from harness.stats.outcomes import parse_effect
 from harness.store.record import new_record
 from harness.store.run_store import RunStore
-from tests.helpers import make_data_root
+from tests.helpers import make_data_root, spec_text, write_spec
 
-SPEC = """
-cites = "SimCSE++ Table 3"
-title = "Rounds"
-scores = "stsb_dev"
-columns = ["stsb_dev"]
-
+SPEC = spec_text(
+    """
 [[rows]]
 label = "Base"
 method = "simcse"
@@ -59,7 +55,12 @@ text = "Strong beats Base"
 better = "Null"
 worse = "Base"
 text = "Null beats Base"
-"""
+""",
+    cites="SimCSE++ Table 3",
+    title="Rounds",
+    scores="stsb_dev",
+    columns='["stsb_dev"]',
+)
 EFFECTS = {"Base": 0.0, "Strong": 0.5, "Null": 0.0}
 """The true difference of each cell from Base: the first claim is real, the second is not."""
 
@@ -70,8 +71,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     # the SentEval data is read before a round starts
     data = make_data_root(tmp_path / "data", resolve_data_root(None) / "senteval", link=True)
-    spec = tmp_path / "rounds.toml"
-    spec.write_text(SPEC, encoding="utf-8")
+    spec = write_spec(tmp_path / "rounds.toml", SPEC)
     plan = expand([load_table_spec(spec)], "smoke", seeds=1, data_root=data)
     cell_of = {plan.cell("rounds", key).configs[0].group_id(): key for key in EFFECTS}
     started: list[list[str]] = []

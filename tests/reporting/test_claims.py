@@ -17,16 +17,10 @@ from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.stats.paired import t_interval
 from harness.store.run_store import RunStore
-from tests.helpers import (
-    make_record,
-)
+from tests.helpers import make_record, spec_text, write_spec
 
-UNTRAINED_SPEC = """
-cites = "SimCSE++ Table 3"
-title = "A trained cell against one that does not train"
-scores = "sts"
-columns = ["avg"]
-
+UNTRAINED_SPEC = spec_text(
+    """
 [[rows]]
 label = "BERT-base (first-last avg.)"
 method = "simcse"
@@ -41,13 +35,15 @@ paper = [76.25]
 [[claims]]
 better = "SimCSE-BERT-base"
 worse = "BERT-base (first-last avg.)"
-"""
+""",
+    cites="SimCSE++ Table 3",
+    title="A trained cell against one that does not train",
+)
 
 
 def test_an_untrained_cell_stands_against_every_seed(corpus_root: Path, tmp_path: Path) -> None:
     data = corpus_root
-    spec_path = tmp_path / "untrained.toml"
-    spec_path.write_text(UNTRAINED_SPEC, encoding="utf-8")
+    spec_path = write_spec(tmp_path / "untrained.toml", UNTRAINED_SPEC)
     plan = expand([load_table_spec(spec_path)], "smoke", seeds=3, data_root=data)
     untrained = plan.cell("untrained", "BERT-base (first-last avg.)").configs
     assert len(untrained) == 1  # runs once, whatever --seeds says

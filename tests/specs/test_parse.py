@@ -11,9 +11,7 @@ import pytest
 from harness.errors import ConfigError
 from harness.reporting.tables.model import RenderedTable
 from harness.specs.parse import load_table_spec
-from tests.helpers import (
-    SPECS,
-)
+from tests.helpers import SPECS, spec_text, write_spec
 
 
 @pytest.mark.parametrize(
@@ -24,13 +22,9 @@ from tests.helpers import (
     ],
 )
 def test_a_non_finite_spec_value_fails_when_the_spec_loads(tmp_path: Path, where: str, line: str) -> None:
-    path = tmp_path / "bad.toml"
     method = "whitenedcse" if "positive" in line else "simcse"
-    path.write_text(
-        f'cites = "x"\ntitle = "x"\nscores = "sts"\ncolumns = ["avg"]\n'
-        f'[[rows]]\nlabel = "a"\nmethod = "{method}"\n{line}\npaper = [1.0]\n',
-        encoding="utf-8",
-    )
+    body = f'[[rows]]\nlabel = "a"\nmethod = "{method}"\n{line}\npaper = [1.0]\n'
+    path = write_spec(tmp_path / "bad.toml", spec_text(body))
     with pytest.raises(ConfigError, match=re.escape(where) + r": \w+ must be finite, got (inf|nan)"):
         load_table_spec(path)
 
@@ -40,8 +34,7 @@ def test_spec_sts_aggregate_key(tmp_path: Path, rendered: list[RenderedTable]) -
 
     text = (SPECS / "report_rows.toml").read_text(encoding="utf-8")
     for value, ok in (('"wmean"', True), ('"median"', False)):
-        path = tmp_path / "agg.toml"
-        path.write_text(f"sts_aggregate = {value}\n" + text, encoding="utf-8")
+        path = write_spec(tmp_path / "agg.toml", f"sts_aggregate = {value}\n" + text)
         if ok:
             assert load_table_spec(path).sts_aggregate == "wmean"
         else:
@@ -65,28 +58,21 @@ def test_spec_sts_aggregate_key(tmp_path: Path, rendered: list[RenderedTable]) -
 )
 def test_bad_claims_name_the_problem(tmp_path: Path, claims: str, message: str) -> None:
     spec = Path("tables/whitenedcse_table3.toml").read_text(encoding="utf-8").split("[[claims]]")[0]
-    path = tmp_path / "t.toml"
-    path.write_text(spec + "\n[[claims]]\n" + claims + "\n", encoding="utf-8")
+    path = write_spec(tmp_path / "t.toml", spec + "\n[[claims]]\n" + claims + "\n")
     with pytest.raises(ConfigError, match=message):
         load_table_spec(path)
 
 
 def test_a_claim_on_a_quoted_row_is_refused(tmp_path: Path) -> None:
     text = Path("tables/simcsepp_table3.toml").read_text(encoding="utf-8").split("[[claims]]")[0]
-    path = tmp_path / "t.toml"
-    path.write_text(
-        text + '\n[[claims]]\nbetter = "SimCSE-BERT-base"\nworse = "GloVe (avg.)"\n', encoding="utf-8"
+    path = write_spec(
+        tmp_path / "t.toml", text + '\n[[claims]]\nbetter = "SimCSE-BERT-base"\nworse = "GloVe (avg.)"\n'
     )
     with pytest.raises(ConfigError, match=r"'GloVe \(avg.\)' is a quoted row"):
         load_table_spec(path)
 
 
-BASE = """
-cites = "WhitenedCSE Table 3"
-title = "t"
-scores = "sts"
-columns = ["avg"]
-"""
+BASE = spec_text("", cites="WhitenedCSE Table 3", title="t")
 
 
 @pytest.mark.parametrize(
@@ -140,8 +126,7 @@ columns = ["avg"]
     ],
 )
 def test_spec_errors_name_file_and_key(tmp_path: Path, body: str, where: str, message: str) -> None:
-    path = tmp_path / "bad.toml"
-    path.write_text(BASE + body + "\n", encoding="utf-8")
+    path = write_spec(tmp_path / "bad.toml", BASE + body + "\n")
     with pytest.raises(ConfigError) as info:
         load_table_spec(path)
     text = str(info.value)
@@ -151,28 +136,31 @@ def test_spec_errors_name_file_and_key(tmp_path: Path, body: str, where: str, me
 def test_a_papers_numbers_lie_on_the_scale_of_the_score_set(tmp_path: Path) -> None:
     # an accuracy is 0 .. 100: -5 is no transfer score (a correlation x 100 may be)
     transfer = BASE.replace('"sts"', '"transfer"').replace('["avg"]', '["MR", "avg"]')
-    path = tmp_path / "bad.toml"
-    path.write_text(transfer + "[[rows]]\nlabel='a'\nquoted=true\npaper=[1e308, -5]\n")
+    path = write_spec(
+        tmp_path / "bad.toml", transfer + "[[rows]]\nlabel='a'\nquoted=true\npaper=[1e308, -5]\n"
+    )
     with pytest.raises(
         ConfigError, match=r"rows\[0\]\.paper\[0\]: 1e\+308 is outside 0 \.\. 100, the range of"
     ):
         load_table_spec(path)
-    path.write_text(transfer + "[[rows]]\nlabel='a'\nquoted=true\npaper=[100, -5]\n")
+    write_spec(path, transfer + "[[rows]]\nlabel='a'\nquoted=true\npaper=[100, -5]\n")
     with pytest.raises(
         ConfigError, match=r"rows\[0\]\.paper\[1\]: -5 is outside 0 \.\. 100, the range of transfer"
     ):
         load_table_spec(path)
-    path.write_text(transfer + "[[rows]]\nlabel='a'\nquoted=true\npaper=[0, 100]\n")
+    write_spec(path, transfer + "[[rows]]\nlabel='a'\nquoted=true\npaper=[0, 100]\n")
     assert load_table_spec(path).rows[0].paper == (0.0, 100.0)
-    path.write_text(BASE + "[[rows]]\nlabel='a'\nquoted=true\npaper=[-100]\n")
+    write_spec(path, BASE + "[[rows]]\nlabel='a'\nquoted=true\npaper=[-100]\n")
     assert load_table_spec(path).rows[0].paper == (-100.0,)
 
 
 def test_bad_column_and_score_set(tmp_path: Path) -> None:
-    path = tmp_path / "bad.toml"
-    path.write_text(BASE.replace('["avg"]', '["MR"]') + "[[rows]]\nlabel='a'\nquoted=true\npaper=[1.0]\n")
+    path = write_spec(
+        tmp_path / "bad.toml",
+        BASE.replace('["avg"]', '["MR"]') + "[[rows]]\nlabel='a'\nquoted=true\npaper=[1.0]\n",
+    )
     with pytest.raises(ConfigError, match="unknown column 'MR'"):
         load_table_spec(path)
-    path.write_text("not toml = = 1")
+    write_spec(path, "not toml = = 1")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_table_spec(path)

@@ -12,6 +12,7 @@ import pytest
 from harness.specs.find import load_plot_specs, load_table_specs, table_spec_paths
 from harness.specs.parse import load_table_spec
 from methods import build_params
+from tests.helpers import spec_text, write_spec
 from tests.paper_tables import PAPER_TABLES, parse_paper_tables
 from tests.spec_checks import (
     check_cites,
@@ -62,12 +63,8 @@ NEW_SOURCE = """
 """
 
 
-NEW_SPEC = """
-cites = "Foo Table 1"
-title = "FooCSE against SimCSE"
-scores = "sts"
-columns = ["STSBenchmark", "SICKRelatedness", "avg"]
-
+NEW_SPEC = spec_text(
+    """
 [[rows]]
 label = "GloVe (avg.)"
 quoted = true
@@ -88,7 +85,11 @@ paper = [78.10, 73.00, 75.55]
 better = "FooCSE-BERT-base"
 worse = "SimCSE-BERT-base"
 text = "FooCSE beats SimCSE on STS avg"
-"""
+""",
+    cites="Foo Table 1",
+    title="FooCSE against SimCSE",
+    columns='["STSBenchmark", "SICKRelatedness", "avg"]',
+)
 
 
 def test_a_spec_of_a_new_source_needs_its_file_and_its_quoted_numbers(tmp_path: Path) -> None:
@@ -97,9 +98,7 @@ def test_a_spec_of_a_new_source_needs_its_file_and_its_quoted_numbers(tmp_path: 
     quotes = tmp_path / "PAPER_TABLES.md"
     quotes.write_text(NEW_SOURCE, encoding="utf-8")
     paper = parse_paper_tables(quotes.read_text(encoding="utf-8"))
-    (tmp_path / "tables").mkdir()
-    path = tmp_path / "tables" / "foo_table1.toml"
-    path.write_text(NEW_SPEC, encoding="utf-8")
+    path = write_spec(tmp_path / "tables" / "foo_table1.toml", NEW_SPEC)
     spec = load_table_spec(path)
     specs = [*load_table_specs(), spec]
     if PAPER_TABLES.is_file():
@@ -108,14 +107,14 @@ def test_a_spec_of_a_new_source_needs_its_file_and_its_quoted_numbers(tmp_path: 
     assert check_claim_deltas(spec, paper) == 1
     assert load_table_specs(directory=tmp_path / "tables")[0].name == "foo_table1"  # found by the commands
     # an excerpt of the new table (the demo's kind of spec) passes while a spec reproduces the table
-    excerpt_path = tmp_path / "tables" / "foo_demo.toml"
-    excerpt_path.write_text(NEW_SPEC.split("[[rows]]", 2)[0] + "[[rows]]" + NEW_SPEC.split("[[rows]]", 2)[2])
+    excerpt_text = NEW_SPEC.split("[[rows]]", 2)[0] + "[[rows]]" + NEW_SPEC.split("[[rows]]", 2)[2]
+    excerpt_path = write_spec(tmp_path / "tables" / "foo_demo.toml", excerpt_text)
     excerpt = load_table_spec(excerpt_path)
     check_spec(excerpt, [*specs, excerpt], paper)
     with pytest.raises(AssertionError, match="no spec reproduces Foo Table 1"):
         check_spec(excerpt, [s for s in specs if s is not spec], paper)
     # a misquoted number fails
-    path.write_text(NEW_SPEC.replace("78.10", "78.01"), encoding="utf-8")
+    write_spec(path, NEW_SPEC.replace("78.10", "78.01"))
     with pytest.raises(AssertionError, match="FooCSE-BERT-base"):
         check_spec(load_table_spec(path), specs, paper)
 

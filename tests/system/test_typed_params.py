@@ -20,13 +20,10 @@ from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.run_config import RunConfig
 from methods import get_method
+from tests.helpers import spec_text, write_spec
 
-SPEC = """
-cites = "A test table"
-title = "Built once"
-scores = "sts"
-columns = ["avg"]
-
+SPEC = spec_text(
+    """
 [[rows]]
 label = "whitened"
 method = "whitenedcse"
@@ -47,14 +44,16 @@ method = "simcse"
 vary = "temperature"
 values = [0.05, 0.1]
 paper = [1.0, 2.0]
-"""
+""",
+    cites="A test table",
+    title="Built once",
+)
 
 
 def test_a_spec_value_is_built_once_and_checked_once_per_encoder_up_to_the_trial(
     tmp_path: Path, corpus_root: Path, record_counts: Counter[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / "once.toml"
-    path.write_text(SPEC, encoding="utf-8")
+    path = write_spec(tmp_path / "once.toml", SPEC)
     spec = load_table_spec(path)
     loaded = Counter(record_counts)
     assert loaded == {

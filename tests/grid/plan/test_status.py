@@ -14,7 +14,7 @@ from harness.specs.find import load_table_specs
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
 from methods.whitenedcse import WhitenedCSEParams
-from tests.helpers import CORPUS_TEXT, FIXTURES, fake_train, make_record
+from tests.helpers import CORPUS_TEXT, FIXTURES, fake_train, make_record, spec_text, write_spec
 
 
 def test_ids_are_stable_and_shared_across_specs(corpus_root: Path) -> None:
@@ -56,12 +56,11 @@ def test_sbert_base_rows_are_the_packaged_encoder_on_cpu(corpus_root: Path) -> N
 
 
 def test_invalid_cells_are_na_not_errors(corpus_root: Path, tmp_path: Path) -> None:
-    spec_path = tmp_path / "groups.toml"
-    spec_path.write_text(
-        'cites = "WhitenedCSE Table 4"\ntitle = "t"\nscores = "sts"\ncolumns = ["avg"]\n'
+    body = (
         '[[sweeps]]\nlabel = "count"\nheader = "Groups"\nmethod = "whitenedcse"\n'
         'params = {group_scaling = "count"}\nvary = "num_groups"\nvalues = [128, 500]\npaper = [1.0, 2.0]\n'
     )
+    spec_path = write_spec(tmp_path / "groups.toml", spec_text(body, cites="WhitenedCSE Table 4", title="t"))
     plan = expand([load_table_spec(spec_path)], "cpu", data_root=corpus_root)
     na = [c for c in plan.cells if c.state == "n/a"]
     assert [c.key for c in na] == ["count [num_groups=500]"]
