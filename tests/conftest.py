@@ -95,6 +95,14 @@ def copied_root(mini_data_root: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def a_file(tmp_path: Path) -> Path:
+    """A file where a test names an output folder (``tmp_path/a_file``)."""
+    from harness.atomic import write_text
+
+    return write_text(tmp_path / "a_file", "not a folder\n")
+
+
+@pytest.fixture
 def train_root(tmp_path: Path) -> Path:
     """A data root holding only the training-loop tests' corpus (:data:`tests.helpers.TRAIN_CORPUS`)."""
     return make_corpus_root(tmp_path / "data", corpus_text(TRAIN_CORPUS))

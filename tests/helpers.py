@@ -6,12 +6,16 @@ tests tokenise, and the process ids a grid or a Ray head leaves behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import shutil
+import socket
 import subprocess
-from collections.abc import Callable, Iterable
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -240,8 +244,6 @@ def fake_train(config: RunConfig, data_root: Path, store: RunStore, *, avg: floa
 
 def timed_train(config: RunConfig, data_root: Path, store: RunStore, **_: Any) -> Any:
     """Finishes after 3 s and notes when it ran (``span-<run id>.json`` in the data root)."""
-    import time
-
     start = time.time()
     time.sleep(3.0)
     (Path(data_root) / f"span-{config.run_id()}.json").write_text(json.dumps([start, time.time()]))
@@ -262,6 +264,13 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     assert len(lines) == 1, err
     assert "Traceback" not in err
     return lines[0]
+
+
+def error_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """What a command wrote to stderr, without its warnings: its lines (no traceback, asserted)."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return [ln for ln in err.splitlines() if not ln.startswith("warning: ")]
 
 
 def check_argv(root: Path, runs: Path, *extra: str) -> list[str]:
@@ -407,6 +416,48 @@ def session_pids(sid: int) -> list[int]:
         if int(fields[3]) == sid and fields[0] != "Z":
             out.append(int(entry.name))
     return out
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a Ray head)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
+    """Poll ``predicate`` (an OSError counts as not yet) until it holds; fail naming ``what`` after
+    ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if predicate():
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextlib.contextmanager
+def holding_grid_lock(runs: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding the grid lock of the runs folder ``runs`` (it took the lock when this
+    enters); killed without releasing it on the way out, which leaves a stale lock."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from harness.grid.lock import GridLock; "
+            f"GridLock.of({str(runs)!r}).acquire(); print('locked', flush=True); time.sleep(120)",
+        ],
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 # -- Ray nodes (the capacity watch) -----------------------------------------------------------------

@@ -160,11 +160,6 @@ def test_new_files_get_the_usual_permissions_and_replaced_ones_keep_theirs(tmp_p
     assert fresh.stat().st_mode & 0o777 == 0o640
 
 
-@pytest.fixture
-def a_file(tmp_path: Path) -> Path:
-    return write_text(tmp_path / "a_file", "not a folder\n")
-
-
 # -- an interrupt (Ctrl-C, SIGTERM) waits until the write is whole -------------------------------------
 def test_an_interrupt_waits_until_the_file_being_written_is_whole(tmp_path: Path) -> None:
     import pytest

@@ -13,18 +13,16 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.grid.tune.trial import HOLD_ENV
-from tests.helpers import REPO_ROOT, session_pids
+from tests.helpers import REPO_ROOT, session_pids, wait_for
 
 RAY = Path(sys.executable).with_name("ray")
 STS_DEV = Path("senteval") / "STS" / "STSBenchmark" / "sts-dev.csv"
@@ -34,22 +32,6 @@ needs_root = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None or not RAY.exists(),
     reason="needs root, unshare and the ray command beside this Python",
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if predicate():
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def wait_for_note(runs: Path, grid: subprocess.Popen[str], output: Callable[[], str]) -> str:

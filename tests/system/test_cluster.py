@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import SMOKE_SPEC, make_data_root, session_pids
-from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, free_port, needs_root, piped_output, wait_for_note
+from tests.helpers import SMOKE_SPEC, free_port, make_data_root, session_pids
+from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, needs_root, piped_output, wait_for_note
 
 pytestmark = [
     pytest.mark.slow,

@@ -141,11 +141,6 @@ def test_every_file_the_harness_writes_goes_through_the_atomic_helper() -> None:
 
 
 # -- unwritable outputs, found before any work -----------------------------------------------------
-@pytest.fixture
-def a_file(tmp_path: Path) -> Path:
-    return write_text(tmp_path / "a_file", "not a folder\n")
-
-
 @pytest.mark.parametrize(
     ("command", "out", "message"),
     [

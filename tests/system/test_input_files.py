@@ -13,7 +13,7 @@ from harness.cli import main
 from harness.config.inputs import SPEC_MAX_BYTES, read_input_bytes, read_input_text
 from harness.errors import ConfigError, DataError
 from harness.run.data import read_corpus
-from tests.helpers import SMOKE_SPEC, make_data_root
+from tests.helpers import SMOKE_SPEC, error_lines, make_data_root
 
 pytestmark = pytest.mark.usefixtures("no_hang")  # tests/system/conftest.py
 
@@ -23,12 +23,6 @@ def fifo(tmp_path: Path) -> Path:
     path = tmp_path / "pipe.txt"
     os.mkfifo(path)
     return path
-
-
-def error_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return [ln for ln in err.splitlines() if not ln.startswith("warning: ")]
 
 
 def test_the_one_definition(tmp_path: Path, fifo: Path) -> None:

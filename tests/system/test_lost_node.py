@@ -39,17 +39,8 @@ from typing import IO
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import SMOKE_SPEC, make_data_root, session_pids
-from tests.system.ray_nodes import (
-    SHORT,
-    STS_DEV,
-    Nodes,
-    free_port,
-    needs_root,
-    piped_output,
-    wait_for,
-    wait_for_note,
-)
+from tests.helpers import SMOKE_SPEC, free_port, make_data_root, session_pids, wait_for
+from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, needs_root, piped_output, wait_for_note
 
 
 def grid_process(cli: list[str], args: list[str], env: dict[str, str], nodes: Nodes) -> subprocess.Popen[str]:

@@ -16,7 +16,7 @@ from harness.cli import main
 from harness.config.models import check_model_inputs, model_problems, packaged_model_dir
 from harness.encoder.loading import check_loaded, load_encoder
 from harness.errors import ConfigError, ModelLoadError
-from tests.helpers import SMOKE_SPEC, make_data_root
+from tests.helpers import SMOKE_SPEC, error_lines, make_data_root
 
 TOKENIZER = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 
@@ -64,12 +64,6 @@ def variant(
         config["vocab_size"] = vocab_size
         (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return folder
-
-
-def error_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    return [ln for ln in err.splitlines() if not ln.startswith("warning: ")]
 
 
 def test_a_whole_folder_has_no_problem(tiny_folder: Path) -> None:

@@ -10,7 +10,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,13 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import REPO_ROOT, SMOKE_SPEC, session_pids
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.helpers import REPO_ROOT, SMOKE_SPEC, free_port, session_pids
 
 
 @pytest.mark.slow

@@ -18,12 +18,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import REPO_ROOT, SMOKE_SPEC, session_pids
+from tests.helpers import REPO_ROOT, SMOKE_SPEC, holding_grid_lock, session_pids, wait_for
 
 
 def start_grid(runs: Path, data: Path, *extra: str) -> subprocess.Popen[str]:
@@ -39,6 +38,17 @@ def start_grid(runs: Path, data: Path, *extra: str) -> subprocess.Popen[str]:
         text=True,
         start_new_session=True,
     )
+
+
+def run_to_the_end(runs: Path, data: Path) -> tuple[int, str, str]:
+    """:func:`start_grid` run to its end (5 min at most), its session stopped: exit status, stdout, stderr."""
+    grid = start_grid(runs, data)
+    try:
+        out, err = grid.communicate(timeout=300)
+    finally:
+        grid.kill()
+        stop_session(grid.pid)
+    return grid.returncode, out, err
 
 
 def stop_session(sid: int, settle_s: float = 0.0) -> list[str]:
@@ -71,15 +81,6 @@ def freeze_session(sid: int) -> None:
             os.kill(pid, signal.SIGSTOP)
 
 
-def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def statuses(runs: Path) -> dict[str, str]:
     return {r["run_id"]: r["status"] for r in RunStore(runs).records()}
 
@@ -90,20 +91,7 @@ def test_a_second_grid_is_refused_while_the_first_holds_the_lock(
     from harness.cli import main
 
     runs = tmp_path / "runs"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import sys, time; from harness.grid.lock import GridLock; "
-            f"lock = GridLock.of({str(runs)!r}); lock.acquire(); print('locked', flush=True); "
-            "time.sleep(120)",
-        ],
-        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with holding_grid_lock(runs) as holder:
         code = main(
             ["grid", str(SMOKE_SPEC), "--smoke", "--runs-dir", str(runs), "--data-dir", str(linked_root)]
         )
@@ -112,9 +100,6 @@ def test_a_second_grid_is_refused_while_the_first_holds_the_lock(
         assert f"is in use by grid pid {holder.pid} on host" in err and "grid.lock" in err
         assert len(err.strip().splitlines()) == 1
         assert not (runs / "records").exists()  # nothing was started
-    finally:
-        holder.kill()
-        holder.wait()
     # the holder died without releasing: its lock is stale and the next grid takes it over
     info = json.loads((runs / "grid.lock").read_text())
     assert info["pid"] == holder.pid
@@ -196,14 +181,9 @@ def test_sigkill_of_the_driver_at_a_random_moment_then_rerun(linked_root: Path, 
     checkpointed = {p.stem for p in (runs / "resume").glob("*.json")} - set(finished_before)
     print(f"finished before the kill: {sorted(finished_before)}; checkpointed: {sorted(checkpointed)}")
 
-    again = start_grid(runs, linked_root)
-    try:
-        out, err = again.communicate(timeout=300)
-    finally:
-        again.kill()
-        stop_session(again.pid)
+    code, out, err = run_to_the_end(runs, linked_root)
     leftovers = stop_session(grid.pid, settle_s=10)  # a SIGKILLed driver's agents: the second grid stops them
-    assert again.returncode == 0, (out, err)
+    assert code == 0, (out, err)
     store = RunStore(runs)
     records = store.records()
     assert len(records) == 2 and all(r["status"] == "finished" for r in records)
@@ -256,12 +236,7 @@ def test_sigkill_of_a_trial_worker_is_recorded_with_rays_reason_and_rerun(
     assert f"Ray worker (pid {victims[0]}) died" in failed[0]["error"], failed[0]["error"]
     assert f"failed: {failed[0]['run_id']}: the trial's Ray worker" in out
 
-    again = start_grid(runs, linked_root)
-    try:
-        out, err = again.communicate(timeout=300)
-    finally:
-        again.kill()
-        stop_session(again.pid)
-    assert again.returncode == 0, (out, err)
+    code, out, err = run_to_the_end(runs, linked_root)
+    assert code == 0, (out, err)
     records = RunStore(runs).records()
     assert len(records) == 2 and all(r["status"] == "finished" for r in records)

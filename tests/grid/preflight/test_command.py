@@ -4,15 +4,12 @@ The pre-flight reads every file the runs will read and lists each bad line as ``
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
-from tests.helpers import REPO_ROOT, STS15, STSB_DEV, check_argv, replace_line
+from tests.helpers import STS15, STSB_DEV, check_argv, holding_grid_lock, replace_line
 
 
 def test_a_complete_setup_passes_and_leaves_nothing_behind(
@@ -70,24 +67,9 @@ def test_a_grid_holding_the_runs_folder_is_a_problem(
     copied_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     runs = tmp_path / "runs"
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from harness.grid.lock import GridLock; "
-            f"GridLock.of({str(runs)!r}).acquire(); print('locked', flush=True); time.sleep(120)",
-        ],
-        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    with holding_grid_lock(runs) as holder:
         assert main(check_argv(copied_root, runs)) == 1
         assert f"is in use by grid pid {holder.pid}" in capsys.readouterr().out
-    finally:
-        holder.kill()
-        holder.wait()
     assert main(check_argv(copied_root, runs)) == 0  # the holder is gone: its lock is stale, not a problem
     assert "stale grid lock" in capsys.readouterr().out
 
