@@ -21,13 +21,12 @@ from harness.errors import DataError
 from tests.helpers import (
     REPO_ROOT,
     SENTS,
-    SPECS,
     TRAIN_CORPUS,
     TRANSFER_SCORES,
     corpus_text,
     fake_final,
     fake_probe,
-    fill_store,
+    fixture_tables,
     make_corpus_root,
     make_data_root,
 )
@@ -141,15 +140,7 @@ def fake_transfer(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
 def rendered(tmp_path: Path) -> list[Any]:
     """The two fixture specs' tables (report_rows, report_sweep) built from the fixture records
     (:func:`tests.helpers.fill_store`) under the smoke profile."""
-    from harness.reporting.tables.build import build_tables
-    from harness.specs.parse import load_table_spec
-    from harness.store.run_store import RunStore
-
-    data_root = make_corpus_root(tmp_path / "data")
-    store = RunStore(tmp_path / "runs")
-    fill_store(store, data_root)
-    specs = [load_table_spec(SPECS / "report_rows.toml"), load_table_spec(SPECS / "report_sweep.toml")]
-    return build_tables(specs, store, "smoke", data_root=data_root)
+    return fixture_tables(tmp_path)
 
 
 # -- the tiny random encoder -------------------------------------------------------------------------

@@ -109,6 +109,16 @@ def write_spec(path: Path, text: str) -> Path:
     return path
 
 
+def manifest_of(folder: Path) -> dict[str, Any]:
+    """A docs folder's ``manifest.json``: its specs, profile and overrides."""
+    return json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+
+
+def override_args(overrides: dict[str, Any]) -> list[str]:
+    """``--override key=value`` for each of ``overrides`` (a manifest's), as the commands take them."""
+    return [a for k, v in overrides.items() for a in ("--override", f"{k}={v}")]
+
+
 # -- evaluation --------------------------------------------------------------------------------------
 TRANSFER_SCORES = {
     "MR": 70.0,
@@ -337,6 +347,26 @@ def fill_store(store: RunStore, data_root: Path) -> None:
     store.save(finished_record(dcl.replace(seed=dcl.seed + 1), {"avg": 99.0}, status="running"))
 
 
+def filled_store(folder: Path) -> tuple[RunStore, Path]:
+    """A store at ``folder/runs`` holding the fixture records (:func:`fill_store`), and its data root
+    ``folder/data`` (the corpus only)."""
+    data_root = make_corpus_root(folder / "data")
+    store = RunStore(folder / "runs")
+    fill_store(store, data_root)
+    return store, data_root
+
+
+def fixture_tables(folder: Path) -> list[Any]:
+    """The two fixture specs' tables (report_rows, report_sweep) built under the smoke profile from
+    :func:`filled_store`'s records in ``folder``."""
+    from harness.reporting.tables.build import build_tables
+    from harness.specs.parse import load_table_spec
+
+    store, data_root = filled_store(folder)
+    specs = [load_table_spec(SPECS / "report_rows.toml"), load_table_spec(SPECS / "report_sweep.toml")]
+    return build_tables(specs, store, "smoke", data_root=data_root)
+
+
 def check_golden(name: str, text: str) -> None:
     """``text`` equals the golden file ``tests/fixtures/golden/<name>`` (rewritten with
     HARNESS_UPDATE_GOLDEN=1)."""
@@ -375,8 +405,14 @@ def pdflatex() -> str:
 
 def latex_problems(body: str, workdir: Path) -> list[str]:
     """Compile ``body`` inside a two-column article; return LaTeX errors and overfull boxes."""
+    return compile_latex(LATEX_DOC % body, workdir)
+
+
+def compile_latex(doc: str, workdir: Path, also: str | None = None) -> list[str]:
+    """Compile the LaTeX document ``doc`` as ``workdir/doc.tex``; its errors, overfull boxes and log
+    lines holding ``also``."""
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "doc.tex").write_text(LATEX_DOC % body, encoding="utf-8")
+    (workdir / "doc.tex").write_text(doc, encoding="utf-8")
     proc = subprocess.run(
         [pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
         cwd=workdir,
@@ -385,7 +421,9 @@ def latex_problems(body: str, workdir: Path) -> list[str]:
         timeout=120,
     )
     log = (workdir / "doc.log").read_text(encoding="latin-1") if (workdir / "doc.log").exists() else ""
-    problems = [ln for ln in log.splitlines() if ln.startswith("!") or ln.startswith("Overfull")]
+    problems = [
+        ln for ln in log.splitlines() if ln.startswith(("!", "Overfull")) or (also is not None and also in ln)
+    ]
     if proc.returncode and not problems:
         problems.append(f"pdflatex exit status {proc.returncode}: {proc.stdout[-500:]}")
     return problems
@@ -400,6 +438,49 @@ def chromium() -> str | None:
         pytest.fail("chromium is missing in CI: .ci/run installs the Debian chromium package")
     pytest.skip("chromium not installed (CI installs it; see .ci/run)")
     return None
+
+
+def headless_chromium(exe: str, *args: str, home: Path, timeout: float = 120) -> str:
+    """Headless Chromium (``exe``) run with ``args`` and HOME ``home``, exit status 0 asserted; its stdout."""
+    proc = subprocess.run(
+        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "HOME": str(home)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def probed_page(page: Path, script: str, prefix: str) -> Path:
+    """A copy of the HTML ``page`` beside it (``<prefix>-<name>``) with ``script`` before ``</body>``."""
+    probe = page.with_name(f"{prefix}-{page.name}")
+    probe.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8"
+    )
+    return probe
+
+
+def dumped_json(dom: str, element_id: str) -> Any:
+    """The JSON a probe script wrote into ``<pre id="element_id">``, read from Chromium's ``--dump-dom``."""
+    text = dom.split(f'<pre id="{element_id}">', 1)[1].split("</pre>", 1)[0]
+    return json.loads(text.replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def committed_report(folder: Path, specs: list[str], out: Path, *, plots: bool = False) -> Path:
+    """``harness tables`` (and ``plots``), then ``harness report``, of ``specs`` over a docs folder's
+    committed records into ``out``; the report page."""
+    from harness.cli import main
+
+    manifest = manifest_of(folder)
+    common = ["--profile", manifest["profile"], "--runs-dir", str(folder / "runs")]
+    common += override_args(manifest["overrides"])
+    assert main(["tables", *specs, *common, "--out", str(out / "tables")]) == 0
+    if plots:
+        assert main(["plots", *common, "--out", str(out / "plots")]) == 0
+    assert main(["report", *specs, *common, "--results", str(out)]) == 0
+    return out / "report.html"
 
 
 # -- processes ---------------------------------------------------------------------------------------

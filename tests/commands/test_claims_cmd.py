@@ -16,7 +16,7 @@ from harness.reporting.figures import save_png_pdf
 from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
-from tests.helpers import NIGHT, REPO_ROOT, make_record, spec_text, write_spec
+from tests.helpers import NIGHT, REPO_ROOT, make_record, manifest_of, override_args, spec_text, write_spec
 
 
 def test_claims_command_renders_a_three_seed_grid(corpus_root: Path, tmp_path: Path) -> None:
@@ -117,8 +117,8 @@ def test_a_real_three_seed_smoke_grid_renders_claims(tmp_path: Path, data_root: 
 
 # -- the correction of the verdicts (--correction, --family, --effect) ---------------------------------
 def _render(folder: str, tmp_path: Path, data_root: Path, *extra: str) -> dict:
-    manifest = json.loads((REPO_ROOT / "docs" / folder / "manifest.json").read_text(encoding="utf-8"))
-    overrides = [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    manifest = manifest_of(REPO_ROOT / "docs" / folder)
+    overrides = override_args(manifest["overrides"])
     out = tmp_path / folder
     args = ["claims", *manifest["specs"], "--profile", manifest["profile"], *overrides, *extra]
     args += ["--runs-dir", str(REPO_ROOT / "docs" / folder / "runs"), "--data-dir", str(data_root)]
@@ -176,8 +176,8 @@ def test_bad_analysis_flags_are_one_line(tmp_path: Path, capsys: pytest.CaptureF
 def test_claims_writes_one_forest_plot_per_table_and_drops_stale_ones(
     tmp_path: Path, data_root: Path
 ) -> None:
-    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
-    overrides = [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    manifest = manifest_of(NIGHT)
+    overrides = override_args(manifest["overrides"])
     out = tmp_path / "claims"
     out.mkdir()
     import matplotlib.pyplot as plt

@@ -7,17 +7,14 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.store.run_store import RunStore
 from tests.helpers import (
-    fill_store,
-    make_corpus_root,
+    filled_store,
 )
 
 
 def test_plots_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data_root = make_corpus_root(tmp_path / "data")
-    runs = tmp_path / "runs"
-    fill_store(RunStore(runs), data_root)
+    store, data_root = filled_store(tmp_path)
+    runs = store.root
     common = ["--profile", "smoke", "--runs-dir", str(runs), "--data-dir", str(data_root)]
     assert main(["plots", *common, "--out", str(tmp_path / "plots")]) == 0
     assert (tmp_path / "plots" / "align_uniform_joint.pdf").is_file()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 from harness.cli import main
@@ -15,17 +14,15 @@ from harness.store.run_store import RunStore
 from tests.helpers import (
     SPECS,
     chromium,
-    fill_store,
-    make_corpus_root,
+    filled_store,
+    headless_chromium,
 )
 
 
 def _report_inputs(tmp_path: Path, *, claims: bool) -> tuple[Path, Path]:
     """Runs (fixture records, one with a provenance block) and a results folder with plots."""
-    data_root = make_corpus_root(tmp_path / "data")
-    runs = tmp_path / "runs"
-    store = RunStore(runs)
-    fill_store(store, data_root)
+    store, data_root = filled_store(tmp_path)
+    runs = store.root
     first = store.records()[0]
     first["provenance"] = {"torch": "2.x-test", "git_commit": "abc123"}
     store.save(first)
@@ -108,23 +105,9 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert exe is not None
     _, path = _run_report(tmp_path, claims=True)
     shot = tmp_path / "report.png"
-    proc = subprocess.run(
-        [
-            exe,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--window-size=1280,2400",
-            f"--screenshot={shot}",
-            path.resolve().as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "HOME": str(tmp_path)},
+    headless_chromium(
+        exe, "--window-size=1280,2400", f"--screenshot={shot}", path.resolve().as_uri(), home=tmp_path
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a rendered page, not a blank one
     if out := os.environ.get("HARNESS_REPORT_SCREENSHOT"):

@@ -13,14 +13,14 @@ import pytest
 import harness
 from harness.cli import main
 from harness.evaluation.tasks import mteb_tasks
-from tests.helpers import NIGHT
+from tests.helpers import NIGHT, override_args
 
 OVERRIDES = {"precision": "bf16", "eval_precision": "bf16"}
 
 
 def test_harness_results_writes_a_csv_and_mteb_files(tmp_path: Path, data_root: Path) -> None:
     common = ["--profile", "night", "--runs-dir", str(NIGHT / "runs"), "--data-dir", str(data_root)]
-    common += [a for k, v in OVERRIDES.items() for a in ("--override", f"{k}={v}")]
+    common += override_args(OVERRIDES)
     assert main(["results", str(tmp_path / "night.csv"), "--spec", "whitenedcse_table5", *common]) == 0
     header = (tmp_path / "night.csv").read_text(encoding="utf-8").splitlines()[0]
     assert header == ",".join(harness.results.COLUMNS)

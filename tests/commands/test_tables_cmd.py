@@ -7,18 +7,15 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.store.run_store import RunStore
 from tests.helpers import (
     SPECS,
-    fill_store,
-    make_corpus_root,
+    filled_store,
 )
 
 
 def test_tables_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    data_root = make_corpus_root(tmp_path / "data")
-    runs = tmp_path / "runs"
-    fill_store(RunStore(runs), data_root)
+    store, data_root = filled_store(tmp_path)
+    runs = store.root
     common = ["--profile", "smoke", "--runs-dir", str(runs), "--data-dir", str(data_root)]
     out = tmp_path / "tables"
     assert main(["tables", str(SPECS / "report_rows.toml"), *common, "--out", str(out)]) == 0

@@ -3,7 +3,6 @@ built from docs/night's records)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,12 +10,12 @@ import pytest
 from harness.reporting.claims import build_claims
 from harness.specs.find import load_table_specs
 from harness.store.run_store import RunStore
-from tests.helpers import NIGHT
+from tests.helpers import NIGHT, manifest_of
 
 
 @pytest.fixture(scope="module")
 def night(data_root: Path) -> list:
-    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(NIGHT)
     specs = [s for s in load_table_specs(manifest["specs"]) if s.claims]
     store = RunStore(NIGHT / "runs")
     return build_claims(

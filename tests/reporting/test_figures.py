@@ -4,7 +4,6 @@ size."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
@@ -15,7 +14,7 @@ import pytest
 from harness.cli import main
 from harness.reporting.figures import css_width, png_size
 from harness.reporting.forest import MAX_HEIGHT_IN
-from tests.helpers import NIGHT
+from tests.helpers import NIGHT, manifest_of, override_args
 
 
 def _fonts(pdf: Path) -> list[str]:
@@ -32,9 +31,9 @@ def _fonts(pdf: Path) -> list[str]:
 def rendered(data_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The night's claims and plots, drawn by the commands."""
     out = tmp_path_factory.mktemp("figures")
-    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(NIGHT)
     common = ["--profile", "night", "--runs-dir", str(NIGHT / "runs"), "--data-dir", str(data_root)]
-    common += [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    common += override_args(manifest["overrides"])
     assert main(["claims", *manifest["specs"], *common, "--out", str(out / "claims")]) == 0
     assert main(["plots", *common, "--out", str(out / "plots")]) == 0
     return out

@@ -4,7 +4,6 @@ shape as well as colour, no title inside."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from harness.reporting.claims import build_claims
 from harness.reporting.forest import VERDICT_STYLE, WIDTH_IN, draw_forest, forest_caption, write_forests
 from harness.specs.find import load_table_specs
 from harness.store.run_store import RunStore
-from tests.helpers import NIGHT
+from tests.helpers import NIGHT, manifest_of
 
 
 def test_the_forest_plot_names_each_pair_under_its_statement(night: list) -> None:
@@ -66,7 +65,7 @@ def test_the_forest_x_range_is_the_measured_one_and_verdicts_have_shapes(night_c
 @pytest.fixture(scope="module")
 def night_claims(data_root: Path) -> list:
 
-    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(NIGHT)
     specs = [s for s in load_table_specs(["simcsepp_table5"])]
     return build_claims(
         specs, RunStore(NIGHT / "runs"), "night", overrides=manifest["overrides"], data_root=data_root

@@ -21,10 +21,8 @@ from harness.reporting.plots import (
 )
 from harness.specs.find import load_plot_specs
 from harness.specs.model import PlotSpec
-from harness.store.run_store import RunStore
 from tests.helpers import (
-    fill_store,
-    make_corpus_root,
+    filled_store,
 )
 
 
@@ -47,9 +45,7 @@ def test_average_trajectory_means_over_seeds() -> None:
 
 
 def test_plots_from_fixture_records(tmp_path: Path) -> None:
-    data_root = make_corpus_root(tmp_path / "data")
-    store = RunStore(tmp_path / "runs")
-    fill_store(store, data_root)
+    store, data_root = filled_store(tmp_path)
     paths = write_plots(load_plot_specs(), store, "smoke", tmp_path / "plots", data_root=data_root)
     names = sorted(p.name for p in paths)
     assert names == [

@@ -24,6 +24,7 @@ from tests.helpers import (
     check_argv,
     make_data_root,
     make_record,
+    manifest_of,
     one_error_line,
 )
 
@@ -66,7 +67,7 @@ def test_tables_claims_and_report_render_around_a_bad_record(
 ) -> None:
     runs = tmp_path / "runs"
     shutil.copytree(NIGHT_RECORDS, runs / "records")
-    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(NIGHT)
     assert "simcsepp_table3" in json.dumps(manifest)
     bad = sorted((runs / "records").glob("*.json"))[2]
     data = json.loads(bad.read_text(encoding="utf-8"))

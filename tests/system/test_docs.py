@@ -23,7 +23,7 @@ from pathlib import Path
 from harness.cli import main
 from harness.evaluation.reference import SENTEVAL_STS_MINILM
 from tests.doc_numbers import claim_cells, demo_averages
-from tests.helpers import NIGHT, REPO_ROOT
+from tests.helpers import NIGHT, REPO_ROOT, manifest_of, override_args
 
 README = REPO_ROOT / "README.md"
 DEMO = REPO_ROOT / "docs" / "demo"
@@ -48,7 +48,7 @@ def _rows(text: str) -> dict[str, list[str]]:
 
 
 def _render(records_dir: Path, manifest: dict, data_root: Path, out: Path) -> tuple[str, str]:
-    overrides = [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    overrides = override_args(manifest["overrides"])
     args = ["tables", *manifest["specs"], "--profile", manifest["profile"], *overrides]
     args += ["--runs-dir", str(records_dir), "--data-dir", str(data_root), "--out", str(out / "tables")]
     assert main(args) == 0
@@ -60,7 +60,7 @@ def _render(records_dir: Path, manifest: dict, data_root: Path, out: Path) -> tu
 def test_the_readme_make_run_table_is_what_the_committed_records_give(
     data_root: Path, tmp_path: Path
 ) -> None:
-    manifest = json.loads((DEMO / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(DEMO)
     # pinned, so that the run ids do not depend on whether this CPU has native bf16 ("auto")
     assert manifest == {
         "specs": ["cpu_demo"],

@@ -3,12 +3,11 @@ a paper's folder one level above the results, and from inside their own folder, 
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
 from harness.cli import main
-from tests.helpers import REPO_ROOT, pdflatex
+from tests.helpers import REPO_ROOT, manifest_of, override_args, pdflatex
 
 PAPER = r"""\documentclass[twocolumn]{article}
 \usepackage{graphicx}
@@ -33,7 +32,7 @@ def _compile(folder: Path, body: str) -> subprocess.CompletedProcess[str]:
 def test_the_figure_files_find_their_pictures_from_a_paper_s_folder(tmp_path: Path, data_root: Path) -> None:
     pdflatex()
     folder = REPO_ROOT / "docs" / "demo"
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(folder)
     common = [
         "--profile",
         manifest["profile"],
@@ -42,7 +41,7 @@ def test_the_figure_files_find_their_pictures_from_a_paper_s_folder(tmp_path: Pa
         "--data-dir",
         str(data_root),
     ]
-    common += [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    common += override_args(manifest["overrides"])
     results = tmp_path / "paper" / "results"
     assert main(["claims", "cpu_demo", *common, "--out", str(results / "claims")]) == 0
     assert main(["plots", *common, "--out", str(results / "plots")]) == 0

@@ -11,9 +11,7 @@ tau_DCL, at 5 pt or more), and it must fit its page: no overfull box, no float t
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +22,16 @@ from harness.reporting.tables.build import build_tables
 from harness.reporting.tables.latex import SD_SIZE, latex_layout, render_latex
 from harness.reporting.tables.model import Line, RenderedTable, Text
 from harness.specs.find import load_table_specs
-from harness.specs.parse import load_table_spec
 from harness.store.run_store import RunStore
-from tests.helpers import LATEX_DOC, REPO_ROOT, SPECS, fill_store, make_corpus_root, pdflatex
+from tests.helpers import (
+    LATEX_DOC,
+    REPO_ROOT,
+    compile_latex,
+    fixture_tables,
+    make_corpus_root,
+    manifest_of,
+    pdflatex,
+)
 
 MIN_SCALE = 0.85
 MIN_TEXT_PT = 7.0 * 72 / 72.27 - 1e-3
@@ -88,36 +93,16 @@ def measure_pdf(pdf: bytes) -> tuple[list[float], list[float], list[float]]:
 
 def print_check(body: str, workdir: Path) -> Printed:
     """Compile ``body`` in a two-column article with uncompressed output and measure what it prints."""
-    workdir.mkdir(parents=True, exist_ok=True)
     doc = "\\pdfcompresslevel=0\\pdfobjcompresslevel=0\n" + LATEX_DOC % body
-    (workdir / "doc.tex").write_text(doc, encoding="utf-8")
-    proc = subprocess.run(
-        [pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    log = (workdir / "doc.log").read_text(encoding="latin-1") if (workdir / "doc.log").exists() else ""
-    problems = [ln for ln in log.splitlines() if ln.startswith(("!", "Overfull")) or "Float too large" in ln]
-    if proc.returncode and not problems:
-        problems.append(f"pdflatex exit status {proc.returncode}: {proc.stdout[-500:]}")
+    problems = compile_latex(doc, workdir, also="Float too large")
     if not (workdir / "doc.pdf").exists():
         return Printed(0.0, 0.0, 0.0, problems or ["no PDF"])
     text, script, scales = measure_pdf((workdir / "doc.pdf").read_bytes())
     return Printed(min(text, default=0.0), min(script, default=99.0), min(scales), problems)
 
 
-def _fixture_tables(tmp_path: Path) -> list[RenderedTable]:
-    data_root = make_corpus_root(tmp_path / "fixture" / "data")
-    store = RunStore(tmp_path / "fixture" / "runs")
-    fill_store(store, data_root)
-    specs = [load_table_spec(SPECS / "report_rows.toml"), load_table_spec(SPECS / "report_sweep.toml")]
-    return build_tables(specs, store, "smoke", data_root=data_root)
-
-
 def _committed_tables(folder: Path, data_root: Path) -> list[RenderedTable]:
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(folder)
     specs = [s for s in load_table_specs() if s.name in manifest["specs"]]
     store = RunStore(folder / "runs")
     return build_tables(
@@ -146,7 +131,7 @@ def test_every_table_prints_at_7pt_unshrunk_in_a_two_column_paper(tmp_path: Path
         data_root=make_corpus_root(tmp_path / "data"),
     )
     tables = [
-        *(("fixture", t) for t in _fixture_tables(tmp_path)),
+        *(("fixture", t) for t in fixture_tables(tmp_path / "fixture")),
         *(("no records", t) for t in real),
         *(("docs/demo", t) for t in _committed_tables(REPO_ROOT / "docs" / "demo", data_root)),
         *(("docs/night", t) for t in _committed_tables(REPO_ROOT / "docs" / "night", data_root)),
@@ -173,7 +158,7 @@ def test_the_claims_print_at_7pt_unshrunk(tmp_path: Path, data_root: Path, folde
     from harness.reporting.claims_latex import render_latex as render_claims
 
     pdflatex()
-    manifest = json.loads((REPO_ROOT / "docs" / folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(REPO_ROOT / "docs" / folder)
     specs = sorted(
         (s for s in load_table_specs() if s.name in manifest["specs"]),
         key=lambda s: manifest["specs"].index(s.name),

@@ -25,7 +25,7 @@ from harness.stats.decisions import STATES, claim_states
 from harness.stats.outcomes import parse_effect
 from harness.store.run_store import RunStore
 from tests.doc_numbers import demo_averages
-from tests.helpers import NIGHT, REPO_ROOT
+from tests.helpers import NIGHT, REPO_ROOT, manifest_of, override_args
 
 PAGE = REPO_ROOT / "docs" / "night.md"
 
@@ -35,10 +35,10 @@ def _table_rows(text: str) -> list[str]:
 
 
 def test_the_committed_night_tables_and_claims_come_from_its_records(data_root: Path, tmp_path: Path) -> None:
-    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(NIGHT)
     # pinned, so that the run ids do not depend on whether this CPU has native bf16 ("auto")
     assert manifest["overrides"] == {"precision": "bf16", "eval_precision": "bf16"}
-    overrides = [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    overrides = override_args(manifest["overrides"])
     records = [json.loads(p.read_text(encoding="utf-8")) for p in (NIGHT / "runs" / "records").glob("*.json")]
     assert all(r["status"] == "finished" for r in records)
     assert len(records) >= 5 * len(manifest["specs"])  # several seeds per spec, not a sample
@@ -121,7 +121,7 @@ def test_the_night_page_quotes_the_corrected_counts() -> None:
 
 def _states(store: Path, state: dict, data_root: Path) -> Counter[str]:
     """Each claim's state under today's rule, from the records in ``store`` and ``state``'s design."""
-    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
+    manifest = manifest_of(NIGHT)
     design = state["design"]
     effect = parse_effect(design["effect"])
     analysis = Analysis(
@@ -172,8 +172,8 @@ def test_the_until_decided_slices_are_their_records_their_states_and_the_claims_
     folders = [NIGHT / "runs" / "records", until / "records"]
     store3 = _store(tmp_path / "three", folders, until / "sequential-slice3.json")
     store4 = _store(tmp_path / "four", [*folders, until / "records-slice4"], until / "sequential.json")
-    manifest = json.loads((NIGHT / "manifest.json").read_text(encoding="utf-8"))
-    overrides = [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
+    manifest = manifest_of(NIGHT)
+    overrides = override_args(manifest["overrides"])
     args = ["claims", *manifest["specs"], "--profile", "night", *overrides, "--runs-dir", str(store4)]
     assert main([*args, "--data-dir", str(data_root), "--out", str(tmp_path / "claims")]) == 0
     fresh = (tmp_path / "claims" / "claims.md").read_text(encoding="utf-8")

@@ -13,15 +13,18 @@ page's text width.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from tests.helpers import REPO_ROOT, chromium
+from tests.helpers import (
+    REPO_ROOT,
+    chromium,
+    committed_report,
+    dumped_json,
+    headless_chromium,
+    probed_page,
+)
 
 NIGHT_SPECS = [
     "cpu_demo",
@@ -103,50 +106,30 @@ window.addEventListener("message", (event) => {
 """A phone's screen in a frame: headless Chromium opens no window narrower than 500 px."""
 
 
-def _report(folder: Path, specs: list[str], tmp: Path) -> Path:
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    common = ["--profile", manifest["profile"], "--runs-dir", str(folder / "runs")]
-    common += [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
-    assert main(["tables", *specs, *common, "--out", str(tmp / "tables")]) == 0
-    assert main(["plots", *common, "--out", str(tmp / "plots")]) == 0
-    assert main(["report", *specs, *common, "--results", str(tmp)]) == 0
-    return tmp / "report.html"
-
-
 def _cells(exe: str, page: Path, width: int, home: Path) -> dict:
-    probe = page.with_name(f"cells-{page.name}")
-    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    """The cells' layout the probe script reports at ``width`` (below 500 px: inside a phone's frame)."""
+    probe = probed_page(page, PROBE, "cells")
     if width < 500:
         phone = page.with_name(f"phone-{page.name}")
         phone.write_text(PHONE.replace("{src}", probe.name).replace("{width}", str(width)), encoding="utf-8")
         probe = phone
-    proc = subprocess.run(
-        [
-            exe,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            f"--window-size={max(width, 500)},1000",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-            probe.resolve().as_uri(),
-        ],
-        capture_output=True,
-        text=True,
+    dom = headless_chromium(
+        exe,
+        f"--window-size={max(width, 500)},1000",
+        "--virtual-time-budget=20000",
+        "--dump-dom",
+        probe.resolve().as_uri(),
+        home=home,
         timeout=300,
-        env={**os.environ, "HOME": str(home)},
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    text = proc.stdout.split('<pre id="cells">', 1)[1].split("</pre>", 1)[0]
-    return json.loads(text.replace("&quot;", '"').replace("&amp;", "&"))
+    return dumped_json(dom, "cells")
 
 
 @pytest.mark.parametrize(("folder", "specs"), [("demo", ["cpu_demo"]), ("night", NIGHT_SPECS)])
 def test_no_cell_of_the_report_is_hidden(tmp_path: Path, folder: str, specs: list[str]) -> None:
     exe = chromium()
     assert exe is not None
-    page = _report(REPO_ROOT / "docs" / folder, specs, tmp_path / "results")
+    page = committed_report(REPO_ROOT / "docs" / folder, specs, tmp_path / "results", plots=True)
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in page.read_text()
     for width in (390, 1280, 1920):
         layout = _cells(exe, page, width, tmp_path)

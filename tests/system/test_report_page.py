@@ -11,16 +11,20 @@ not scroll sideways, and every table's forest plot is on the page (that no cell 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from tests.helpers import REPO_ROOT, chromium
+from tests.helpers import (
+    REPO_ROOT,
+    chromium,
+    committed_report,
+    dumped_json,
+    headless_chromium,
+    probed_page,
+)
 
 WIDTHS = (1280, 1920)
 
@@ -42,50 +46,23 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-def _headless(exe: str) -> list[str]:
-    return [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-
-
-def _report(folder: Path, specs: list[str], tmp: Path) -> Path:
-    """``harness tables`` (tables and claims) and ``harness report`` over committed records."""
-    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    common = ["--profile", manifest["profile"], "--runs-dir", str(folder / "runs")]
-    common += [a for k, v in manifest["overrides"].items() for a in ("--override", f"{k}={v}")]
-    assert main(["tables", *specs, *common, "--out", str(tmp / "tables")]) == 0
-    assert main(["report", *specs, *common, "--results", str(tmp)]) == 0
-    return tmp / "report.html"
-
-
 def _layout(exe: str, page: Path, width: int, home: Path) -> dict:
-    probe = page.with_name(f"probe-{page.name}")
-    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
-    proc = subprocess.run(
-        [
-            *_headless(exe),
-            f"--window-size={width},1000",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            probe.resolve().as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "HOME": str(home)},
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    text = proc.stdout.split('<pre id="layout">', 1)[1].split("</pre>", 1)[0]
-    return json.loads(text.replace("&quot;", '"'))
+    """The layout the probe script reports at ``width``."""
+    probe = probed_page(page, PROBE, "probe")
+    args = [
+        f"--window-size={width},1000",
+        "--virtual-time-budget=5000",
+        "--dump-dom",
+        probe.resolve().as_uri(),
+    ]
+    return dumped_json(headless_chromium(exe, *args, home=home), "layout")
 
 
 def _screenshot(exe: str, page: Path, width: int, shot: Path, home: Path) -> None:
-    proc = subprocess.run(
-        [*_headless(exe), f"--window-size={width},1600", f"--screenshot={shot}", page.resolve().as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "HOME": str(home)},
+    """A screenshot of ``page`` at ``width`` in ``shot`` (a PNG, asserted)."""
+    headless_chromium(
+        exe, f"--window-size={width},1600", f"--screenshot={shot}", page.resolve().as_uri(), home=home
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -96,7 +73,7 @@ def _screenshot(exe: str, page: Path, width: int, shot: Path, home: Path) -> Non
 def test_the_report_fits_the_window(tmp_path: Path, folder: str, specs: list[str]) -> None:
     exe = chromium()
     assert exe is not None
-    page = _report(REPO_ROOT / "docs" / folder, specs, tmp_path / "results")
+    page = committed_report(REPO_ROOT / "docs" / folder, specs, tmp_path / "results")
     keep = os.environ.get("HARNESS_REPORT_SCREENSHOT")
     for width in WIDTHS:
         layout = _layout(exe, page, width, tmp_path)
