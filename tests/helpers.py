@@ -56,6 +56,25 @@ def make_corpus_root(folder: Path, text: str = CORPUS_TEXT) -> Path:
     return folder
 
 
+def edit_json(path: Path, **changes: Any) -> None:
+    """Set these keys of the JSON object in the file ``path``."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data.update(changes)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+"""The files of the packaged encoder's tokenizer."""
+
+
+def copy_packaged_tokenizer(folder: Path) -> None:
+    """The packaged tokenizer's files (:data:`TOKENIZER_FILES`; stated length 512) copied into ``folder``."""
+    from harness.config.models import packaged_model_dir
+
+    for name in TOKENIZER_FILES:
+        shutil.copy(packaged_model_dir() / name, folder / name)
+
+
 STS15 = Path("STS") / "STS15-en-test"
 """STS15's folder in a SentEval data folder."""
 STSB_DEV = Path("STS") / "STSBenchmark" / "sts-dev.csv"

@@ -10,6 +10,7 @@ import pytest
 
 from harness.config.models import hidden_size_of
 from harness.errors import ModelLoadError
+from tests.helpers import copy_packaged_tokenizer, edit_json
 
 
 def test_packaged_hidden_size_without_weights():
@@ -47,19 +48,12 @@ def test_hidden_size_lookup_never_asks_an_offline_hub(
 def short_folder(folder: Path, stated: int | None = None) -> Path:
     """A model folder of 16 positions without weights (the check reads none) and the packaged
     tokenizer, whose stated length is 512 unless ``stated``."""
-    import shutil
-
-    from harness.config.models import packaged_model_dir
-
     folder.mkdir()
     config = {"model_type": "bert", "hidden_size": 32, "vocab_size": 30522, "max_position_embeddings": 16}
     (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
-        shutil.copy(packaged_model_dir() / name, folder / name)
+    copy_packaged_tokenizer(folder)
     if stated is not None:
-        tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tokenizer_config["model_max_length"] = stated
-        (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config), encoding="utf-8")
+        edit_json(folder / "tokenizer_config.json", model_max_length=stated)
     return folder
 
 

@@ -93,6 +93,29 @@ def leftovers(folder: Path) -> list[Path]:
     ]
 
 
+def filling(disk: Path, fn: Callable[..., Any], *, before: bool) -> Callable[..., Any]:
+    """``fn`` that fills ``disk`` before it runs (``before``) or once it has returned."""
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if before:
+            fill(disk)
+        result = fn(*args, **kwargs)
+        if not before:
+            fill(disk)
+        return result
+
+    return wrapped
+
+
+def no_work(message: str) -> Callable[..., Any]:
+    """A stand-in for work that must not start: calling it fails the test with ``message``."""
+
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError(message)
+
+    return refuse
+
+
 # -- the helper ------------------------------------------------------------------------------------
 WRITES = re.compile(
     r"\.write_text\(|\.write_bytes\(|\bopen\([^)]*['\"][wax]b?\+?['\"]|\.savefig\(|torch\.save\(|json\.dump\("
@@ -162,12 +185,10 @@ def test_reporters_check_their_output_before_reading_records(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    def no_work(*_args: Any, **_kwargs: Any) -> Any:
-        raise AssertionError("records were read before the output was checked")
-
-    monkeypatch.setattr("harness.reporting.tables.build.build_tables", no_work)
-    monkeypatch.setattr("harness.reporting.claims.build_claims", no_work)
-    monkeypatch.setattr("harness.reporting.plots.collect_series", no_work)
+    unread = no_work("records were read before the output was checked")
+    monkeypatch.setattr("harness.reporting.tables.build.build_tables", unread)
+    monkeypatch.setattr("harness.reporting.claims.build_claims", unread)
+    monkeypatch.setattr("harness.reporting.plots.collect_series", unread)
     fill_in = {"file": str(a_file), "tmp": str(tmp_path)}
     args = [*command, out.format(**fill_in), "--data-dir", str(data_root)]
     assert main(args) == 2
@@ -188,10 +209,9 @@ def _fake_saved_run(runs: Path) -> str:
 def test_export_checks_its_folder_before_exporting(
     a_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def no_work(*_args: Any) -> None:
-        raise AssertionError("exported before the folder was checked")
-
-    monkeypatch.setattr("harness.commands.export_cmd.export_model", no_work)
+    monkeypatch.setattr(
+        "harness.commands.export_cmd.export_model", no_work("exported before the folder was checked")
+    )
     run_id = _fake_saved_run(tmp_path / "runs")
     args = ["--runs-dir", str(tmp_path / "runs")]
     assert main(["export", run_id, str(a_file / "model"), *args]) == 2
@@ -209,12 +229,10 @@ def test_read_only_outputs_are_refused_before_any_work(
 ) -> None:
     read_only = mount("1m", read_only=True)
 
-    def no_work(*_args: Any, **_kwargs: Any) -> Any:
-        raise AssertionError("work started before the output was checked")
-
-    monkeypatch.setattr("harness.jobs.evaluate.run_evaluation", no_work)
-    monkeypatch.setattr("harness.reporting.tables.build.build_tables", no_work)
-    monkeypatch.setattr("harness.commands.export_cmd.export_model", no_work)
+    unstarted = no_work("work started before the output was checked")
+    monkeypatch.setattr("harness.jobs.evaluate.run_evaluation", unstarted)
+    monkeypatch.setattr("harness.reporting.tables.build.build_tables", unstarted)
+    monkeypatch.setattr("harness.commands.export_cmd.export_model", unstarted)
     eval_args = ["eval", "--model", "random:tiny", "--tasks", "STS12", "--device", "cpu"]
     assert main([*eval_args, "--data-dir", str(data_root), "--output", str(read_only / "out.json")]) == 2
     assert f"the folder of --output {read_only} cannot be written: read-only file system" in one_error_line(
@@ -237,10 +255,7 @@ def test_a_full_disk_is_refused_before_evaluating(
     out = write_text(disk / "out.json", '{"earlier": true}\n')
     fill(disk)
 
-    def no_work(*_args: Any, **_kwargs: Any) -> Any:
-        raise AssertionError("evaluated on a full disk")
-
-    monkeypatch.setattr("harness.jobs.evaluate.run_evaluation", no_work)
+    monkeypatch.setattr("harness.jobs.evaluate.run_evaluation", no_work("evaluated on a full disk"))
     args = [
         "eval",
         "--model",
@@ -297,14 +312,7 @@ def test_eval_on_a_disk_that_fills_up_keeps_the_earlier_output(
     out = write_text(disk / "results" / "out.json", '{"earlier": true}\n')
     write_text(disk / "results" / "notes.md", "kept\n")
     before = snapshot(disk)
-    evaluate = runner.run_evaluation
-
-    def evaluate_then_fill(*args: Any, **kwargs: Any) -> Any:
-        report = evaluate(*args, **kwargs)
-        fill(disk)
-        return report
-
-    monkeypatch.setattr(runner, "run_evaluation", evaluate_then_fill)
+    monkeypatch.setattr(runner, "run_evaluation", filling(disk, runner.run_evaluation, before=False))
     args = ["eval", "--model", "random:tiny", "--tasks", "STS12", "--device", "cpu"]
     assert main([*args, "--data-dir", str(mini_data_root), "--output", str(out)]) == 1
     captured = capsys.readouterr()
@@ -326,14 +334,7 @@ def test_tables_on_a_disk_that_fills_up_keep_the_earlier_files(
     for name in ("tables/cpu_demo.tex", "tables/tables.md", "claims/claims.md", "claims/claims.json"):
         write_text(disk / name, f"earlier {name}\n")
     before = snapshot(disk)
-    build = tables.build_tables
-
-    def build_then_fill(*args: Any, **kwargs: Any) -> Any:
-        built = build(*args, **kwargs)
-        fill(disk)
-        return built
-
-    monkeypatch.setattr(tables, "build_tables", build_then_fill)
+    monkeypatch.setattr(tables, "build_tables", filling(disk, tables.build_tables, before=False))
     args = ["tables", *NIGHT_TABLES, "--data-dir", str(data_root), "--out", str(disk / "tables")]
     assert main(args) == 2
     target = disk / "tables" / "cpu_demo.tex"
@@ -347,7 +348,7 @@ def test_tables_on_a_disk_that_fills_up_keep_the_earlier_files(
 def test_export_on_a_disk_that_fills_up_leaves_nothing_behind(
     mount: Mount,
     tmp_path: Path,
-    mini_data_root: Path,
+    linked_root: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -355,7 +356,7 @@ def test_export_on_a_disk_that_fills_up_leaves_nothing_behind(
     from harness.run.training import train_run
     from harness.store.run_config import resolve_config
 
-    root = make_data_root(tmp_path / "data", mini_data_root / "senteval", link=True)
+    root = linked_root
     config = resolve_config(
         "simcse", None, "smoke", {"max_steps": 2, "eval_every": 2, "final_tasks": "none"}, root
     )
@@ -365,12 +366,7 @@ def test_export_on_a_disk_that_fills_up_leaves_nothing_behind(
     write_text(disk / "models" / "earlier" / "config.json", "{}\n")
     before = snapshot(disk)
     export = export_cmd.export_model
-
-    def fill_then_export(*args: Any) -> None:
-        fill(disk)
-        export(*args)
-
-    monkeypatch.setattr(export_cmd, "export_model", fill_then_export)
+    monkeypatch.setattr(export_cmd, "export_model", filling(disk, export, before=True))
     out = disk / "models" / "new"
     assert main(["export", config.run_id(), str(out), "--runs-dir", str(store.root)]) == 2
     assert one_error_line(capsys) == f"harness export: error: cannot write {out}: no space left on the device"
@@ -385,25 +381,18 @@ def test_export_on_a_disk_that_fills_up_leaves_nothing_behind(
 
 def test_train_on_a_disk_that_fills_up_stops_with_one_line(
     mount: Mount,
-    tmp_path: Path,
-    mini_data_root: Path,
+    linked_root: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     from harness.run import checkpoint
 
-    root = make_data_root(tmp_path / "data", mini_data_root / "senteval", link=True)
+    root = linked_root
     disk = mount("2m")
     runs = disk / "runs"
     RunStore(runs).save({"run_id": "earlier-run", "status": "finished", "config": {}})
     before = snapshot(disk)
-    save = checkpoint.save_checkpoint
-
-    def fill_then_save(*args: Any) -> Any:
-        fill(disk)
-        return save(*args)
-
-    monkeypatch.setattr(checkpoint, "save_checkpoint", fill_then_save)
+    monkeypatch.setattr(checkpoint, "save_checkpoint", filling(disk, checkpoint.save_checkpoint, before=True))
     monkeypatch.setenv(checkpoint.EVERY_ENV, "0")  # a checkpoint at the first evaluation point
     args = ["train", "--profile", "smoke", "--max-steps", "4", "--eval-every", "2", "--final-tasks", "none"]
     assert main([*args, "--data-dir", str(root), "--runs-dir", str(runs)]) == 1

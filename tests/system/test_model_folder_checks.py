@@ -16,9 +16,14 @@ from harness.cli import main
 from harness.config.models import check_model_inputs, model_problems, packaged_model_dir
 from harness.encoder.loading import check_loaded, load_encoder
 from harness.errors import ConfigError, ModelLoadError
-from tests.helpers import SMOKE_SPEC, error_lines, make_data_root
-
-TOKENIZER = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
+from tests.helpers import (
+    SMOKE_SPEC,
+    TOKENIZER_FILES,
+    copy_packaged_tokenizer,
+    edit_json,
+    error_lines,
+    make_data_root,
+)
 
 
 def bert_folder(folder: Path, positions: int = 512) -> Path:
@@ -35,8 +40,7 @@ def bert_folder(folder: Path, positions: int = 512) -> Path:
         max_position_embeddings=positions,
     )
     BertModel(config).save_pretrained(folder)
-    for name in TOKENIZER:
-        shutil.copy(packaged_model_dir() / name, folder / name)
+    copy_packaged_tokenizer(folder)
     return folder
 
 
@@ -57,12 +61,10 @@ def variant(
     folder = tmp_path / "model"
     shutil.copytree(tiny, folder)
     if drop_tokenizer:
-        for name in TOKENIZER:
+        for name in TOKENIZER_FILES:
             (folder / name).unlink()
     if vocab_size is not None:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        config["vocab_size"] = vocab_size
-        (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        edit_json(folder / "config.json", vocab_size=vocab_size)
     return folder
 
 
