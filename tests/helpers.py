@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -29,6 +29,10 @@ from harness.grid.options import ClusterOptions
 from harness.store.record import SCHEMA_VERSION, new_record
 from harness.store.run_config import RunConfig, resolve_config
 from harness.store.run_store import RunStore
+
+if TYPE_CHECKING:
+    from harness.reporting.statistics import ClaimResult
+    from harness.specs.claim import Claim
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
@@ -283,6 +287,18 @@ def timed_train(config: RunConfig, data_root: Path, store: RunStore, **_: Any) -
 
 SMOKE_CLUSTER = ClusterOptions(smoke=True)
 """A local Ray with the smoke resources (one CPU per trial)."""
+
+
+# -- claims ----------------------------------------------------------------------------------------
+def claim_result(claim: Claim, diffs: list[float], *, sequential: bool = False, **fields: Any) -> ClaimResult:
+    """``claim``'s result from seed-paired differences ``diffs`` (seed i: ``diffs[i]`` against 0),
+    summarised with a fixed number of seeds or, with ``sequential``, seeds added until decided."""
+    from harness.reporting.sequential import sequential_summary
+    from harness.reporting.statistics import ClaimResult, pair_by_seed, summarise
+
+    paired = pair_by_seed(dict(enumerate(diffs)), dict.fromkeys(range(len(diffs)), 0.0))
+    summary = sequential_summary(paired.diffs) if sequential else summarise(paired.diffs)
+    return ClaimResult(claim, paired, summary, **fields)
 
 
 # -- the command line --------------------------------------------------------------------------------

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from tests.helpers import (
-    filled_store,
-)
+from tests.helpers import filled_store
 
 
 def test_plots_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

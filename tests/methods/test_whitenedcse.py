@@ -88,29 +88,28 @@ def test_whitenedcse_without_whitening_and_m2_is_simcse(encoder, sents_batch, si
     assert_same(loss_and_grads(method, encoder, sents_batch), simcse_ref)
 
 
-def test_whitenedcse_paper_reading_whitens_each_view_with_its_own_permutation():
+def whitened_views(reading: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Three views of 16 sentences (width 8, two groups) whitened under ``reading``: the views, the
+    whitened views and the permutations the whitening drew."""
     method = make_method(
-        "whitenedcse", 8, num_groups=2, group_scaling="count", num_positives=3, reading="paper"
+        "whitenedcse", 8, num_groups=2, group_scaling="count", num_positives=3, reading=reading
     )
     views = torch.randn(16, 3, 8, dtype=torch.float64)
     torch.manual_seed(5)
     out, _ = method.whiten(views, step=0)
     torch.manual_seed(5)
-    perm = random_permutations(3, 8)
+    return views, out, random_permutations(3, 8)
+
+
+def test_whitenedcse_paper_reading_whitens_each_view_with_its_own_permutation():
+    views, out, perm = whitened_views("paper")
     for k in range(3):
         expected, _ = group_whiten(views[:, k], 2, 1e-5, perm=perm[k])
         torch.testing.assert_close(out[:, k], expected)
 
 
 def test_whitenedcse_released_reading_whitens_sentence_major_row_blocks():
-    method = make_method(
-        "whitenedcse", 8, num_groups=2, group_scaling="count", num_positives=3, reading="released"
-    )
-    views = torch.randn(16, 3, 8, dtype=torch.float64)
-    torch.manual_seed(5)
-    out, _ = method.whiten(views, step=0)
-    torch.manual_seed(5)
-    perm = random_permutations(3, 8)
+    views, out, perm = whitened_views("released")
     flat = views.reshape(48, 8)
     expected = torch.cat(
         [group_whiten(flat[k * 16 : (k + 1) * 16], 2, 1e-5, perm=perm[k])[0] for k in range(3)]

@@ -21,9 +21,7 @@ from harness.reporting.plots import (
 )
 from harness.specs.find import load_plot_specs
 from harness.specs.model import PlotSpec
-from tests.helpers import (
-    filled_store,
-)
+from tests.helpers import filled_store
 
 
 def test_average_trajectory_means_over_seeds() -> None:

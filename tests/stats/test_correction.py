@@ -15,8 +15,8 @@ from harness.reporting.claims import render_markdown, to_json
 from harness.reporting.claims_latex import render_latex
 from harness.reporting.forest import draw_forest
 from harness.specs.claim import Claim
-from harness.stats.correction import Analysis, Member, correct, correct_json_rows, correct_tested, family_of
-from harness.stats.paired import ClaimResult, adjust_pvalues, pair_by_seed, summarise
+from harness.stats.paired import ClaimResult, adjust_pvalues
+from tests.helpers import claim_result
 
 VERDICT_MARKERS = ("^", "v", "o", "s")
 """The forest plot's verdict markers (the paper's delta is a diamond)."""
@@ -69,9 +69,8 @@ def test_families() -> None:
 
 
 def _result(spec: str, paper: str, diffs: list[float], text: str = "a > b") -> ClaimResult:
-    paired = pair_by_seed(dict(enumerate(diffs)), dict.fromkeys(range(len(diffs)), 0.0))
     claim = Claim(spec, "a", "b", "avg", 1.0, text, paper)
-    return ClaimResult(claim, paired, summarise(paired.diffs), comparison=(spec, text))
+    return claim_result(claim, diffs, comparison=(spec, text))
 
 
 def test_correct_groups_claims_by_the_family_asked() -> None:

@@ -12,16 +12,16 @@ from harness.specs.claim import Claim
 from harness.stats.correction import Analysis, correct
 from harness.stats.decisions import claim_states, decision_of, power_lines
 from harness.stats.outcomes import Effect, parse_effect
-from harness.stats.paired import ClaimResult, pair_by_seed
-from harness.stats.sequential import sequential_seeds_for_power, sequential_summary
+from harness.stats.paired import ClaimResult
+from harness.stats.sequential import sequential_seeds_for_power
+from tests.helpers import claim_result
 
 SEQUENTIAL = Analysis(sequential=True)
 
 
 def _result(spec: str, text: str, diffs: list[float], delta: float = 1.0, same_as: str = "") -> ClaimResult:
-    paired = pair_by_seed(dict(enumerate(diffs)), dict.fromkeys(range(len(diffs)), 0.0))
     claim = Claim(spec, f"{text} a", f"{text} b", "avg", delta, text, "P")
-    return ClaimResult(claim, paired, sequential_summary(paired.diffs), same_as=same_as, comparison=(text,))
+    return claim_result(claim, diffs, sequential=True, same_as=same_as, comparison=(text,))
 
 
 def test_states() -> None:

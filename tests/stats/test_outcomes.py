@@ -9,8 +9,9 @@ from harness.reporting.claims import render_markdown, to_json
 from harness.specs.claim import Claim
 from harness.stats.correction import Analysis, correct, correct_json_rows
 from harness.stats.outcomes import Effect, open_outcome, ruled_out
-from harness.stats.paired import ClaimResult, pair_by_seed, summarise
+from harness.stats.paired import ClaimResult, summarise
 from harness.stats.sequential import sequential_summary
+from tests.helpers import claim_result
 
 TIGHT = [0.01, -0.02, 0.015, 0.0, -0.01, 0.005, 0.01]
 NOISY = [1.0, -1.5, 2.0, -0.5, 0.3]
@@ -18,10 +19,8 @@ OPEN = [0.3, 0.8, -0.1, 0.6, 0.2]
 
 
 def _result(text: str, diffs: list[float], delta: float, sequential: bool) -> ClaimResult:
-    paired = pair_by_seed(dict(enumerate(diffs)), dict.fromkeys(range(len(diffs)), 0.0))
     claim = Claim("t1", f"{text} a", f"{text} b", "avg", delta, text, "P", pair=f"{text} a > {text} b")
-    summary = sequential_summary(paired.diffs) if sequential else summarise(paired.diffs)
-    return ClaimResult(claim, paired, summary, comparison=(text,))
+    return claim_result(claim, diffs, sequential=sequential, comparison=(text,))
 
 
 def test_the_words_with_fixed_seeds_and_with_seeds_added_until_decided() -> None:

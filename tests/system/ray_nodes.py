@@ -18,11 +18,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from harness.grid.tune.trial import HOLD_ENV
-from tests.helpers import REPO_ROOT, session_pids, wait_for
+from tests.helpers import REPO_ROOT, free_port, make_data_root, session_pids, wait_for
 
 RAY = Path(sys.executable).with_name("ray")
 STS_DEV = Path("senteval") / "STS" / "STSBenchmark" / "sts-dev.csv"
@@ -154,3 +155,27 @@ class Nodes:
             killed += [pid for pid in alive if pid not in killed]
             time.sleep(0.2)
         return killed
+
+
+class Cluster(NamedTuple):
+    """What :func:`new_cluster` sets up."""
+
+    runs: Path
+    data: Path
+    data_copy: Path
+    nodes: Nodes
+    port: int
+    address: str
+
+
+def new_cluster(mini_data_root: Path, tmp_path: Path, prefix: str) -> Cluster:
+    """A head-and-worker test's folders (an empty runs folder, the driver's data root, the worker's
+    own copy) and its nodes, not yet started, in ``/tmp/<prefix>-<pid>``, with a free port."""
+    runs, data = tmp_path / "runs", tmp_path / "data"
+    runs.mkdir()
+    make_data_root(data, mini_data_root / "senteval")
+    data_copy = make_data_root(tmp_path / "worker-data", mini_data_root / "senteval")
+    base = Path(f"/tmp/{prefix}-{os.getpid()}")  # short: Ray's socket paths must fit 107 bytes
+    base.mkdir()
+    port = free_port()
+    return Cluster(runs, data, data_copy, Nodes(base), port, f"127.0.0.1:{port}")

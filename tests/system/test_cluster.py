@@ -20,7 +20,6 @@ loaded cores, so marked slow.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -30,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import SMOKE_SPEC, free_port, make_data_root, session_pids
-from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, needs_root, piped_output, wait_for_note
+from tests.helpers import SMOKE_SPEC, session_pids
+from tests.system.ray_nodes import SHORT, STS_DEV, needs_root, new_cluster, piped_output, wait_for_note
 
 pytestmark = [
     pytest.mark.slow,
@@ -40,16 +39,9 @@ pytestmark = [
 
 
 def test_a_grid_on_nodes_that_share_no_folder(mini_data_root: Path, tmp_path: Path) -> None:
-    runs, data, storage = tmp_path / "runs", tmp_path / "data", tmp_path / "storage"
-    runs.mkdir()
+    runs, data, data_copy, nodes, port, address = new_cluster(mini_data_root, tmp_path, "hc")
+    storage = tmp_path / "storage"
     (runs / "driver-only").write_text("the driver's runs folder\n")
-    make_data_root(data, mini_data_root / "senteval")
-    data_copy = make_data_root(tmp_path / "worker-data", mini_data_root / "senteval")  # the worker's own
-    base = Path(f"/tmp/hc-{os.getpid()}")  # short: Ray's socket paths must fit 107 bytes
-    base.mkdir()
-    nodes = Nodes(base)
-    port = free_port()
-    address = f"127.0.0.1:{port}"
     cli = [sys.executable, "-m", "harness.cli"]
     common = ["--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs)]
     try:
@@ -91,7 +83,7 @@ def test_a_grid_on_nodes_that_share_no_folder(mini_data_root: Path, tmp_path: Pa
         wall = time.monotonic() - t0
     finally:
         leftovers = nodes.stop_all()
-        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(nodes.base, ignore_errors=True)
     print(out)
     print(f"grid wall time {wall:.1f} s; killed {killed_run} after its checkpoint at step {step}")
     assert grid.returncode == 0, out

@@ -39,8 +39,8 @@ from typing import IO
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import SMOKE_SPEC, free_port, make_data_root, session_pids, wait_for
-from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, needs_root, piped_output, wait_for_note
+from tests.helpers import SMOKE_SPEC, session_pids, wait_for
+from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, needs_root, new_cluster, piped_output, wait_for_note
 
 
 def grid_process(cli: list[str], args: list[str], env: dict[str, str], nodes: Nodes) -> subprocess.Popen[str]:
@@ -61,15 +61,8 @@ def grid_process(cli: list[str], args: list[str], env: dict[str, str], nodes: No
 def test_a_lost_worker_with_no_replacement_ends_the_grid_in_bounded_time(
     mini_data_root: Path, tmp_path: Path
 ) -> None:
-    runs, data, storage = tmp_path / "runs", tmp_path / "data", tmp_path / "storage"
-    runs.mkdir()
-    make_data_root(data, mini_data_root / "senteval")
-    data_copy = make_data_root(tmp_path / "worker-data", mini_data_root / "senteval")
-    base = Path(f"/tmp/hl-{os.getpid()}")  # short: Ray's socket paths must fit 107 bytes
-    base.mkdir()
-    nodes = Nodes(base)
-    port = free_port()
-    address = f"127.0.0.1:{port}"
+    runs, data, data_copy, nodes, port, address = new_cluster(mini_data_root, tmp_path, "hl")
+    storage = tmp_path / "storage"
     cli = [sys.executable, "-m", "harness.cli"]
     common = [str(SMOKE_SPEC), "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs), *SHORT]
     flags = ["--address", address, "--trial-resources", "worker_node=1", "--storage", str(storage)]
@@ -136,22 +129,15 @@ def test_a_lost_worker_with_no_replacement_ends_the_grid_in_bounded_time(
         assert killed.get("resumed_from_step", 0) >= step, killed
     finally:
         nodes.stop_all()
-        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(nodes.base, ignore_errors=True)
     assert all(not session_pids(s) for s in nodes.sessions)
 
 
 @pytest.mark.slow
 @needs_root
 def test_the_head_killed_gives_one_line_and_interrupted_records(mini_data_root: Path, tmp_path: Path) -> None:
-    runs, data, storage = tmp_path / "runs", tmp_path / "data", tmp_path / "storage"
-    runs.mkdir()
-    make_data_root(data, mini_data_root / "senteval")
-    data_copy = make_data_root(tmp_path / "worker-data", mini_data_root / "senteval")
-    base = Path(f"/tmp/hh-{os.getpid()}")
-    base.mkdir()
-    nodes = Nodes(base)
-    port = free_port()
-    address = f"127.0.0.1:{port}"
+    runs, data, data_copy, nodes, port, address = new_cluster(mini_data_root, tmp_path, "hh")
+    storage = tmp_path / "storage"
     cli = [sys.executable, "-m", "harness.cli"]
     common = [str(SMOKE_SPEC), "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs), *SHORT]
     flags = ["--address", address, "--trial-resources", "worker_node=1", "--storage", str(storage)]
@@ -167,7 +153,7 @@ def test_the_head_killed_gives_one_line_and_interrupted_records(mini_data_root: 
         ended = time.monotonic() - killed_at
     finally:
         nodes.stop_all()
-        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(nodes.base, ignore_errors=True)
     print(out, err)
     print(f"the grid ended {ended:.0f} s after the head was killed")
     assert grid.returncode == 1, out + err
@@ -215,15 +201,7 @@ def frozen_head_setup(
 ) -> tuple[Nodes, list[str], str, Path]:
     """A head and a worker node; the arguments of a smoke grid (and of `check`) with ``--address``
     to them; the grid's runs folder."""
-    runs, data = tmp_path / "runs", tmp_path / "data"
-    runs.mkdir()
-    make_data_root(data, mini_data_root / "senteval")
-    data_copy = make_data_root(tmp_path / "worker-data", mini_data_root / "senteval")
-    base = Path(f"/tmp/{prefix}-{os.getpid()}")
-    base.mkdir()
-    nodes = Nodes(base)
-    port = free_port()
-    address = f"127.0.0.1:{port}"
+    runs, data, data_copy, nodes, port, address = new_cluster(mini_data_root, tmp_path, prefix)
     args = [str(SMOKE_SPEC), "--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(runs), *SHORT]
     nodes.head(port)
     nodes.worker("w1", address, [runs, data], data, data_copy)

@@ -21,6 +21,13 @@ from harness.store.run_store import RunStore
 from tests.helpers import REPO_ROOT, SMOKE_SPEC, free_port, session_pids
 
 
+def harness_cli(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m harness.cli`` with ``args`` in ``env`` (its output captured), ended after ``timeout`` s."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 @pytest.mark.slow
 def test_a_smoke_grid_on_a_real_local_ray_head(linked_root: Path, tmp_path: Path) -> None:
     ray_bin = Path(sys.executable).with_name("ray")
@@ -61,31 +68,13 @@ def test_a_smoke_grid_on_a_real_local_ray_head(linked_root: Path, tmp_path: Path
         out, _ = head.communicate(timeout=120)
         assert head.returncode == 0, out
         common = ["--profile", "smoke", "--data-dir", str(data), "--runs-dir", str(tmp_path / "runs")]
-        cli = [sys.executable, "-m", "harness.cli"]
-        check = subprocess.run(
-            [*cli, "check", str(SMOKE_SPEC), *common, "--address", address],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        common += ["--address", address]
+        check = harness_cli(["check", str(SMOKE_SPEC), *common], env, timeout=120)
         assert check.returncode == 0, check.stdout + check.stderr
         assert f"Ray at {address}: 2 CPU(s), 0 GPU(s)" in check.stdout
-        too_many = subprocess.run(
-            [*cli, "grid", str(SMOKE_SPEC), *common, "--address", address, "--gpus-per-trial", "1"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        too_many = harness_cli(["grid", str(SMOKE_SPEC), *common, "--gpus-per-trial", "1"], env, timeout=120)
         assert too_many.returncode == 2 and "more than the 0 GPU(s) Ray sees" in too_many.stderr
-        grid = subprocess.run(
-            [*cli, "grid", str(SMOKE_SPEC), *common, "--address", address],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        grid = harness_cli(["grid", str(SMOKE_SPEC), *common], env, timeout=300)
         assert grid.returncode == 0, grid.stdout + grid.stderr
         assert "grid: 2 finished, 0 failed of 2 trials" in grid.stdout
         records = RunStore(tmp_path / "runs").records()
