@@ -204,8 +204,7 @@ def fake_probe(
 
 
 def probe_scores(x: np.ndarray) -> dict[str, float]:
-    """A stand-in probe's scores of the embeddings ``x`` of :data:`PROBE_SENTENCES`: STS-B dev from
-    their cosines (the first pair's against the second's), align and uniform 0."""
+    """A stand-in probe's scores of :data:`PROBE_SENTENCES`' embeddings ``x`` (align, uniform 0)."""
     x = x.astype(np.float64) / np.linalg.norm(x, axis=1, keepdims=True)
     return {"stsb_dev": float(100 * (x[0] @ x[1] - x[2] @ x[3])), "align": 0.0, "uniform": 0.0}
 
@@ -291,8 +290,7 @@ SMOKE_CLUSTER = ClusterOptions(smoke=True)
 
 # -- claims ----------------------------------------------------------------------------------------
 def claim_result(claim: Claim, diffs: list[float], *, sequential: bool = False, **fields: Any) -> ClaimResult:
-    """``claim``'s result from seed-paired differences ``diffs`` (seed i: ``diffs[i]`` against 0),
-    summarised with a fixed number of seeds or, with ``sequential``, seeds added until decided."""
+    """``claim``'s result from seed-paired differences ``diffs`` against 0 (``sequential``: seeds added)."""
     from harness.reporting.sequential import sequential_summary
     from harness.reporting.statistics import ClaimResult, pair_by_seed, summarise
 
@@ -383,8 +381,7 @@ def fill_store(store: RunStore, data_root: Path) -> None:
 
 
 def filled_store(folder: Path) -> tuple[RunStore, Path]:
-    """A store at ``folder/runs`` holding the fixture records (:func:`fill_store`), and its data root
-    ``folder/data`` (the corpus only)."""
+    """A store at ``folder/runs`` with the fixture records, and its corpus-only data root ``folder/data``."""
     data_root = make_corpus_root(folder / "data")
     store = RunStore(folder / "runs")
     fill_store(store, data_root)
@@ -392,8 +389,7 @@ def filled_store(folder: Path) -> tuple[RunStore, Path]:
 
 
 def fixture_tables(folder: Path) -> list[Any]:
-    """The two fixture specs' tables (report_rows, report_sweep) built under the smoke profile from
-    :func:`filled_store`'s records in ``folder``."""
+    """The two fixture specs' tables built under the smoke profile from :func:`filled_store` in ``folder``."""
     from harness.reporting.tables.build import build_tables
     from harness.specs.parse import load_table_spec
 
@@ -444,8 +440,7 @@ def latex_problems(body: str, workdir: Path) -> list[str]:
 
 
 def compile_latex(doc: str, workdir: Path, also: str | None = None) -> list[str]:
-    """Compile the LaTeX document ``doc`` as ``workdir/doc.tex``; its errors, overfull boxes and log
-    lines holding ``also``."""
+    """Compile ``doc`` as ``workdir/doc.tex``; its errors, overfull boxes and log lines holding ``also``."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "doc.tex").write_text(doc, encoding="utf-8")
     proc = subprocess.run(
@@ -504,8 +499,7 @@ def dumped_json(dom: str, element_id: str) -> Any:
 
 
 def committed_report(folder: Path, specs: list[str], out: Path, *, plots: bool = False) -> Path:
-    """``harness tables`` (and ``plots``), then ``harness report``, of ``specs`` over a docs folder's
-    committed records into ``out``; the report page."""
+    """``harness tables`` (``plots``) and ``report`` of a docs folder's records into ``out``; the page."""
     from harness.cli import main
 
     manifest = manifest_of(folder)
@@ -542,8 +536,7 @@ def free_port() -> int:
 
 
 def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
-    """Poll ``predicate`` (an OSError counts as not yet) until it holds; fail naming ``what`` after
-    ``timeout_s`` seconds."""
+    """Poll ``predicate`` (an OSError: not yet) until it holds; fail naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
@@ -555,8 +548,7 @@ def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
 
 @contextlib.contextmanager
 def holding_grid_lock(runs: Path) -> Iterator[subprocess.Popen[str]]:
-    """Another process holding the grid lock of the runs folder ``runs`` (it took the lock when this
-    enters); killed without releasing it on the way out, which leaves a stale lock."""
+    """A process holding the grid lock of ``runs`` while inside; killed after, which leaves it stale."""
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -688,12 +680,7 @@ def loss_and_grads(
     *,
     trainable_only: bool = False,
 ) -> tuple[Any, list[torch.Tensor]]:
-    """One step's loss output of ``method`` on ``batch`` and the gradients of the encoder's and the
-    method's parameters (zeros where one gets none), dropout drawn from ``seed``.
-
-    With ``trainable_only``, the method's parameters are its ``trainable_parameters()`` (no frozen
-    sub-module, such as DCLR's complementary encoder).
-    """
+    """``method``'s loss output on ``batch`` (dropout from ``seed``) and each gradient (0 where none)."""
     from harness.encoder.training_encode import TrainingEncode
 
     encoder.zero_grad(set_to_none=True)
@@ -701,6 +688,7 @@ def loss_and_grads(
     torch.manual_seed(seed)
     out = method.compute_loss(TrainingEncode(encoder), batch, step=0)
     out.loss.backward()
+    # trainable_only: none of a frozen sub-module's parameters (DCLR's complementary encoder)
     own = method.trainable_parameters() if trainable_only else list(method.parameters())
     params = list(encoder.parameters()) + own
     grads = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in params]
@@ -746,6 +734,21 @@ def fake_batch(b: int) -> dict[str, torch.Tensor]:
         "input_ids": torch.zeros(b, 3, dtype=torch.long),
         "attention_mask": torch.ones(b, 3, dtype=torch.long),
     }
+
+
+def record_widths(encoder: Any) -> list[int]:
+    """``encoder.features`` replaced by a spy that notes each call's padded width; the list it fills."""
+    widths: list[int] = []
+    original = encoder.features
+
+    def spy(
+        batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler", *, compiled: bool = False
+    ) -> torch.Tensor:
+        widths.append(int(batch["attention_mask"].shape[1]))
+        return original(batch, pooler)
+
+    encoder.features = spy
+    return widths
 
 
 # -- the encoder -------------------------------------------------------------------------------------

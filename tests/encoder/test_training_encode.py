@@ -13,7 +13,7 @@ from harness.encoder.calls import EmbeddingEdit, TokenFeatures
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import dropout_off, dropout_rates
 from harness.encoder.training_encode import TrainingEncode
-from tests.helpers import TOKEN_SENTS, assert_close_at_scale, reference_states
+from tests.helpers import TOKEN_SENTS, assert_close_at_scale, record_widths, reference_states
 
 
 def test_length_buckets_give_the_same_features_and_gradients() -> None:
@@ -76,16 +76,7 @@ def test_length_buckets_trim_padding() -> None:
 
     encoder = load_encoder("random:tiny", seed=0)
     encoder.packed_training = False  # the padded path (the packed one has no padding to trim)
-    widths: list[int] = []
-    original = encoder.features
-
-    def spy(
-        batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler", *, compiled: bool = False
-    ) -> torch.Tensor:
-        widths.append(int(batch["attention_mask"].shape[1]))
-        return original(batch, pooler)
-
-    encoder.features = spy  # type: ignore[method-assign]
+    widths = record_widths(encoder)
     batch = encoder.tokenize(["a", "b", "a much longer sentence with many more tokens ."], max_length=32)
     TrainingEncode(encoder, length_buckets=2)(batch)
     assert widths == [3, batch["input_ids"].shape[1]]  # [CLS] a [SEP] alone, then the long pair

@@ -23,7 +23,7 @@ from harness.run.step import TrainStep
 from harness.store.run_config import RunConfig, resolve_config
 from harness.store.run_store import RunStore
 from methods import REGISTRY
-from tests.helpers import DOG_CORPUS, corpus_text, make_corpus_root
+from tests.helpers import DOG_CORPUS, corpus_text, make_corpus_root, record_widths
 from tests.methods.momentum_method import MomentumQueue, MomentumQueueParams
 
 
@@ -113,16 +113,7 @@ def test_the_key_encoder_runs_through_the_runs_pooler_and_buckets(pooler: str, b
     sentences = ["a b", "a much longer sentence with many more tokens in it .", "c d e", "mid length one"]
     batch = encoder.tokenize(sentences * 2, max_length=32)
     encode = TrainingEncode(encoder, pooler, buckets)
-    widths: list[int] = []
-    original = key.features
-
-    def spy(
-        batch: dict[str, torch.Tensor], pooler: str = "cls_before_pooler", *, compiled: bool = False
-    ) -> torch.Tensor:
-        widths.append(int(batch["attention_mask"].shape[1]))
-        return original(batch, pooler)
-
-    key.features = spy  # type: ignore[method-assign]
+    widths = record_widths(key)
     with torch.no_grad():
         keys = encode(batch, dropout=False, encoder=key)
         online = encode(batch, dropout=False)

@@ -89,8 +89,7 @@ def test_whitenedcse_without_whitening_and_m2_is_simcse(encoder, sents_batch, si
 
 
 def whitened_views(reading: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Three views of 16 sentences (width 8, two groups) whitened under ``reading``: the views, the
-    whitened views and the permutations the whitening drew."""
+    """Three views of 16 rows whitened under ``reading``: the views, the whitened views, the permutations."""
     method = make_method(
         "whitenedcse", 8, num_groups=2, group_scaling="count", num_positives=3, reading=reading
     )

@@ -136,6 +136,11 @@ class Nodes:
                 os.kill(pid, signal.SIGKILL)
         return pids
 
+    def remove(self) -> None:
+        """Stop every process the nodes started (:meth:`stop_all`) and remove their folder."""
+        self.stop_all()
+        shutil.rmtree(self.base, ignore_errors=True)
+
     def stop_all(self) -> list[int]:
         """SIGTERM every session, SIGKILL what is left after 10 s, and again until none is alive (a
         process forked meanwhile, or one slow to die on a loaded machine; 30 s at most): the tests
@@ -169,8 +174,7 @@ class Cluster(NamedTuple):
 
 
 def new_cluster(mini_data_root: Path, tmp_path: Path, prefix: str) -> Cluster:
-    """A head-and-worker test's folders (an empty runs folder, the driver's data root, the worker's
-    own copy) and its nodes, not yet started, in ``/tmp/<prefix>-<pid>``, with a free port."""
+    """Runs folder, data root, the worker's data copy and unstarted nodes in ``/tmp/<prefix>-<pid>``."""
     runs, data = tmp_path / "runs", tmp_path / "data"
     runs.mkdir()
     make_data_root(data, mini_data_root / "senteval")

@@ -128,8 +128,7 @@ def test_a_lost_worker_with_no_replacement_ends_the_grid_in_bounded_time(
         assert killed is not None and killed["status"] == "finished"
         assert killed.get("resumed_from_step", 0) >= step, killed
     finally:
-        nodes.stop_all()
-        shutil.rmtree(nodes.base, ignore_errors=True)
+        nodes.remove()
     assert all(not session_pids(s) for s in nodes.sessions)
 
 
@@ -152,8 +151,7 @@ def test_the_head_killed_gives_one_line_and_interrupted_records(mini_data_root: 
         out, err = grid.communicate(timeout=300)
         ended = time.monotonic() - killed_at
     finally:
-        nodes.stop_all()
-        shutil.rmtree(nodes.base, ignore_errors=True)
+        nodes.remove()
     print(out, err)
     print(f"the grid ended {ended:.0f} s after the head was killed")
     assert grid.returncode == 1, out + err
@@ -241,8 +239,7 @@ def test_a_stopped_head_ends_the_grid_after_the_lost_node_wait(mini_data_root: P
         again = subprocess.run([*cli, "grid", *args, *flags], env=nodes.env, capture_output=True, text=True,
                                timeout=300)  # fmt: skip
     finally:
-        nodes.stop_all()
-        shutil.rmtree(nodes.base, ignore_errors=True)
+        nodes.remove()
     assert code == 1, out + err
     assert ended < 20 + 120, ended  # the stated wait and the questions' deadlines, not Ray's minutes
     assert f"the Ray head at {address} accepts connections but does not answer: waiting up to 20 s" in out
@@ -288,8 +285,7 @@ def test_ctrl_c_or_sigterm_while_the_head_is_stopped_ends_the_grid(
         code, out, err = grid.wait(timeout_s=120)
         ended = time.monotonic() - signalled_at
     finally:
-        nodes.stop_all()
-        shutil.rmtree(nodes.base, ignore_errors=True)
+        nodes.remove()
     print(out, err)
     print(f"the grid ended {ended:.0f} s after the signal")
     assert code == 130, out + err
