@@ -1,21 +1,17 @@
 """Plain helpers the tests share (fixtures are in the ``conftest.py`` files).
 
-Paths of the repository and its fixtures, small data roots, run records, the sentences the method
-tests tokenise, and the process ids a grid or a Ray head leaves behind.
+Paths of the repository and its fixtures, small data roots, table specs, run records, the sentences
+the method tests tokenise. LaTeX and browser pages: :mod:`tests.pages`; processes: :mod:`tests.processes`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -410,162 +406,6 @@ def check_golden(name: str, text: str) -> None:
     assert text == path.read_text(encoding="utf-8"), (
         f"{name} differs from its golden file ({UPDATE_ENV}=1 updates)"
     )
-
-
-LATEX_DOC = r"""\documentclass[twocolumn]{article}
-\usepackage[T1]{fontenc}
-\usepackage{booktabs}
-\usepackage{graphicx}
-\hfuzz=0.5pt
-\begin{document}
-%s
-\end{document}
-"""
-"""A two-column article around a body (``LATEX_DOC % body``)."""
-
-
-def pdflatex() -> str:
-    """The pdflatex command (the test is skipped where it is missing, and fails in CI)."""
-    exe = shutil.which("pdflatex")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("pdflatex is missing in CI: .ci/run installs texlive-latex-base/-recommended")
-        pytest.skip("pdflatex not installed (CI installs it; see .ci/run)")
-    return exe
-
-
-def latex_problems(body: str, workdir: Path) -> list[str]:
-    """Compile ``body`` inside a two-column article; return LaTeX errors and overfull boxes."""
-    return compile_latex(LATEX_DOC % body, workdir)
-
-
-def compile_latex(doc: str, workdir: Path, also: str | None = None) -> list[str]:
-    """Compile ``doc`` as ``workdir/doc.tex``; its errors, overfull boxes and log lines holding ``also``."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "doc.tex").write_text(doc, encoding="utf-8")
-    proc = subprocess.run(
-        [pdflatex(), "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    log = (workdir / "doc.log").read_text(encoding="latin-1") if (workdir / "doc.log").exists() else ""
-    problems = [
-        ln for ln in log.splitlines() if ln.startswith(("!", "Overfull")) or (also is not None and also in ln)
-    ]
-    if proc.returncode and not problems:
-        problems.append(f"pdflatex exit status {proc.returncode}: {proc.stdout[-500:]}")
-    return problems
-
-
-def chromium() -> str | None:
-    """The headless browser (the test is skipped where it is missing, and fails in CI)."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if exe := shutil.which(name):
-            return exe
-    if os.environ.get("CI"):
-        pytest.fail("chromium is missing in CI: .ci/run installs the Debian chromium package")
-    pytest.skip("chromium not installed (CI installs it; see .ci/run)")
-    return None
-
-
-def headless_chromium(exe: str, *args: str, home: Path, timeout: float = 120) -> str:
-    """Headless Chromium (``exe``) run with ``args`` and HOME ``home``, exit status 0 asserted; its stdout."""
-    proc = subprocess.run(
-        [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "HOME": str(home)},
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
-
-
-def probed_page(page: Path, script: str, prefix: str) -> Path:
-    """A copy of the HTML ``page`` beside it (``<prefix>-<name>``) with ``script`` before ``</body>``."""
-    probe = page.with_name(f"{prefix}-{page.name}")
-    probe.write_text(
-        page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8"
-    )
-    return probe
-
-
-def dumped_json(dom: str, element_id: str) -> Any:
-    """The JSON a probe script wrote into ``<pre id="element_id">``, read from Chromium's ``--dump-dom``."""
-    text = dom.split(f'<pre id="{element_id}">', 1)[1].split("</pre>", 1)[0]
-    return json.loads(text.replace("&quot;", '"').replace("&amp;", "&"))
-
-
-def committed_report(folder: Path, specs: list[str], out: Path, *, plots: bool = False) -> Path:
-    """``harness tables`` (``plots``) and ``report`` of a docs folder's records into ``out``; the page."""
-    from harness.cli import main
-
-    manifest = manifest_of(folder)
-    common = ["--profile", manifest["profile"], "--runs-dir", str(folder / "runs")]
-    common += override_args(manifest["overrides"])
-    assert main(["tables", *specs, *common, "--out", str(out / "tables")]) == 0
-    if plots:
-        assert main(["plots", *common, "--out", str(out / "plots")]) == 0
-    assert main(["report", *specs, *common, "--results", str(out)]) == 0
-    return out / "report.html"
-
-
-# -- processes ---------------------------------------------------------------------------------------
-def session_pids(sid: int) -> list[int]:
-    """Live processes of session ``sid`` (what a driver or a Ray head started and left behind)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            out.append(int(entry.name))
-    return out
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (for a Ray head)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for(predicate: Any, timeout_s: float, what: str) -> None:
-    """Poll ``predicate`` (an OSError: not yet) until it holds; fail naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if predicate():
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@contextlib.contextmanager
-def holding_grid_lock(runs: Path) -> Iterator[subprocess.Popen[str]]:
-    """A process holding the grid lock of ``runs`` while inside; killed after, which leaves it stale."""
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from harness.grid.lock import GridLock; "
-            f"GridLock.of({str(runs)!r}).acquire(); print('locked', flush=True); time.sleep(120)",
-        ],
-        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        yield holder
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 # -- Ray nodes (the capacity watch) -----------------------------------------------------------------

@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from tests.helpers import REPO_ROOT, session_pids
+from tests.helpers import REPO_ROOT
+from tests.processes import session_pids
 
 CHILD = "import os, sys, time; {guard}print('ready', flush=True); time.sleep(120)"
 PARENT = """

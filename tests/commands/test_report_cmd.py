@@ -11,7 +11,8 @@ from harness.cli import main
 from harness.reporting.plots import write_plots
 from harness.specs.find import load_plot_specs
 from harness.store.run_store import RunStore
-from tests.helpers import SPECS, chromium, filled_store, headless_chromium
+from tests.helpers import SPECS, filled_store
+from tests.pages import chromium, headless_chromium
 
 
 def _report_inputs(tmp_path: Path, *, claims: bool) -> tuple[Path, Path]:

@@ -10,7 +10,8 @@ from harness.reporting.claims import build_claims
 from harness.reporting.claims_latex import render_latex
 from harness.specs.find import load_table_specs
 from harness.store.run_store import RunStore
-from tests.helpers import latex_problems, make_corpus_root, pdflatex
+from tests.helpers import make_corpus_root
+from tests.pages import latex_problems, pdflatex
 
 
 def test_claims_table_compiles_and_fits(tmp_path: Path) -> None:

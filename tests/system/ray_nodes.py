@@ -23,7 +23,8 @@ from typing import NamedTuple
 import pytest
 
 from harness.grid.tune.trial import HOLD_ENV
-from tests.helpers import REPO_ROOT, free_port, make_data_root, session_pids, wait_for
+from tests.helpers import REPO_ROOT, make_data_root
+from tests.processes import free_port, session_pids, wait_for
 
 RAY = Path(sys.executable).with_name("ray")
 STS_DEV = Path("senteval") / "STS" / "STSBenchmark" / "sts-dev.csv"

@@ -29,7 +29,8 @@ from pathlib import Path
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import SMOKE_SPEC, session_pids
+from tests.helpers import SMOKE_SPEC
+from tests.processes import session_pids
 from tests.system.ray_nodes import SHORT, STS_DEV, needs_root, new_cluster, piped_output, wait_for_note
 
 pytestmark = [

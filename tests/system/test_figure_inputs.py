@@ -7,7 +7,8 @@ import subprocess
 from pathlib import Path
 
 from harness.cli import main
-from tests.helpers import REPO_ROOT, manifest_of, override_args, pdflatex
+from tests.helpers import REPO_ROOT, manifest_of, override_args
+from tests.pages import pdflatex
 
 PAPER = r"""\documentclass[twocolumn]{article}
 \usepackage{graphicx}

@@ -39,7 +39,8 @@ from typing import IO
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import SMOKE_SPEC, session_pids, wait_for
+from tests.helpers import SMOKE_SPEC
+from tests.processes import session_pids, wait_for
 from tests.system.ray_nodes import SHORT, STS_DEV, Nodes, needs_root, new_cluster, piped_output, wait_for_note
 
 

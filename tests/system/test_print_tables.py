@@ -23,15 +23,8 @@ from harness.reporting.tables.latex import SD_SIZE, latex_layout, render_latex
 from harness.reporting.tables.model import Line, RenderedTable, Text
 from harness.specs.find import load_table_specs
 from harness.store.run_store import RunStore
-from tests.helpers import (
-    LATEX_DOC,
-    REPO_ROOT,
-    compile_latex,
-    fixture_tables,
-    make_corpus_root,
-    manifest_of,
-    pdflatex,
-)
+from tests.helpers import REPO_ROOT, fixture_tables, make_corpus_root, manifest_of
+from tests.pages import LATEX_DOC, compile_latex, pdflatex
 
 MIN_SCALE = 0.85
 MIN_TEXT_PT = 7.0 * 72 / 72.27 - 1e-3

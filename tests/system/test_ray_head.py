@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import REPO_ROOT, SMOKE_SPEC, free_port, session_pids
+from tests.helpers import REPO_ROOT, SMOKE_SPEC
+from tests.processes import free_port, session_pids
 
 
 def harness_cli(args: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:

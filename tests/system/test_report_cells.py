@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO_ROOT, chromium, committed_report, dumped_json, headless_chromium, probed_page
+from tests.helpers import REPO_ROOT
+from tests.pages import chromium, committed_report, dumped_json, headless_chromium, probed_page
 
 NIGHT_SPECS = [
     "cpu_demo",

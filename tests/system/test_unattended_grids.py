@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from harness.store.run_store import RunStore
-from tests.helpers import REPO_ROOT, SMOKE_SPEC, holding_grid_lock, session_pids, wait_for
+from tests.helpers import REPO_ROOT, SMOKE_SPEC
+from tests.processes import holding_grid_lock, session_pids, wait_for
 
 
 def start_grid(runs: Path, data: Path, *extra: str) -> subprocess.Popen[str]:

@@ -20,7 +20,8 @@ from harness.grid.plan.calibrate_here import calibrate, stratified_batches, unca
 from harness.grid.plan.calibration_files import load_calibrations
 from harness.grid.plan.cost import CostModel
 from harness.store.run_config import resolve_config
-from tests.helpers import REPO_ROOT, session_pids
+from tests.helpers import REPO_ROOT
+from tests.processes import session_pids
 
 
 def test_an_uncalibrated_setting_is_measured_once_and_read_after(data_root: Path, tmp_path: Path) -> None:

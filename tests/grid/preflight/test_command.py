@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from tests.helpers import STS15, STSB_DEV, check_argv, holding_grid_lock, replace_line
+from tests.helpers import STS15, STSB_DEV, check_argv, replace_line
+from tests.processes import holding_grid_lock
 
 
 def test_a_complete_setup_passes_and_leaves_nothing_behind(

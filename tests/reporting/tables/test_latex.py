@@ -11,12 +11,8 @@ from harness.reporting.tables.build import build_tables
 from harness.reporting.tables.latex import SD_SIZE, latex_layout, render_latex
 from harness.reporting.tables.model import RenderedTable
 from harness.store.run_store import RunStore
-from tests.helpers import (
-    check_golden,
-    latex_problems,
-    make_corpus_root,
-    pdflatex,
-)
+from tests.helpers import check_golden, make_corpus_root
+from tests.pages import latex_problems, pdflatex
 
 
 def test_golden_tex(rendered: list[RenderedTable]) -> None:
