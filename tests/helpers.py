@@ -27,8 +27,8 @@ from harness.store.run_config import RunConfig, resolve_config
 from harness.store.run_store import RunStore
 
 if TYPE_CHECKING:
-    from harness.reporting.statistics import ClaimResult
     from harness.specs.claim import Claim
+    from harness.stats.paired import ClaimResult
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
@@ -240,7 +240,7 @@ def sts_record(config: RunConfig, avg: float, **fields: Any) -> dict[str, Any]:
 
 def smoke_simcse_config(data_root: Path) -> RunConfig:
     """The first seed's config of the smoke grid's SimCSE row, on the smoke profile."""
-    from harness.grid.plan import expand
+    from harness.specs.cells import expand
     from harness.specs.parse import load_table_spec
 
     plan = expand([load_table_spec(SMOKE_SPEC)], "smoke", seeds=1, data_root=data_root)
@@ -287,8 +287,8 @@ SMOKE_CLUSTER = ClusterOptions(smoke=True)
 # -- claims ----------------------------------------------------------------------------------------
 def claim_result(claim: Claim, diffs: list[float], *, sequential: bool = False, **fields: Any) -> ClaimResult:
     """``claim``'s result from seed-paired differences ``diffs`` against 0 (``sequential``: seeds added)."""
-    from harness.reporting.sequential import sequential_summary
-    from harness.reporting.statistics import ClaimResult, pair_by_seed, summarise
+    from harness.stats.paired import ClaimResult, pair_by_seed, summarise
+    from harness.stats.sequential import sequential_summary
 
     paired = pair_by_seed(dict(enumerate(diffs)), dict.fromkeys(range(len(diffs)), 0.0))
     summary = sequential_summary(paired.diffs) if sequential else summarise(paired.diffs)

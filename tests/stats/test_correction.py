@@ -15,6 +15,7 @@ from harness.reporting.claims import render_markdown, to_json
 from harness.reporting.claims_latex import render_latex
 from harness.reporting.forest import draw_forest
 from harness.specs.claim import Claim
+from harness.stats.correction import Analysis, Member, correct, correct_json_rows, correct_tested, family_of
 from harness.stats.paired import ClaimResult, adjust_pvalues
 from tests.helpers import claim_result
 
