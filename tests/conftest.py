@@ -19,6 +19,7 @@ from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder
 from harness.errors import DataError
 from tests.helpers import (
+    CONFIG_SENTENCES,
     REPO_ROOT,
     SENTS,
     TRAIN_CORPUS,
@@ -209,3 +210,12 @@ def record_counts(monkeypatch: pytest.MonkeyPatch) -> Counter[Any]:
 
     monkeypatch.setattr(harness.config.settings, "hidden_size_of", counting_hidden_size_of)
     return seen
+
+
+@pytest.fixture
+def config_root(tmp_path: Path) -> Path:
+    """The configuration and run-config tests' data root: no SentEval data, ``nli-sentences.txt``
+    (40 sentences) and ``wiki1m_for_simcse.txt`` (20)."""
+    root = make_corpus_root(tmp_path / "data", corpus_text(CONFIG_SENTENCES))
+    (root / "corpus" / "wiki1m_for_simcse.txt").write_text(corpus_text(CONFIG_SENTENCES[:20]))
+    return root

@@ -70,7 +70,13 @@ NO_TEST_MODULE = {
     "harness/encoder/__init__.py": "a package docstring",
     "harness/evaluation/__init__.py": "a package docstring",
     "harness/grid/__init__.py": "a package docstring",
+    "harness/grid/plan/__init__.py": "a package docstring",
+    "harness/grid/preflight/__init__.py": "a package docstring",
+    "harness/grid/progress/__init__.py": "a package docstring",
     "harness/grid/tune/__init__.py": "Ray's quiet environment, set on import (tests/grid/tune/ import it)",
+    "harness/jobs/__init__.py": "a package docstring",
+    "harness/postprocess/__init__.py": "a package docstring",
+    "harness/stats/__init__.py": "a package docstring",
     "harness/reporting/__init__.py": "re-exports of the table reporter (tests/reporting/tables/)",
     "harness/reporting/tables/__init__.py": "a package docstring",
     "harness/run/__init__.py": "a package docstring",
@@ -79,6 +85,7 @@ NO_TEST_MODULE = {
     "methods/__init__.py": "the method registry: tests/methods/test_registry.py",
     "harness/config/choices.py": "the choices' Literal types (tests/config/test_settings.py)",
     "harness/evaluation/embed.py": "the EmbedFn and LengthsFn types every evaluator takes",
+    "harness/encoder/calls.py": "a method's encoder call, types only (tests/encoder/test_training_encode.py)",
     "harness/evaluation/reference.py": "SentEval's STS numbers (tests/evaluation/test_sts.py checks them)",
 }
 """The source modules without a test module of their own, and why: package markers, and modules that
@@ -210,6 +217,7 @@ def test_threshold_between_keeps_every_value_away_from_the_boundary() -> None:
 FOUR_FILE_TESTS = [
     "tests/methods/test_registry.py",
     "tests/methods/test_base.py",
+    "tests/methods/test_params.py",
     "tests/run/test_footprint.py",
     "tests/methods/test_momentum_queue.py",
     "tests/system/test_cpu_runs.py",
