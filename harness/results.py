@@ -114,12 +114,12 @@ def _membership(
     names = [specs] if isinstance(specs, str) else list(specs)
     loaded = load_table_specs(names)
     plan = reading_plan(loaded, profile, overrides=overrides, data_root=resolve_data_root(data_dir))
-    by_group = records_by_cell(records)
+    by_config = records_by_cell(records)
     return [
         (cell.spec, cell.key, record)
         for cell in plan.cells
         if cell.state == "run"
-        for record in by_group.get(cell.group_id or "", [])
+        for record in by_config.get(cell.config_id or "", [])
     ]
 
 

@@ -64,7 +64,7 @@ def build_claims(
         for claim in spec.claims:
             values: list[dict[int, float]] = []
             reasons: list[str] = []
-            groups: list[str] = []
+            config_ids: list[str] = []
             fixed: list[bool] = []
             encoder = ""
             for key in (claim.better, claim.worse):
@@ -74,9 +74,9 @@ def build_claims(
                     reasons.append(f"{key}: {state} ({cell.reason if cell is not None else 'no cell'})")
                     values.append({})
                     continue
-                groups.append(cell.group_id or "")
+                config_ids.append(cell.config_id or "")
                 fixed.append(cell.configs[0].max_steps == 0)
-                runs = records.get(cell.group_id or "", [])
+                runs = records.get(cell.config_id or "", [])
                 values.append(seed_values(runs, spec.scores, claim.column, spec.sts_aggregate))
             if not reasons:
                 values = _broadcast_untrained(values, fixed)
@@ -88,7 +88,7 @@ def build_claims(
             if encoder:
                 result = dataclasses.replace(result, encoder=encoder)
             if not reasons:  # the same runs compared on the same score: a repeat, counted once
-                comparison = (*groups, spec.scores, claim.column, spec.sts_aggregate)
+                comparison = (*config_ids, spec.scores, claim.column, spec.sts_aggregate)
                 result = dataclasses.replace(result, comparison=comparison)
                 if comparison in seen:
                     result = dataclasses.replace(result, same_as=seen[comparison])

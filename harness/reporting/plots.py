@@ -112,7 +112,7 @@ def collect_series(
         elif cell.state != "run":
             data.missing = cell.reason
         else:
-            found = records.get(cell.group_id or "", [])
+            found = records.get(cell.config_id or "", [])
             data.steps, data.align, data.uniform = average_trajectory(found)
             data.align_sd, data.uniform_sd = trajectory_spread(found)
             data.seeds = len(found)

@@ -10,7 +10,7 @@ win over the command line because they define the row (an untrained-encoder row 
 
 A cell ends in one of three states:
 
-* ``run``: one config per seed; tables read the records of its ``group_id`` (all seeds).
+* ``run``: one config per seed; tables read the records of its ``config_id`` (all seeds).
 * ``profile``: the row runs under other profiles only (``only_profiles``); it is shown quoted.
 * ``n/a``: its parameters do not suit this profile's encoder (e.g. 500 groups with
   ``group_scaling = "count"`` at d = 384). The cell renders as ``n/a (d=384)`` with a note giving
@@ -68,9 +68,9 @@ class Cell:
     hidden_size: int | None = None
 
     @property
-    def group_id(self) -> str | None:
+    def config_id(self) -> str | None:
         """The seed-free id shared by this cell's runs (None when the cell is not run)."""
-        return self.configs[0].group_id() if self.configs else None
+        return self.configs[0].config_id() if self.configs else None
 
 
 @dataclass
@@ -322,7 +322,7 @@ def reading_plan(
     extra: Sequence[tuple[str, str, RunSpec]] = (),
 ) -> GridPlan:
     """The cells ``specs`` (and ``extra``) show under ``profile``, for mapping records to them: one
-    seed is enough, as every seed of a cell shares its seed-free id (:attr:`Cell.group_id`)."""
+    seed is enough, as every seed of a cell shares its seed-free id (:attr:`Cell.config_id`)."""
     return expand(specs, profile, seeds=1, overrides=overrides, data_root=data_root, extra=extra)
 
 

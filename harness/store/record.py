@@ -81,7 +81,7 @@ class RunRecord(TypedDict):
 
     schema_version: int
     run_id: str
-    group_id: str
+    group_id: str  # the config id (the run id without the seed): the schema's name for it
     status: Status
     error: str | None
     error_details: NotRequired[str]  # what the one-line error leaves out (e.g. the eigenvalues)
@@ -117,7 +117,7 @@ def new_record(config: RunConfig) -> RunRecord:
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": config.run_id(),
-        "group_id": config.group_id(),
+        "group_id": config.config_id(),
         "status": "running",
         "error": None,
         "config": config.to_dict(),

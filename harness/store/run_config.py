@@ -61,8 +61,9 @@ class RunConfig(RunSettings):
         """``<method>-<12 hex>``: a hash of every result-affecting field, seed included."""
         return f"{self.method}-{digest(self.id_fields())}"
 
-    def group_id(self) -> str:
-        """Like :meth:`run_id` without the seed, so that tables can aggregate seeds."""
+    def config_id(self) -> str:
+        """Like :meth:`run_id` without the seed, so that tables can aggregate seeds (a record keeps it
+        as ``group_id``, the schema's name)."""
         return f"{self.method}-{digest(self.id_fields(with_seed=False))}"
 
     # -- (de)serialisation: the store and Ray boundaries ----------------------------------------

@@ -242,7 +242,7 @@ def _misnamed(path: Path, run_id: str, folder: Path) -> str:
 
 
 def _edited(path: Path, record: Mapping[str, Any]) -> str | None:
-    """The warning for a record whose config no longer gives its run id or group (a config edited by
+    """The warning for a record whose config no longer gives its run id or config id (a config edited by
     hand: its numbers would land in another run's cell), else None. A config that cannot be read
     back (an older schema, a removed method) is not judged here."""
     config = record.get("config")
@@ -254,10 +254,10 @@ def _edited(path: Path, record: Mapping[str, Any]) -> str | None:
         return None
     if ids is None:
         return None
-    run_id, group_id = ids
-    if run_id != record.get("run_id") or group_id != record.get("group_id", group_id):
+    run_id, config_id = ids
+    if run_id != record.get("run_id") or config_id != record.get("group_id", config_id):
         return (
-            f"skipping run record {path}: its config gives run {run_id} (group {group_id}), not the "
+            f"skipping run record {path}: its config gives run {run_id} (config {config_id}), not the "
             f"run {record.get('run_id')} it names (edited by hand?): put the config back or remove the file"
         )
     return None
@@ -265,13 +265,13 @@ def _edited(path: Path, record: Mapping[str, Any]) -> str | None:
 
 @functools.lru_cache(maxsize=65536)
 def _ids_of(config_json: str) -> tuple[str, str] | None:
-    """The run and group ids a stored config gives (None: it cannot be read back); kept per config,
+    """The run and config ids a stored config gives (None: it cannot be read back); kept per config,
     as every reader reads the same records again."""
     from harness.store.run_config import RunConfig
 
     try:
         resolved = RunConfig.from_dict(json.loads(config_json))
-        return resolved.run_id(), resolved.group_id()
+        return resolved.run_id(), resolved.config_id()
     except Exception:
         return None
 

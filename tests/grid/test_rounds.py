@@ -73,7 +73,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     data = make_data_root(tmp_path / "data", resolve_data_root(None) / "senteval", link=True)
     spec = write_spec(tmp_path / "rounds.toml", SPEC)
     plan = expand([load_table_spec(spec)], "smoke", seeds=1, data_root=data)
-    cell_of = {plan.cell("rounds", key).configs[0].group_id(): key for key in EFFECTS}
+    cell_of = {plan.cell("rounds", key).configs[0].config_id(): key for key in EFFECTS}
     started: list[list[str]] = []
 
     def fake_run_trials(configs: list[Any], data_root: Path, store: RunStore, request: Any) -> GridReport:
@@ -81,7 +81,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         difference and a little noise of its own."""
         started.append([c.run_id() for c in configs])
         for config in configs:
-            key = cell_of[config.group_id()]
+            key = cell_of[config.config_id()]
             seed_rng = np.random.default_rng(config.seed)
             own = np.random.default_rng([config.seed, zlib.crc32(key.encode())])
             value = 80.0 + seed_rng.normal(0, 2.0) + EFFECTS[key] + own.normal(0, 0.2)

@@ -35,7 +35,7 @@ def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, t
     lines: list[str] = []
     record = train_run(config, train_root, store, device="cpu", log=lines.append)
     assert record["status"] == "finished" and record["error"] is None
-    assert record["run_id"] == config.run_id() and record["group_id"] == config.group_id()
+    assert record["run_id"] == config.run_id() and record["group_id"] == config.config_id()
     assert record["config"] == config.to_dict()
     assert [p["step"] for p in record["trajectory"]] == [0, 2, 4]
     first = record["trajectory"][0]

@@ -46,12 +46,12 @@ def test_sbert_base_rows_are_the_packaged_encoder_on_cpu(corpus_root: Path) -> N
     pairs = [("SimCSE-SBERT-base", "SimCSE-BERT-base"), ("SimCSE++-SBERT-base", "SimCSE++-BERT-base")]
     cpu = expand([spec], "cpu", data_root=corpus_root)
     for sbert, bert in pairs:
-        assert cpu.cell(spec.name, sbert).group_id == cpu.cell(spec.name, bert).group_id
+        assert cpu.cell(spec.name, sbert).config_id == cpu.cell(spec.name, bert).config_id
     assert cpu.cell(spec.name, "SimCSE-SBERT-large").state == "profile"
     paper = expand([spec], "paper", data_root=corpus_root, require_corpus=False)
     for sbert, bert in pairs:
         assert paper.cell(spec.name, sbert).configs[0].model.endswith("bert-base-nli-mean-tokens")
-        assert paper.cell(spec.name, sbert).group_id != paper.cell(spec.name, bert).group_id
+        assert paper.cell(spec.name, sbert).config_id != paper.cell(spec.name, bert).config_id
 
 
 def test_invalid_cells_are_na_not_errors(corpus_root: Path, tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_seeds_share_a_group(corpus_root: Path) -> None:
     )
     cell = plan.cell("smoke_grid", "SimCSE-BERT-base")
     assert [c.seed for c in cell.configs] == [42, 43, 44]
-    assert len({c.group_id() for c in cell.configs}) == 1
+    assert len({c.config_id() for c in cell.configs}) == 1
     assert len({c.run_id() for c in cell.configs}) == 3
     assert len(plan.runs) == 6
     with pytest.raises(ConfigError, match="seeds"):

@@ -30,7 +30,7 @@ def test_resolution_fills_defaults_and_sorts_params(config_root: Path) -> None:
 
 def test_same_config_same_id(config_root: Path) -> None:
     a, b = smoke_config(config_root), smoke_config(config_root)
-    assert a == b and a.run_id() == b.run_id() and a.group_id() == b.group_id()
+    assert a == b and a.run_id() == b.run_id() and a.config_id() == b.config_id()
     assert re.fullmatch(r"simcse-[0-9a-f]{12}", a.run_id())
     assert len({a, b}) == 1  # hashable (by run id) despite the params dict
     # Passing the defaults explicitly changes nothing.
@@ -64,13 +64,13 @@ def test_result_affecting_changes_change_both_ids(config_root: Path, change: dic
     base = smoke_config(config_root)
     other = smoke_config(config_root, **change)
     assert other.run_id() != base.run_id()
-    assert other.group_id() != base.group_id()
+    assert other.config_id() != base.config_id()
 
 
-def test_seed_changes_run_id_not_group_id(config_root: Path) -> None:
+def test_seed_changes_run_id_not_config_id(config_root: Path) -> None:
     a, b = smoke_config(config_root), smoke_config(config_root, seed=7)
     assert a.run_id() != b.run_id()
-    assert a.group_id() == b.group_id()
+    assert a.config_id() == b.config_id()
 
 
 def test_profile_label_is_not_in_the_id(config_root: Path) -> None:

@@ -23,6 +23,6 @@ def test_every_committed_night_record_resolves_to_its_run_id() -> None:
         config = RunConfig.from_dict(record["config"])
         if config.run_id() != record["run_id"] or path.stem != record["run_id"]:
             wrong.append(path.name)
-        if config.group_id() != record["group_id"]:
+        if config.config_id() != record["group_id"]:
             wrong.append(f"{path.name} (group)")
     assert not wrong, wrong

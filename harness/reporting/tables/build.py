@@ -132,7 +132,7 @@ def build_table(
     profile: str,
     reference: RunSettings | None,
 ) -> RenderedTable:
-    """Lay out one table from its resolved cells and the finished records by group id."""
+    """Lay out one table from its resolved cells and the finished records by config id."""
     by_key = {c.key: c for c in cells if c.spec == spec.name}
     if spec.rows:
         header, lines = _row_layout(spec, by_key, records, profile)
@@ -217,7 +217,7 @@ def _table_notes(
     """The notes under a table: profile, how to read it, marks used, then the spec's own notes."""
     notes: list[str] = []
     seeds = sorted(
-        {len(records.get(c.group_id or "", [])) for c in by_key.values() if c.state == "run"} - {0}
+        {len(records.get(c.config_id or "", [])) for c in by_key.values() if c.state == "run"} - {0}
     )
     if reference is not None:
         notes.append(_measured_note(spec, reference, seeds))

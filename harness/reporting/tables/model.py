@@ -123,7 +123,7 @@ def measured_cells(
         return Text(f"n/a (d={cell.hidden_size})")
     values = [
         v
-        for r in records.get(cell.group_id or "", [])
+        for r in records.get(cell.config_id or "", [])
         if (v := _metric(r, scores, column, aggregate)) is not None
     ]
     if not values:
@@ -192,7 +192,7 @@ def measured_label(cell: Cell | None, records: Mapping[str, list[Mapping[str, An
     models = sorted(
         {
             str(m)
-            for r in records.get((cell.group_id if cell else None) or "", [])
+            for r in records.get((cell.config_id if cell else None) or "", [])
             if (m := (r.get("config") or {}).get("model"))
         }
     )
