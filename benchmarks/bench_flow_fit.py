@@ -1,9 +1,9 @@
 """Fit time of BERT-flow post-processing (harness/postprocess/flow.py) on corpus-sentence embeddings.
 
-Embeds the first ``--sentences`` corpus sentences with the encoder and pooler (first-last avg., as
-the flow rows of the tables use), then fits each flow reading on them, single-threaded by default
-(a trial's thread count), and prints the embedding time, the fit time, its steps and seconds per
-sentence (what ``harness.grid.plan.cost.FLOW_FIT_S_PER_SENTENCE`` holds), the first and last step's bits per
+Embeds the first ``--sentences`` corpus sentences with the encoder and pooler (first-last avg., as the
+flow rows of the tables use), then fits each flow reading on them, single-threaded by default (a trial's
+thread count), and prints the embedding time, the fit time, its steps and seconds per sentence (what
+``harness.grid.plan.unit_costs.FLOW_FIT_S_PER_SENTENCE`` holds), the first and last step's bits per
 dimension, the processor and the load average. ``--synthetic D`` fits on Gaussian data of width D
 instead, without an encoder.
 

@@ -44,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def probe_paths(encoder: SentenceEncoder, pooler: str, precision: str) -> dict[str, ProbeEmbedFn]:
     """The two embed functions: ``before`` (``SentenceEncoder.embed``, as runs probed before) and
-    ``run`` (as :meth:`harness.run.training.TrainingRun.embed_probe` probes: cached tokens, tensors
+    ``run`` (as :meth:`harness.run.embedding.RunEmbedding.probe` probes: cached tokens, tensors
     on an accelerator, NumPy on the CPU)."""
     tokens = TokenCache(encoder)
 

@@ -78,7 +78,7 @@ from harness.config.paths import resolve_data_root
 from harness.evaluation.tasks import sts_sentences
 from harness.grid.plan.calibrate_here import measure_parts
 from harness.grid.plan.calibration_files import CALIBRATION_DIR, VERSION, calibration_name
-from harness.grid.plan.cost import encoder_class
+from harness.grid.plan.unit_costs import encoder_class
 from harness.run.training import train_run
 from harness.store.provenance import now_iso
 from harness.store.run_config import RunConfig, resolve_config

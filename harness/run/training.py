@@ -45,13 +45,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from harness.config.datasets import data_checksums
 from harness.config.hardware import torch_threads
 from harness.encoder.loading import check_loaded, load_encoder
-from harness.encoder.model import TokenCache
 from harness.encoder.precision import describe
 from harness.errors import ConfigError
 from harness.evaluation.geometry import ProbeEmbedFn
@@ -60,6 +58,7 @@ from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
 from harness.run import checkpoint as ckpt
 from harness.run import process_memory as memory
 from harness.run.data import batches, read_corpus, seed_everything, total_steps
+from harness.run.embedding import RunEmbedding
 from harness.run.evaluation_point import CheckpointHook, EvaluationPoints, Log, PointHook, RunCalls, RunTimes
 from harness.run.final import FinalStage, ThreadsHook
 from harness.run.hooks import (
@@ -290,7 +289,6 @@ class TrainingRun:
         )
         self._warn_if_bf16_is_emulated(dev)
         self.encoder = load_encoder(config.model, dev, seed=config.seed)
-        self.probe_tokens = TokenCache(self.encoder)  # the dev probes' batches, tokenised once
         check_loaded(self.encoder, config.max_length)  # not at the first long sentence
         self.compile = (
             self.compile_request if self.compile_request is not None else torch.device(dev).type == "cuda"
@@ -319,6 +317,7 @@ class TrainingRun:
 
     def _build_parts(self) -> None:
         """The evaluation points and the end of the run, sharing the run's record, best state and clocks."""
+        self.embedding = RunEmbedding(self.encoder, self.method, self.config)
         self.points = EvaluationPoints(
             config=self.config,
             record=self.record,
@@ -329,7 +328,7 @@ class TrainingRun:
             method=self.method,
             step_fn=self.step_fn,
             probe_fn=self.probe_fn,
-            calls=RunCalls(self.save, self.say, self.head_into_pooler, embed=self.embed_probe),
+            calls=RunCalls(self.save, self.say, self.embedding.head_into_pooler, embed=self.embedding.probe),
             pending=self.pending,
             probe_cache=self.probe_cache,
             resume_path=self.resume_path,
@@ -345,7 +344,7 @@ class TrainingRun:
             encoder=self.encoder,
             method=self.method,
             sentences=self.sentences,
-            calls=RunCalls(self.save, self.say, self.head_into_pooler, embed=self.embed_final),
+            calls=RunCalls(self.save, self.say, self.embedding.head_into_pooler, embed=self.embedding.final),
             final_evaluate=self.final_evaluate,
             model_store=self.model_store,
             final_threads=self.final_threads,
@@ -377,39 +376,6 @@ class TrainingRun:
                 f"[{self.run_id}] warning: bf16 matmuls are emulated on this CPU ({slowdown:.0f}x slower "
                 "than fp32 here): bf16 will make this run much slower, not faster"
             )
-
-    def embed_probe(self, batch: list[str]) -> np.ndarray | torch.Tensor:
-        """Embeddings for the dev probes: the training precision (through the method's sentence head
-        when it has one, else the evaluation pooler), each batch tokenised once per run. On an
-        accelerator they stay there (the probe scores them on the device); on the CPU, NumPy."""
-        out = self._embed_tensor(batch, self.config.precision, self.probe_tokens)
-        return out if out.device.type != "cpu" else out.numpy()
-
-    def embed_final(self, batch: list[str]) -> np.ndarray:
-        """Embeddings for the final tasks: fp32 unless the config asks otherwise (head as above)."""
-        return self._embed_tensor(batch, self.config.eval_precision).cpu().numpy()
-
-    def _embed_tensor(
-        self, batch: list[str], precision: str, tokens: TokenCache | None = None
-    ) -> torch.Tensor:
-        head = self.method.sentence_head()
-        if head is None:  # the encoder's own pooled call
-            return self.encoder.embed_tensor(batch, self.config.eval_pooler, precision, tokens=tokens)
-        text = self.method.sentence_input()
-        if text is not None:  # the method's input around each sentence (PromptBERT's template)
-            batch = [text(sentence) for sentence in batch]
-        return self.encoder.embed_tensor(batch, self.config.eval_pooler, precision, head=head, tokens=tokens)
-
-    def head_into_pooler(self, required: bool) -> None:
-        """Copy the method's head (if it has one) into the encoder's pooler."""
-        head = self.method.export_head()
-        if head is None:
-            return
-        try:
-            self.encoder.load_head_into_pooler(head)
-        except ConfigError:
-            if required:
-                raise
 
     # -- start: resume or probe step 0 -----------------------------------------------------------
     def start(self) -> int:

@@ -185,17 +185,17 @@ def test_no_code_comment_or_docstring_carries_a_dated_measurement() -> None:
 
 def test_the_speed_page_quotes_the_constants_the_code_uses() -> None:
     """docs/speed.md explains where the cost and memory models' constants come from: the same values."""
-    from harness.grid.plan import cost, memory
+    from harness.grid.plan import memory, unit_costs
 
     text = " ".join((REPO_ROOT / "docs" / "speed.md").read_text(encoding="utf-8").split())
-    step, sts, _source = cost._BUILTIN[("cpu", "minilm", "bf16")]
+    step, sts, _source = unit_costs.BUILTIN[("cpu", "minilm", "bf16")]
     assert f"the bf16 SimCSE step {step} s and the bf16 final STS pass {sts['bf16']} s" in text
     assert f"the fp32 STS pass, {sts['fp32']} s," in text
-    assert f"`PROBE_SHARE` = {cost.PROBE_SHARE}:" in text
-    assert cost.TRANSFER_PER_STS == 415 / 49.8 and "`TRANSFER_PER_STS` = 415 / 49.8:" in text
-    assert cost.TRANSFER_FIT_S == {"fasttest": 12.3 * 454.8 / 230.0, "test": 454.8}
+    assert f"`PROBE_SHARE` = {unit_costs.PROBE_SHARE}:" in text
+    assert unit_costs.TRANSFER_PER_STS == 415 / 49.8 and "`TRANSFER_PER_STS` = 415 / 49.8:" in text
+    assert unit_costs.TRANSFER_FIT_S == {"fasttest": 12.3 * 454.8 / 230.0, "test": 454.8}
     assert "test mode 454.8 s; fasttest 12.3 s with two workers times" in text and "(454.8 / 230.0)" in text
-    assert f"`STS_PER_STEP` = {cost.STS_PER_STEP:.0f}:" in text
+    assert f"`STS_PER_STEP` = {unit_costs.STS_PER_STEP:.0f}:" in text
     assert memory._ROW_TOKEN_BYTES["minilm"] == 120 * 1024 and "rounded up to 120 KB" in text
     assert memory._BASE_BYTES["minilm"] == 2 * memory.GB and "is therefore 2 GB" in text
     assert memory._MARGIN == 1.15 and "the estimate adds 15 % for the allocator" in text

@@ -28,7 +28,8 @@ from harness.atomic import write_json
 from harness.config.hardware import cpu_id
 from harness.errors import HarnessError
 from harness.grid.plan.calibration_files import CALIBRATION_DIR, calibration_name
-from harness.grid.plan.cost import CostModel, encoder_class, step_rows
+from harness.grid.plan.cost import CostModel, step_rows
+from harness.grid.plan.unit_costs import encoder_class
 from harness.store.provenance import now_iso
 from harness.store.run_config import RunConfig
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.grid.plan.cost import encoder_class
+from harness.grid.plan.unit_costs import encoder_class
 from harness.run.footprint import footprint
 
 if TYPE_CHECKING:

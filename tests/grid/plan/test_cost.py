@@ -10,8 +10,9 @@ import pytest
 
 from harness.config.settings import resolve_settings
 from harness.evaluation.tasks import sts_sentences
-from harness.grid.plan.cost import FLOW_FIT_S_PER_SENTENCE, CostModel, computed_probes, probes_of
+from harness.grid.plan.cost import CostModel, computed_probes, probes_of
 from harness.grid.plan.estimate import estimate_lines, hours
+from harness.grid.plan.unit_costs import FLOW_FIT_S_PER_SENTENCE
 from harness.store.run_config import RunConfig, resolve_config, resolve_run
 from tests.helpers import make_record
 
@@ -107,7 +108,7 @@ def test_finished_records_calibrate_the_units_of_matching_runs(data_root: Path) 
 
 
 def test_transfer_is_embedding_plus_fits_until_runs_measure_it(data_root: Path) -> None:
-    from harness.grid.plan.cost import TRANSFER_FIT_S, TRANSFER_PER_STS
+    from harness.grid.plan.unit_costs import TRANSFER_FIT_S, TRANSFER_PER_STS
 
     model = CostModel()
     sts_only = cpu(data_root, eval_precision="bf16")
@@ -141,7 +142,7 @@ def test_transfer_is_embedding_plus_fits_until_runs_measure_it(data_root: Path) 
 
 
 def test_gpu_sharing_follows_the_measured_throughput(data_root: Path) -> None:
-    from harness.grid.plan.cost import sharing_slowdown
+    from harness.grid.plan.unit_costs import sharing_slowdown
 
     assert sharing_slowdown("bert-base-uncased", 1) == 1.0
     assert sharing_slowdown("bert-base-uncased", 4) == pytest.approx(4 * 14.8 / 49.4)

@@ -1,0 +1,58 @@
+"""How a run embeds sentences for its dev probes and its final tasks: through the method's sentence
+head where it has one (on the text its sentence input makes of each sentence), else the evaluation
+pooler; and the method's head copied into the encoder's pooler."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from harness.encoder.model import SentenceEncoder, TokenCache
+from harness.errors import ConfigError
+from harness.store.run_config import RunConfig
+
+if TYPE_CHECKING:
+    from methods.base import Method
+
+
+class RunEmbedding:
+    """A run's two embeddings: :meth:`probe` for the dev probes, :meth:`final` for the final tasks."""
+
+    def __init__(self, encoder: SentenceEncoder, method: Method, config: RunConfig) -> None:
+        self.encoder = encoder
+        self.method = method
+        self.config = config
+        self.probe_tokens = TokenCache(encoder)  # the dev probes' batches, tokenised once
+
+    def probe(self, batch: list[str]) -> np.ndarray | torch.Tensor:
+        """Embeddings for the dev probes: the training precision, each batch tokenised once per run.
+        On an accelerator they stay there (the probe scores them on the device); on the CPU, NumPy."""
+        out = self._embed(batch, self.config.precision, self.probe_tokens)
+        return out if out.device.type != "cpu" else out.numpy()
+
+    def final(self, batch: list[str]) -> np.ndarray:
+        """Embeddings for the final tasks: fp32 unless the config asks otherwise."""
+        return self._embed(batch, self.config.eval_precision).cpu().numpy()
+
+    def _embed(self, batch: list[str], precision: str, tokens: TokenCache | None = None) -> torch.Tensor:
+        head = self.method.sentence_head()
+        if head is None:  # the encoder's own pooled call
+            return self.encoder.embed_tensor(batch, self.config.eval_pooler, precision, tokens=tokens)
+        text = self.method.sentence_input()
+        if text is not None:  # the method's input around each sentence (PromptBERT's template)
+            batch = [text(sentence) for sentence in batch]
+        return self.encoder.embed_tensor(batch, self.config.eval_pooler, precision, head=head, tokens=tokens)
+
+    def head_into_pooler(self, required: bool) -> None:
+        """Copy the method's head (if it has one) into the encoder's pooler; ``required``: a head the
+        pooler cannot take is an error, else it is left out."""
+        head = self.method.export_head()
+        if head is None:
+            return
+        try:
+            self.encoder.load_head_into_pooler(head)
+        except ConfigError:
+            if required:
+                raise

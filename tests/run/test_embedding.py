@@ -1,0 +1,68 @@
+"""A run's embeddings (harness.run.embedding): the dev probes' and the final tasks' agree in fp32, the
+probe's tokens are cached, the method's sentence input is applied, a missing head is no error."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.encoder.model import SentenceEncoder
+from harness.run.embedding import RunEmbedding
+from tests.helpers import SENTS
+
+
+class _FirstToken(nn.Module):
+    """A sentence head: the first token's state."""
+
+    def forward(self, states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return states[:, 0]
+
+
+class _Method:
+    """A method without an export head, with an optional sentence head and input."""
+
+    def __init__(self, head: nn.Module | None = None, text: Any = None) -> None:
+        self.head, self.text = head, text
+
+    def sentence_head(self) -> nn.Module | None:
+        return self.head
+
+    def sentence_input(self) -> Any:
+        return self.text
+
+    def export_head(self) -> None:
+        return None
+
+
+def _embedding(tiny: SentenceEncoder, method: _Method) -> RunEmbedding:
+    """The embeddings of a fp32 run with the average pooler."""
+    config = SimpleNamespace(precision="fp32", eval_precision="fp32", eval_pooler="avg")
+    return RunEmbedding(tiny, method, config)  # type: ignore[arg-type]
+
+
+def test_probe_and_final_embed_alike_and_the_probe_tokenises_once(tiny: SentenceEncoder) -> None:
+    tiny.eval()
+    embedding = _embedding(tiny, _Method())
+    probe, final = embedding.probe(SENTS[:4]), embedding.final(SENTS[:4])
+    assert isinstance(probe, np.ndarray) and probe.shape == final.shape == (4, tiny.hidden_size)
+    np.testing.assert_allclose(probe, final, rtol=1e-5, atol=1e-6)
+    again = embedding.probe(SENTS[:4])  # from the cached tokens
+    np.testing.assert_allclose(again, probe, rtol=1e-6, atol=1e-7)
+    embedding.head_into_pooler(True)  # no head to copy: nothing to do, no error
+
+
+def test_the_sentence_input_wraps_each_sentence_before_the_head(tiny: SentenceEncoder) -> None:
+    tiny.eval()
+    seen: list[str] = []
+
+    def template(sentence: str) -> str:
+        seen.append(sentence)
+        return f"this sentence : {sentence}"
+
+    embedding = _embedding(tiny, _Method(head=_FirstToken(), text=template))
+    out = embedding.final(SENTS[:3])
+    assert seen == SENTS[:3] and out.shape[0] == 3 and np.isfinite(out).all()
