@@ -133,8 +133,8 @@ def test_the_mirror_rule_finds_a_module_without_its_tests(tmp_path: Path) -> Non
     assert mirrored_test("harness/cli.py") == "tests/test_cli.py"
     assert mirrored_test("harness/commands/grid_cmd.py") == "tests/commands/test_grid_cmd.py"
     assert mirrored_test("methods/simcse.py") == "tests/methods/test_simcse.py"
-    (tmp_path / "tests" / "grid").mkdir(parents=True)
-    (tmp_path / "tests" / "grid" / "test_plan.py").write_text("")
+    (tmp_path / "tests" / "grid" / "plan").mkdir(parents=True)
+    (tmp_path / "tests" / "grid" / "plan" / "test_status.py").write_text("")
     sources = [
         "harness/grid/plan/status.py",
         "harness/grid/new_part.py",
