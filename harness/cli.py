@@ -132,7 +132,6 @@ def _main(argv: Sequence[str] | None) -> int:
         if exc.code == 2:
             return 2
         raise  # --help and --version exit 0
-    args._argv = list(sys.argv[1:] if argv is None else argv)  # the spellings typed, for messages
     try:  # SIGTERM (`kill PID`) stops any command as Ctrl-C does: records marked, temporaries removed
         with _one_line_warnings(), sigterm_as_interrupt():
             return int(args._module.run(args) or 0)

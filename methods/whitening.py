@@ -222,8 +222,8 @@ def group_whiten(
 
 
 def _blocks(x: torch.Tensor) -> torch.Tensor:
-    """``x`` as ``[k, n, d]`` blocks; its values are checked finite on the device (:func:`_check_finite`).
-    The parameters were checked once, when the run's were (a step checks none of them again)."""
+    """``x`` as ``[k, n, d]`` blocks. The parameters were checked once, when the run's were: a step
+    checks none of them again (:func:`group_whiten` checks the values finite, on the device)."""
     xb = x.unsqueeze(0) if x.dim() == 2 else x
     if xb.dim() != 3:
         raise ValueError(f"group_whiten expects [n, d] or [k, n, d], got shape {tuple(x.shape)}")
