@@ -60,7 +60,7 @@ def _render_docs(out: Path, data_dir: str | None) -> list[tuple[Path, Path]]:
     until = night / "until-decided"
     store = out / "until-decided-store"
     (store / "records").mkdir(parents=True)
-    for folder in (night / "runs" / "records", until / "records", until / "records-slice4"):
+    for folder in (night / "runs" / "records", *sorted(until.glob("records*"))):
         for path in folder.glob("*.json"):
             shutil.copy2(path, store / "records" / path.name)
     shutil.copy2(until / "sequential.json", store / "sequential.json")

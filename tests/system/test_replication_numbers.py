@@ -148,33 +148,52 @@ def _store(tmp: Path, folders: list[Path], state: Path) -> Path:
     return tmp
 
 
+ORDINALS = {4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth"}
+
+
+def _slices(until: Path) -> dict[int, tuple[Path, Path]]:
+    """Each slice from the fourth on: its records folder and its state (the latest's is sequential.json)."""
+    numbers = sorted(int(f.name.removeprefix("records-slice")) for f in until.glob("records-slice*"))
+    return {
+        n: (
+            until / f"records-slice{n}",
+            until / ("sequential.json" if n == numbers[-1] else f"sequential-slice{n}.json"),
+        )
+        for n in numbers
+    }
+
+
 def test_the_until_decided_slices_are_their_records_their_states_and_the_claims_they_give(
     data_root: Path, tmp_path: Path
 ) -> None:
-    """docs/night/until-decided: the records four budgeted ``--until-decided`` grids added to the
-    night's (the fourth's apart), each's state, the claims rendered from all of them, and the counts
-    docs/night.md quotes."""
+    """docs/night/until-decided: the records the budgeted ``--until-decided`` grids added to the
+    night's (the first three slices' in ``records/``, each later slice's in its own folder), each
+    slice's state, the claims rendered from all of them, and the counts docs/night.md quotes."""
     until = NIGHT / "until-decided"
+    slices = _slices(until)
+    assert min(slices) == 4 and sorted(slices) == list(range(4, 4 + len(slices)))
     third = json.loads((until / "sequential-slice3.json").read_text(encoding="utf-8"))
-    fourth = json.loads((until / "sequential.json").read_text(encoding="utf-8"))
-    for state in (third, fourth):
+    states = {n: json.loads(state.read_text(encoding="utf-8")) for n, (_, state) in slices.items()}
+    for state in (third, *states.values()):
         assert state["design"]["test"] == "sequential" and state["design"]["profile"] == "night"
-    night = {p.name for p in (NIGHT / "runs" / "records").glob("*.json")}
-    added = sorted((until / "records").glob("*.json"))
-    added4 = sorted((until / "records-slice4").glob("*.json"))
-    assert added and added4 and not {p.name for p in added} & night  # runs the 5-seed night lacked
-    assert not {p.name for p in added4} & ({p.name for p in added} | night)
-    for path in [*added, *added4]:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        assert record["status"] == "finished" and record["config"]["seed"] >= 47
-    assert sum(r["finished"] for r in fourth["rounds"]) == len(added4)
+    seen = {p.name for p in (NIGHT / "runs" / "records").glob("*.json")}
+    folders = [NIGHT / "runs" / "records"]
+    for folder in [until / "records", *(records for records, _ in slices.values())]:
+        added = sorted(folder.glob("*.json"))
+        assert added and not {p.name for p in added} & seen, folder  # runs no earlier part had
+        for path in added:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            assert record["status"] == "finished" and record["config"]["seed"] >= 47
+        seen |= {p.name for p in added}
+        folders.append(folder)
+    for n, (records, _) in slices.items():
+        assert sum(r["finished"] for r in states[n]["rounds"]) == len(list(records.glob("*.json"))), n
 
-    folders = [NIGHT / "runs" / "records", until / "records"]
-    store3 = _store(tmp_path / "three", folders, until / "sequential-slice3.json")
-    store4 = _store(tmp_path / "four", [*folders, until / "records-slice4"], until / "sequential.json")
+    latest = max(slices)
+    store = _store(tmp_path / "all", folders, slices[latest][1])
     manifest = manifest_of(NIGHT)
     overrides = override_args(manifest["overrides"])
-    args = ["claims", *manifest["specs"], "--profile", "night", *overrides, "--runs-dir", str(store4)]
+    args = ["claims", *manifest["specs"], "--profile", "night", *overrides, "--runs-dir", str(store)]
     assert main([*args, "--data-dir", str(data_root), "--out", str(tmp_path / "claims")]) == 0
     fresh = (tmp_path / "claims" / "claims.md").read_text(encoding="utf-8")
     assert fresh == (until / "claims" / "claims.md").read_text(encoding="utf-8")
@@ -185,12 +204,15 @@ def test_the_until_decided_slices_are_their_records_their_states_and_the_claims_
     quoted = f"decided {counts['decided']}, futile {counts['futile']}, undecided {counts['undecided']}"
     assert f"after it: {quoted}" in page, quoted
     # the third slice's records under today's rule (claims_cmd reads effect and most seeds from the state)
+    store3 = _store(tmp_path / "three", folders[:2], until / "sequential-slice3.json")
     then = _ordered(_states(store3, third, data_root))
     assert f"the same records give: {then}" in page, then
-    # the fourth slice's grid wrote today's words, and the reporter agrees with it
-    now = _states(store4, fourth, data_root)
-    assert dict(now) == {k: v for k, v in fourth["counts"].items() if v}
-    assert f"after the fourth slice: {_ordered(now)}" in page, _ordered(now)
+    # the later slices' grids wrote today's words, and the reporter agrees with each on its records
+    for n, (_, state) in slices.items():  # folders: the night's, slices 1-3's, then slice 4's, 5's, ...
+        here = store if n == latest else _store(tmp_path / str(n), folders[: n - 1], state)
+        now = _states(here, states[n], data_root)
+        assert dict(now) == {k: v for k, v in states[n]["counts"].items() if v}, n
+        assert f"after the {ORDINALS[n]} slice: {_ordered(now)}" in page, _ordered(now)
 
 
 def _ordered(counts: Counter[str]) -> str:
