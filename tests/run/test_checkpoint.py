@@ -93,8 +93,13 @@ def test_a_resumed_run_gives_the_same_numbers(
     assert [p["step"] for p in store.load(config.run_id())["trajectory"]] == [0, 2]  # type: ignore[index]
 
     lines: list[str] = []
-    resumed = train_run(config, root, store, device="cpu", num_threads=1, log=lines.append)
+    points: list[Mapping[str, Any]] = []
+    resumed = train_run(
+        config, root, store, device="cpu", num_threads=1, log=lines.append, on_point=points.append
+    )
     assert any("resumed from the checkpoint at step 2/6" in ln for ln in lines)
+    # the hook (a grid's progress line) hears the point it resumed from first, then the new ones
+    assert [(p["step"], p["total_steps"]) for p in points] == [(2, 6), (4, 6), (6, 6)]
     assert resumed["status"] == "finished" and resumed["resumed_from_step"] == 2
     assert comparable(resumed) == comparable(straight)
     assert not path.exists()
