@@ -32,7 +32,7 @@ Log = Callable[[str], None]
 
 PointHook = Callable[[Mapping[str, Any]], None]
 """``on_point(point)``: one evaluation point, as the trajectory has it plus ``total_steps`` and
-``best_stsb_dev`` (the best so far)."""
+``best_stsb_dev`` (the best so far); the point a resumed run starts from also has ``resumed_from_step``."""
 
 CheckpointHook = Callable[[Path, int], None]
 """``on_checkpoint(path, step)``: the resume checkpoint of ``step`` was just written to ``path`` (a grid's

@@ -120,7 +120,7 @@ def train_run(
         resume: continue from the run's resume checkpoint when there is one.
         on_point: called after every evaluation point (the record saved) with the trajectory point,
             ``total_steps`` and the ``best_stsb_dev`` so far (Ray Tune's trials report it live), and
-            once after a resume with the point the run resumed from.
+            once after a resume with the point the run resumed from (and ``resumed_from_step``).
         on_checkpoint: called with the resume checkpoint's path and step after each one is written.
         compile: compile the training forward (:class:`~harness.run.step.TrainStep`); None = where
             it helps, on a CUDA GPU (on a CPU it measured slower than the eager step,
@@ -415,7 +415,12 @@ class TrainingRun:
         self.say(f"[{self.run_id}] resumed from the checkpoint at step {start}/{self.total}")
         if self.on_point is not None and last:  # a grid's progress line starts from there, not from 0
             self.on_point(
-                {**last, "total_steps": self.total, "best_stsb_dev": self.record.get("best_stsb_dev")}
+                {
+                    **last,
+                    "total_steps": self.total,
+                    "best_stsb_dev": self.record.get("best_stsb_dev"),
+                    "resumed_from_step": start,
+                }
             )
         return start
 

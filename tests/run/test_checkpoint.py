@@ -100,6 +100,7 @@ def test_a_resumed_run_gives_the_same_numbers(
     assert any("resumed from the checkpoint at step 2/6" in ln for ln in lines)
     # the hook (a grid's progress line) hears the point it resumed from first, then the new ones
     assert [(p["step"], p["total_steps"]) for p in points] == [(2, 6), (4, 6), (6, 6)]
+    assert [p.get("resumed_from_step") for p in points] == [2, None, None]
     assert resumed["status"] == "finished" and resumed["resumed_from_step"] == 2
     assert comparable(resumed) == comparable(straight)
     assert not path.exists()

@@ -62,7 +62,8 @@ is the rest)."""
 @dataclass
 class _Live:
     """A running trial as the driver sees it: when it started, how far its steps were at its last
-    evaluation point and when that came."""
+    evaluation point and when that came, and the share it had done before it started (a run resumed
+    from its checkpoint reports that point first)."""
 
     start: float
     steps_share: float = LAST_SHARE
@@ -70,6 +71,7 @@ class _Live:
     step: int = 0
     total_steps: int = 0
     stsb_dev: float | None = None
+    resumed: float | None = None  # fraction() at the point it resumed from; None: from step 0
 
     def fraction(self) -> float:
         """The share of the run done at its last evaluation point: the steps' share of the run times
@@ -121,6 +123,7 @@ class GridProgress:
         self.steps_shares = dict(steps_shares or {})
         self.live: dict[str, _Live] = {}
         self.work: dict[str, float] = {}  # ended runs' trial seconds
+        self.resumed: dict[str, float] = {}  # the share an ended run had done before it started
 
     def eta_s(self) -> float | None:
         """Seconds until the grid ends, or None (nothing left, or nothing to go on yet)."""
@@ -137,10 +140,10 @@ class GridProgress:
             live = self.live.get(run_id)
             if run_id in self.work:
                 spent += self.work[run_id]
-                predicted += estimate
-            elif live is not None and live.fraction() > 0:
+                predicted += estimate * (1 - self.resumed.get(run_id, 0.0))
+            elif live is not None and live.fraction() > (live.resumed or 0.0):
                 spent += live.at - live.start
-                predicted += estimate * live.fraction()
+                predicted += estimate * (live.fraction() - (live.resumed or 0.0))
         scale = spent / predicted if predicted > 0 else 1.0
         # what is left: a running run's estimate at that pace less the time it has run (at least its
         # final evaluation), a waiting run's whole estimate
@@ -154,7 +157,8 @@ class GridProgress:
                 left.append(estimate * scale)
             else:
                 final = estimate * scale * (1 - min(live.steps_share, LAST_SHARE))  # after the last step
-                left.append(max(estimate * scale - (now - live.start), final))
+                rest = estimate * scale * (1 - (live.resumed or 0.0))  # a resumed run's rest
+                left.append(max(rest - (now - live.start), min(final, rest)))
         return makespan(left, self.slots) if left else None
 
     def line(self, event: str) -> None:
@@ -183,6 +187,8 @@ class GridProgress:
         if live is None or not isinstance(step, int) or not isinstance(total, int):
             return  # the trial's final report, or one from a trial this grid did not see start
         live.step, live.total_steps, live.at = step, total, self.clock()
+        if isinstance(result.get("resumed_from_step"), int):  # the point a resumed run starts from
+            live.resumed = live.fraction()
         dev = result.get("stsb_dev")
         live.stsb_dev = float(dev) if isinstance(dev, int | float) else None
         if self.clock() - self.last_line >= POINT_GAP_S:
@@ -197,6 +203,8 @@ class GridProgress:
 
     def _ended(self, run_id: str, work_s: Any = None) -> None:
         live = self.live.pop(run_id, None)
+        if live is not None and live.resumed:
+            self.resumed[run_id] = live.resumed
         if isinstance(work_s, int | float):
             self.work[run_id] = float(work_s)
         elif live is not None:

@@ -75,8 +75,10 @@ LIVE_KEYS: tuple[str, ...] = (
     "lr",
     "elapsed_s",
     "best_stsb_dev",
+    "resumed_from_step",
 )
-"""What a trial reports to Tune at each evaluation point (besides run id, status and work seconds)."""
+"""What a trial reports to Tune at each evaluation point (besides run id, status and work seconds);
+``resumed_from_step`` only with the point a resumed run starts from."""
 
 
 REPORT_KEYS: tuple[str, ...] = (

@@ -125,3 +125,25 @@ def test_the_final_evaluation_after_the_last_step_is_still_to_wait_for(tmp_path:
     assert grid.eta_s() == pytest.approx(300.0)
     grid.tick()  # the heartbeat says what the run is doing after its last step
     assert lines[-1].endswith("| running: a step 100/100, STS-B dev 50.00, final evaluation")
+
+
+def test_a_resumed_run_counts_only_what_it_had_left(tmp_path: Path) -> None:
+    """A run resumed from its checkpoint reports the point it resumed from first: its estimate's
+    rest is what is left of it, and its time does not make the grid look faster than it is."""
+    clock = Clock()
+    lines: list[str] = []
+    estimates, shares = {"a": 400.0, "b": 400.0}, {"a": 0.25, "b": 0.25}
+    grid = GridProgress(2, RunStore(tmp_path), lines.append, estimates, 1, clock, steps_shares=shares)
+    grid.trial_started("a")
+    clock.now += 10.0
+    resumed = {**point(100, total=100), "resumed_from_step": 100}  # after its last step: final tasks left
+    grid.trial_result("a", resumed)
+    assert grid.eta_s() == pytest.approx(300.0 + 400.0)
+    clock.now += 290.0
+    grid.trial_finished("a", {"work_s": 300.0})  # as long as its rest was estimated to take
+    assert grid.eta_s() == pytest.approx(400.0)  # b at the estimates' pace, not at 300 / 400 of it
+    grid.trial_started("b")
+    grid.trial_result("b", point(0))
+    clock.now += 50.0
+    grid.trial_result("b", point(50))  # half its steps in half their estimated 100 s
+    assert grid.eta_s() == pytest.approx(400.0 - 50.0)  # the pace so far: a's rest and b's steps, both 1x
