@@ -10,7 +10,9 @@ An unbounded end of a confidence sequence runs to the axes' edge. The paper's de
 diamond; the x range is set by the measured intervals (and zero), not by the paper's deltas,
 which can be ten times larger: a paper delta outside the range is an arrow at the edge with its value
 in the margin.
-A pair with nothing measured says so in its label ("not run here").
+A pair with nothing measured says so in its label ("not run here"); a pair whose per-seed
+differences fail the shape check (:mod:`harness.stats.shape`) carries the claims table's dagger and
+its sign-flip p-value in its label, and the caption says what they mean.
 
 A figure is 7 in wide (a paper's full text width) and 0.26 in per line, at most :data:`MAX_HEIGHT_IN`;
 the legend sits below the axes, outside the data. No title or caption inside the figure unless
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.atomic import write_text
 from harness.removal import Shape, remove_owned
-from harness.reporting.claim_text import MINUS, heading, measured_on, number
+from harness.reporting.claim_text import DAGGER, MINUS, flagged, heading, measured_on, number
 from harness.reporting.figures import TEX_HEADER, beside, save_png_pdf
 from harness.reporting.latex_text import latex_text
 from harness.stats.correction import DEFAULT_ANALYSIS, Analysis
@@ -112,7 +114,21 @@ def forest_caption(
         f"({analysis.test}); marker and colour give the verdict (triangle up: holds, triangle down: "
         f"reversed, {_open_markers(analysis)}), an open marker a verdict that does not stand after "
         f"correction across claims ({analysis.described}); the open diamond is the paper's "
-        "delta (an arrow with its value where it lies beyond the measured range)."
+        "delta (an arrow with its value where it lies beyond the measured range)." + _flag_caption(results)
+    )
+
+
+def _flag(result: ClaimResult | None) -> str:
+    """`` † sign-flip p 0.028`` after the label of a pair whose differences fail the shape check."""
+    return flagged(result) if result is not None else ""
+
+
+def _flag_caption(results: Sequence[ClaimResult]) -> str:
+    if not any(_flag(r) for r in results):
+        return ""
+    return (
+        f" {DAGGER}: the pair's per-seed differences do not look normal, as the test assumes (an outlier "
+        "seed, or skew); beside it, the exact sign-flip p-value over the seeds, which does not assume it."
     )
 
 
@@ -139,7 +155,7 @@ def draw_forest(
     from matplotlib.ticker import MaxNLocator
 
     lines = _lines(results)
-    labels = [plot_text(textwrap.fill(text + _unmeasured(r), LABEL_CHARS)) for text, r in lines]
+    labels = [plot_text(textwrap.fill(text + _unmeasured(r) + _flag(r), LABEL_CHARS)) for text, r in lines]
     rows = sum(label.count("\n") + 1 for label in labels)
     height = min(MAX_HEIGHT_IN, 0.9 + LINE_IN * rows + 0.06 * len(lines))
     fig = Figure(figsize=(WIDTH_IN, height), layout="constrained")

@@ -88,3 +88,25 @@ def test_stale_forest_plots_go_and_a_file_of_the_user_s_under_their_name_stays(
         written = write_forests(night_claims, "night", tmp_path)
     assert len(caught) == 1 and user.read_bytes().startswith(b"\x89PNG drawn")
     assert not any(p.exists() for p in stale) and all(p.exists() for p in written)
+
+
+def test_a_pair_whose_differences_fail_the_shape_check_carries_the_dagger_and_its_sign_flip_p(
+    night_claims: list,
+) -> None:
+    import dataclasses
+
+    from harness.reporting.claim_text import DAGGER
+
+    table5 = [r for r in night_claims if r.claim.spec == "simcsepp_table5"]
+    assert not any(r.shape for r in table5)
+    plain = forest_caption(table5, "night")
+    assert DAGGER not in plain
+    marked = [dataclasses.replace(table5[0], shape="seed 44 an outlier", sign_flip=0.0625), *table5[1:]]
+    labels = [t.get_text() for t in draw_forest(marked, "night").axes[0].get_yticklabels()]
+    assert " ".join(labels[1].split()) == f"m = 0.9 > m = 0.5 {DAGGER} sign-flip p 0.062"
+    assert not any(DAGGER in label for label in labels[2:])
+    caption = forest_caption(marked, "night")
+    assert (
+        caption.startswith(plain)
+        and f"{DAGGER}: the pair's per-seed differences do not look normal" in caption
+    )
