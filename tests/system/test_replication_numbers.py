@@ -213,6 +213,18 @@ def test_the_until_decided_slices_are_their_records_their_states_and_the_claims_
         now = _states(here, states[n], data_root)
         assert dict(now) == {k: v for k, v in states[n]["counts"].items() if v}, n
         assert f"after the {ORDINALS[n]} slice: {_ordered(now)}" in page, _ordered(now)
+    # the claims rendered from every slice, raw and after Holm, as the page quotes them
+    claims = json.loads((until / "claims" / "claims.json").read_text(encoding="utf-8"))["claims"]
+    distinct = [c for c in claims if not c["same_as"]]
+    raw, held = Counter(c["verdict"] for c in distinct), Counter(c["outcome"] for c in distinct)
+    quoted = (
+        f"of the {len(distinct)} distinct comparisons, with the confidence sequence, raw: "
+        + ", ".join(f"{v} {raw[v]}" for v in ("holds", "reversed", "inconclusive"))
+        + "; after Holm: "
+        + ", ".join(f"{v} {held[v]}" for v in ("holds", "reversed", *STATES[1:]) if held[v])
+        + f"; {raw['not run']} not run at this encoder"
+    )
+    assert quoted in page, quoted
 
 
 def _ordered(counts: Counter[str]) -> str:
