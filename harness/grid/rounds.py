@@ -80,7 +80,7 @@ def check_sequential(max_seeds: int | None, budget_hours: float | None, first: i
 
     if max_seeds is None:
         raise ConfigError("--until-decided needs --max-seeds N (the most seeds a claim may get)")
-    check_seed_count(max_seeds)
+    check_seed_count(max_seeds, "--max-seeds")
     if max_seeds < first:
         raise ConfigError(f"--max-seeds {max_seeds} is below the first round's {first} seed(s)")
     if budget_hours is not None and (not math.isfinite(budget_hours) or budget_hours <= 0):

@@ -193,13 +193,14 @@ def seed_list(n: int, base: int) -> tuple[int, ...]:
     return tuple(base + i for i in range(n))
 
 
-def check_seed_count(n: int) -> None:
-    """``--seeds`` must be in 1..:data:`SEEDS_MAX` (checked before anything is planned or printed)."""
+def check_seed_count(n: int, flag: str = "--seeds") -> None:
+    """A seed count (``--seeds``, ``--max-seeds``: ``flag``) must be in 1..:data:`SEEDS_MAX`
+    (checked before anything is planned or printed)."""
     if n < 1:
-        raise ConfigError(f"--seeds must be >= 1, got {n}")
+        raise ConfigError(f"{flag} must be >= 1, got {n}")
     if n > SEEDS_MAX:
         raise ConfigError(
-            f"--seeds must be at most {SEEDS_MAX}, got {n}: each seed is a whole run of every planned cell"
+            f"{flag} must be at most {SEEDS_MAX}, got {n}: each seed is a whole run of every planned cell"
         )
 
 

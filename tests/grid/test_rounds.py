@@ -208,6 +208,7 @@ def test_until_decided_flags_are_checked(setup: dict[str, Any], capsys: pytest.C
         (["--max-seeds", "9"], "--max-seeds and --budget go with --until-decided"),
         (["--until-decided", "--max-seeds", "9", "--budget", "0"], "--budget must be"),
         (["--until-decided", "--max-seeds", "3"], "below the first round's 5 seed(s)"),
+        (["--until-decided", "--max-seeds", "0"], "--max-seeds must be >= 1, got 0"),
         (["--until-decided", "--max-seeds", "9", "--effect", "-1"], "--effect must be"),
     ]:
         assert main([*base, *extra, "--dry-run"]) == 2
