@@ -62,11 +62,12 @@ def add_effect_argument(parser: argparse.ArgumentParser) -> None:
 def analysis_from_args(args: argparse.Namespace, profile: str) -> Analysis:
     """The claims' analysis the flags ask for; the anytime-valid test where the runs folder's
     ``sequential.json`` (written by ``harness grid --until-decided`` under this profile) says the
-    seeds were added until decided, with that grid's ``c``, effect and most seeds (so the claims say
-    what the grid decided); else ``--effect``."""
-    from harness.grid.rounds import read_sequential
+    seeds were added until decided, with that grid's ``c``, effect, most seeds and, where it stopped
+    with claims open, why (so the claims say what the grid decided); else ``--effect``."""
+    from harness.grid.rounds import read_sequential, stop_reason
     from harness.stats.correction import Analysis
     from harness.stats.outcomes import parse_effect
+    from harness.stats.sequential import MIXTURE_C
 
     state = read_sequential(args.runs_dir)
     design = (state or {}).get("design") or {}
@@ -82,7 +83,8 @@ def analysis_from_args(args: argparse.Namespace, profile: str) -> Analysis:
         sequential=sequential,
         effect=effect,
         max_seeds=max_seeds if isinstance(max_seeds, int) and max_seeds > 0 else None,
-        **({"mixture_c": float(c)} if sequential and isinstance(c, int | float) else {}),
+        stopped=stop_reason(state or {}) if sequential else "",
+        mixture_c=float(c) if sequential and isinstance(c, int | float) else MIXTURE_C,
     )
 
 

@@ -230,7 +230,7 @@ def run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequential)
                 )
                 print(f"until decided: stopped: {why}")
                 decision = decide(stopped=why)  # the claims left have not enough seeds, for this reason
-                _write_state(store, sequential, rounds, decision)
+                _write_state(store, sequential, rounds, decision, stopped=why)
                 break
             ordered = longest_first_with_estimate(grid, step.runs)
             print(
@@ -267,15 +267,37 @@ def _round_json(step: _Round, outcome: GridReport, spent_hours: float, share: in
 
 
 def _write_state(
-    store: RunStore, sequential: Sequential, rounds: list[dict[str, Any]], decision: Decision
+    store: RunStore,
+    sequential: Sequential,
+    rounds: list[dict[str, Any]],
+    decision: Decision,
+    stopped: str = "",
 ) -> None:
     state = {
         "design": dict(sequential.design),
         "rounds": rounds,
         "counts": dict(decision.counts),
         "claims": list(decision.claims),
+        **({"stopped": stopped} if stopped else {}),
     }
     write_json(store.root / SEQUENTIAL_FILE, state)
+
+
+STOP_REASONS = ("the budget", "no runs left")
+"""How the reasons a grid stops with claims open begin (a claim's own reason for not enough seeds
+begins otherwise: ``has all N seeds``, ``needs N seeds ...``)."""
+
+
+def stop_reason(state: Mapping[str, Any]) -> str:
+    """Why the grid that wrote ``state`` stopped with claims open, or empty: its ``stopped``; in a
+    state written before that key, the reason its claims left open carry."""
+    if isinstance(state.get("stopped"), str):
+        return str(state["stopped"])
+    for claim in state.get("claims") or []:
+        detail = claim.get("detail") if isinstance(claim, Mapping) else None
+        if isinstance(detail, str) and detail.startswith(STOP_REASONS):
+            return detail
+    return ""
 
 
 def _print_state(decision: Decision, rounds: list[dict[str, Any]]) -> None:
@@ -337,4 +359,5 @@ __all__ = [
     "read_sequential",
     "run_until_decided",
     "schedule",
+    "stop_reason",
 ]

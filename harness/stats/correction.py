@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness.errors import ConfigError
-from harness.stats.outcomes import Effect, open_outcome, outcome
+from harness.stats.outcomes import NOT_ENOUGH_SEEDS, UNDECIDED, Effect, open_outcome, outcome
 from harness.stats.paired import (
     CORRECTIONS,
     ClaimResult,
@@ -60,6 +60,8 @@ class Analysis:
             ``ruled out`` (:mod:`harness.stats.outcomes`).
         max_seeds: the most seeds the grid may give a claim (``--until-decided``): with the
             sequence, an open claim is then ``not enough seeds`` or ``undecided``; None: fixed seeds.
+        stopped: why the grid that added the seeds stopped with claims open (its budget, no runs
+            left): those claims have ``not enough seeds``, not ``undecided``; empty: it did not.
     """
 
     correction: CorrectionMethod = DEFAULT_CORRECTION
@@ -68,6 +70,7 @@ class Analysis:
     mixture_c: float = MIXTURE_C
     effect: Effect = field(default_factory=Effect)
     max_seeds: int | None = None
+    stopped: str = ""
 
     def __post_init__(self) -> None:
         if self.correction not in CORRECTIONS:
@@ -198,6 +201,8 @@ def correct(results: Sequence[ClaimResult], analysis: Analysis = DEFAULT_ANALYSI
         max_seeds = analysis.max_seeds if analysis.sequential else None
         effect = analysis.effect.of(result.claim.paper_delta)
         undecided = open_outcome(result.summary, effect, max_seeds, analysis.mixture_c)
+        if undecided == UNDECIDED and analysis.sequential and analysis.stopped:
+            undecided = NOT_ENOUGH_SEEDS  # the grid gives it no more seeds
         out.append(
             dataclasses.replace(
                 result, family=item.family, adjusted=p, corrected=verdict, open_outcome=undecided

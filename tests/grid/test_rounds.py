@@ -19,7 +19,7 @@ from harness.cli import main
 from harness.config.paths import resolve_data_root
 from harness.grid.plan.cost import CostModel
 from harness.grid.progress.report import GridReport
-from harness.grid.rounds import SEQUENTIAL_FILE, next_seeds, schedule
+from harness.grid.rounds import SEQUENTIAL_FILE, next_seeds, schedule, stop_reason
 from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.stats.outcomes import parse_effect
@@ -170,7 +170,21 @@ def test_the_budget_is_never_exceeded(setup: dict[str, Any], capsys: pytest.Capt
     open_ = [c for c in state["claims"] if c["state"] not in ("decided", "ruled out")]
     assert open_ and all(c["state"] == "not enough seeds" for c in open_)  # none left "undecided"
     assert any(str(c["detail"]).startswith("the budget (") for c in open_)
-    assert state["counts"]["undecided"] == 0
+    assert state["counts"]["undecided"] == 0 and state["stopped"].startswith("the budget (")
+    # the claims rendered from that store say what the grid said: not enough seeds, not undecided
+    out_dir = setup["runs"].parent / "claims"
+    assert main(["claims", setup["spec"], *setup["args"], "--out", str(out_dir)]) == 0
+    rows = json.loads((out_dir / "claims.json").read_text())["claims"]
+    pairs = {(c["spec"], c["better"], c["worse"]) for c in open_}
+    shown = [r["outcome"] for r in rows if (r["spec"], r["better"], r["worse"]) in pairs]
+    assert "not enough seeds" in shown and set(shown) <= {
+        "not enough seeds",
+        "no data",
+    }  # nothing ran: no data
+    assert not any(r["outcome"] == "undecided" for r in rows)
+    # a state written before the "stopped" key: the reason its open claims carry
+    old = {k: v for k, v in state.items() if k != "stopped"}
+    assert stop_reason(old) == state["stopped"] and stop_reason({"claims": []}) == ""
     ran = [run for batch in setup["started"] for run in batch]
     configs = {
         c.run_id(): c
