@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from harness.cli import main
+from harness.grid.rounds import stop_reason
 from harness.reporting.claims import HEADER as CLAIMS_HEADER
 from harness.reporting.claims import build_claims
 from harness.specs.find import load_table_specs
@@ -124,8 +125,13 @@ def _states(store: Path, state: dict, data_root: Path) -> Counter[str]:
     manifest = manifest_of(NIGHT)
     design = state["design"]
     effect = parse_effect(design["effect"])
+    stopped = stop_reason(state)
     analysis = Analysis(
-        sequential=True, mixture_c=design["mixture_c"], effect=effect, max_seeds=design["max_seeds"]
+        sequential=True,
+        mixture_c=design["mixture_c"],
+        effect=effect,
+        max_seeds=design["max_seeds"],
+        stopped=stopped,
     )
     specs = [s for s in load_table_specs(manifest["specs"]) if s.claims]
     results = build_claims(
@@ -136,7 +142,7 @@ def _states(store: Path, state: dict, data_root: Path) -> Counter[str]:
         data_root=data_root,
         analysis=analysis,
     )
-    return Counter(s.state for s in claim_states(results, effect, design["max_seeds"], analysis))
+    return Counter(s.state for s in claim_states(results, effect, design["max_seeds"], analysis, stopped))
 
 
 def _store(tmp: Path, folders: list[Path], state: Path) -> Path:
