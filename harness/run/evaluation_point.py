@@ -131,12 +131,16 @@ class EvaluationPoints:
             f"stsb_dev {point['stsb_dev']:.2f} align {point['align']:.4f} uniform {point['uniform']:.4f} "
             f"({point['elapsed_s']:.0f} s){' *' if self.record['best_step'] == step else ''}"
         )
-        if self.on_point is not None:
-            self.on_point(
-                {**point, "total_steps": self.total, "best_stsb_dev": self.record.get("best_stsb_dev")}
-            )
+        self.tell(point)
         if self.resume_path is not None and self.clock.due(step, self.total):  # last: no random draws after
             self.checkpoint(step)
+
+    def tell(self, point: Mapping[str, Any], **extra: Any) -> None:
+        """Hand ``point`` to the hook (:data:`PointHook`) with ``total_steps``, the best so far and
+        ``extra`` (``resumed_from_step`` for the point a resumed run starts from)."""
+        if self.on_point is not None:
+            best = self.record.get("best_stsb_dev")
+            self.on_point({**point, "total_steps": self.total, "best_stsb_dev": best, **extra})
 
     def _probe_scores(self, step: int) -> dict[str, float]:
         """The STS-B dev scores; the starting encoder's (step 0, shared by every run) may be cached,

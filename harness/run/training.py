@@ -413,15 +413,8 @@ class TrainingRun:
         self.step_fn.train()
         ckpt.set_rng_state(resumed["rng"])
         self.say(f"[{self.run_id}] resumed from the checkpoint at step {start}/{self.total}")
-        if self.on_point is not None and last:  # a grid's progress line starts from there, not from 0
-            self.on_point(
-                {
-                    **last,
-                    "total_steps": self.total,
-                    "best_stsb_dev": self.record.get("best_stsb_dev"),
-                    "resumed_from_step": start,
-                }
-            )
+        if last:  # a grid's progress line starts from there, not from 0
+            self.points.tell(last, resumed_from_step=start)
         return start
 
     # -- the loop and its evaluation points ------------------------------------------------------
