@@ -42,12 +42,12 @@ def info_nce(anchor: torch.Tensor, positive: torch.Tensor, temperature: float = 
 def _positive_weights(
     weights: Sequence[float] | torch.Tensor | None, num: int, like: torch.Tensor
 ) -> torch.Tensor:
+    """``weights`` (``num`` values: a method's were checked by its parameters) in ``like``'s dtype and
+    on its device; ``None`` or empty: ``num`` ones. A tensor already made (a method's buffer) is only
+    cast, to the numbers a list of the same values would give."""
     if weights is None or len(weights) == 0:
         return torch.ones(num, dtype=like.dtype, device=like.device)
-    w = torch.as_tensor(weights, dtype=like.dtype, device=like.device)
-    if w.shape != (num,):
-        raise ValueError(f"positive_weights: expected {num} weights (one per positive), got {len(w)}")
-    return w
+    return torch.as_tensor(weights, dtype=like.dtype, device=like.device)
 
 
 def info_nce_terms(anchor: torch.Tensor, positives: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -125,9 +125,7 @@ def multi_positive_l2(
     pos = F.normalize(positives, dim=-1)
     logits = torch.einsum("id,jpd->pij", a, pos) / temperature  # [P, B, B]
     idx = torch.arange(b, device=anchor.device)
-    if form not in ("softmax", "printed"):
-        raise ValueError(f"form must be 'softmax' or 'printed', got {form!r}")
-    positive = logits[:, idx, idx] if form == "softmax" else -logits[:, idx, idx]
+    positive = -logits[:, idx, idx] if form == "printed" else logits[:, idx, idx]
     log_prob = positive - torch.logsumexp(logits, dim=-1)  # [P, B]
     w = _positive_weights(weights, p, log_prob)
     return -torch.logsumexp(log_prob + torch.log(w)[:, None], dim=0).mean()

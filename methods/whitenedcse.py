@@ -32,6 +32,8 @@ Evaluation uses the raw [CLS] vector (no whitening, no MLP), as the harness does
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -43,7 +45,14 @@ from methods.base import LossOutput, Metric
 from methods.losses import info_nce_terms, multi_positive_l1, multi_positive_l2
 from methods.params import ContrastiveParams, check_non_negative, switch
 from methods.simcse import ContrastiveMethod
-from methods.whitening import RunningWhitening, describe_groups, group_whiten, random_permutations
+from methods.whitening import (
+    GroupSplit,
+    RunningWhitening,
+    describe_groups,
+    group_split,
+    random_permutations,
+    whiten_groups,
+)
 
 PAPER_HIDDEN_SIZE = 768
 """The width at which the paper states its group counts (bert-base: 384 groups = 2 channels each)."""
@@ -167,6 +176,8 @@ class WhitenedCSEParams(ContrastiveParams):
 class WhitenedCSE(ContrastiveMethod[WhitenedCSEParams]):
     """Whitening of every view before the MLP, then L1/L2 over the anchor and ``m - 1`` positives."""
 
+    positive_weight: torch.Tensor
+
     name = "whitenedcse"
     description = (
         "WhitenedCSE: shuffled group whitening before the MLP head and m positives per sentence "
@@ -189,7 +200,16 @@ class WhitenedCSE(ContrastiveMethod[WhitenedCSEParams]):
                 params.whitening_grad,
                 params.running_stats,
             )
-        self.num_groups = params.effective_groups(hidden_size)
+        self.split: GroupSplit | None = None
+        if params.grouped:  # validate() checked the count against this width: split once, here
+            self.split = group_split(hidden_size, params.effective_groups(hidden_size))
+        weights = params.positive_weights or (1.0,) * (params.num_positives - 1)
+        # lambda_p made once (float64: cast to the loss's dtype it equals a list of the same values);
+        # not persistent: it is a parameter, not state, so checkpoints stay as they are
+        self.register_buffer("positive_weight", torch.tensor(weights, dtype=torch.float64), persistent=False)
+        self.multi_positive_loss: Callable[..., torch.Tensor] = multi_positive_l1
+        if params.loss == "l2":
+            self.multi_positive_loss = functools.partial(multi_positive_l2, form=params.l2_form)
 
     # -- step 1: raw views ------------------------------------------------------------------------
     def raw_views(self, encode: EncodeFn, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -206,16 +226,16 @@ class WhitenedCSE(ContrastiveMethod[WhitenedCSEParams]):
         """Whiten raw views ``[B, m, d]`` as configured; return ``([B, m, d], metrics)``."""
         p = self.params
         b, m, d = views.shape
-        if p.whitening == "none":
-            return views, {}
-        if self.running is not None:
+        if self.split is None:  # zca / pca (a running whitening) or none
+            if self.running is None:
+                return views, {}
             out, evals = self.running(views.reshape(b * m, d), step)
             return out.view(b, m, d), {"whiten_min_eig": evals.min().detach()}
         # paper: view k is block k ([m, B, d]); released: the sentence-major [B*m, d] rows cut into
         # m contiguous blocks of B rows.
         blocks = views.transpose(0, 1) if p.reading == "paper" else views.reshape(m, b, d)
         perm = random_permutations(m, d, views.device) if p.shuffled else None
-        out, evals = group_whiten(blocks, self.num_groups, p.eps, perm=perm, grad=p.whitening_grad, step=step)
+        out, evals = whiten_groups(blocks, self.split, p.eps, perm=perm, grad=p.whitening_grad, step=step)
         out = out.transpose(0, 1) if p.reading == "paper" else out.reshape(b, m, d)
         return out, {"whiten_min_eig": evals.min().detach()}
 
@@ -225,11 +245,7 @@ class WhitenedCSE(ContrastiveMethod[WhitenedCSEParams]):
         white, metrics = self.whiten(self.raw_views(encode, batch), step)
         z = self.head(white)
         anchor, positives = z[:, 0], z[:, 1:]
-        weights = p.positive_weights or None
-        if p.loss == "l1":
-            loss = multi_positive_l1(anchor, positives, p.temperature, weights)
-        else:
-            loss = multi_positive_l2(anchor, positives, p.temperature, weights, form=p.l2_form)
+        loss = self.multi_positive_loss(anchor, positives, p.temperature, self.positive_weight)
         with torch.no_grad():
             terms = info_nce_terms(anchor, positives, p.temperature)
         metrics.update({f"loss_pos{k + 2}": t for k, t in enumerate(terms)})

@@ -28,12 +28,13 @@ Whitening after training (BERT-whitening) is :mod:`harness.postprocess.whitening
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 from torch import nn
 
-from harness.errors import ConfigError, TrainingError
+from harness.errors import TrainingError
 from methods.checks import Check, device_check
 from methods.memory import HostCount
 
@@ -144,15 +145,40 @@ def group_sizes(d: int, num_groups: int) -> list[int]:
     """Channels per group when ``d`` channels are split into ``num_groups`` contiguous groups.
 
     As even as possible: the first ``d % G`` groups get one channel more (e.g. 1024 channels in 384
-    groups: 256 groups of 3 and 128 of 2, as the paper runs 384 groups on BERT-large).
+    groups: 256 groups of 3 and 128 of 2, as the paper runs 384 groups on BERT-large). A run's count
+    was checked against its width by the method's parameters
+    (:meth:`~methods.whitenedcse.WhitenedCSEParams.validate`).
 
     Raises:
-        ConfigError: ``num_groups`` is not in ``1..d``.
+        ValueError: ``num_groups`` is not in ``1..d`` (no split exists).
     """
     if not 1 <= num_groups <= d:
-        raise ConfigError(f"num_groups={num_groups} must be between 1 and the hidden size d={d}")
+        raise ValueError(f"cannot split d={d} channels into {num_groups} groups (1..d)")
     c, r = divmod(d, num_groups)
     return [c + 1] * r + [c] * (num_groups - r)
+
+
+Run = tuple[int, int, int, int]
+"""A contiguous run of equal-sized groups: (first group, groups, channels each, first channel)."""
+
+
+@dataclass(frozen=True)
+class GroupSplit:
+    """``d`` channels in contiguous groups (:func:`group_sizes`) and its runs of equal-sized groups,
+    each whitened in one batched ``eigh``: made once per run (:func:`group_split`), not per step."""
+
+    sizes: tuple[int, ...]
+    runs: tuple[Run, ...]
+
+    @property
+    def num_groups(self) -> int:
+        return len(self.sizes)
+
+
+def group_split(d: int, num_groups: int) -> GroupSplit:
+    """The :class:`GroupSplit` of ``d`` channels into ``num_groups`` groups (``1 <= G <= d``)."""
+    sizes = group_sizes(d, num_groups)
+    return GroupSplit(tuple(sizes), tuple(_equal_size_runs(sizes)))
 
 
 def describe_groups(d: int, num_groups: int) -> str:
@@ -174,13 +200,29 @@ def group_whiten(
     grad: GradMode = "stop",
     step: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`whiten_groups` with ``x``'s ``d`` channels split into ``num_groups`` groups here
+    (``1 <= G <= d``; :func:`group_split`): for one-off calls. A training step passes the split it made
+    once."""
+    return whiten_groups(x, group_split(x.shape[-1], num_groups), eps, perm=perm, grad=grad, step=step)
+
+
+def whiten_groups(
+    x: torch.Tensor,
+    split: GroupSplit,
+    eps: float = 1e-5,
+    *,
+    perm: torch.Tensor | None = None,
+    grad: GradMode = "stop",
+    step: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """ZCA-whiten each group of channels of each block, groups of one size in one batched ``eigh``.
 
     Args:
         x: ``[k, n, d]`` (``k`` independent blocks of ``n`` rows) or ``[n, d]`` (one block).
             Statistics are computed per block over its ``n`` rows.
-        num_groups: ``G``, the NUMBER of groups, ``1 <= G <= d``. When ``G`` divides ``d`` every group
-            has ``d / G`` channels; otherwise the split is as even as possible (:func:`group_sizes`).
+        split: the ``G`` groups of the ``d`` channels (:func:`group_split`). When ``G`` divides ``d``
+            every group has ``d / G`` channels; otherwise the split is as even as possible
+            (:func:`group_sizes`).
         eps: ridge added to every group covariance (``cov + eps * I``).
         perm: optional ``[k, d]`` (or ``[d]``) channel permutations, one per block: the block's
             channels are permuted, whitened group by group, and put back in their original order
@@ -194,12 +236,11 @@ def group_whiten(
         row ``b * G + g`` for block ``b``, group ``g``; rows of smaller groups are padded with +inf.
 
     Raises:
-        ConfigError: ``num_groups`` is not in ``1..d``.
         TrainingError: non-finite input, or a singular / non-finite covariance.
     """
     squeeze = x.dim() == 2
     xb = _blocks(x)
-    k, sizes = xb.shape[0], group_sizes(xb.shape[2], num_groups)  # ConfigError outside 1..d
+    k, num_groups, widest = xb.shape[0], split.num_groups, split.sizes[0]
     _check_finite(xb, step, "group whitening")
     if perm is not None:
         perm = perm.unsqueeze(0) if perm.dim() == 1 else perm
@@ -208,8 +249,8 @@ def group_whiten(
     xd = xb.to(torch.float64)
     xc = xd - xd.mean(dim=1, keepdim=True)  # [k, n, d], gradient flows through the centring
     outs: list[torch.Tensor] = []
-    evals_all = torch.full((k, num_groups, sizes[0]), math.inf, dtype=torch.float64, device=x.device)
-    for first_group, count, c, first_channel in _equal_size_runs(sizes):
+    evals_all = torch.full((k, num_groups, widest), math.inf, dtype=torch.float64, device=x.device)
+    for first_group, count, c, first_channel in split.runs:
         out_run, evals = _whiten_run(xc, (first_group, count, c, first_channel), eps, grad, step)
         evals_all[:, first_group : first_group + count, :c] = evals.view(k, count, c)
         outs.append(out_run)
@@ -218,7 +259,7 @@ def group_whiten(
     if perm is not None:
         out = permute_channels(out, inverse_permutation(perm))
     out = out.to(x.dtype)
-    return (out.squeeze(0) if squeeze else out), evals_all.view(k * num_groups, sizes[0])
+    return (out.squeeze(0) if squeeze else out), evals_all.view(k * num_groups, widest)
 
 
 def _blocks(x: torch.Tensor) -> torch.Tensor:
@@ -228,10 +269,6 @@ def _blocks(x: torch.Tensor) -> torch.Tensor:
     if xb.dim() != 3:
         raise ValueError(f"group_whiten expects [n, d] or [k, n, d], got shape {tuple(x.shape)}")
     return xb
-
-
-Run = tuple[int, int, int, int]
-"""A contiguous run of equal-sized groups: (first group, groups, channels each, first channel)."""
 
 
 def _equal_size_runs(sizes: list[int]) -> list[Run]:
@@ -294,7 +331,9 @@ class RunningWhitening(nn.Module):
     ``(x - mu_n) W_n`` with ``W = U diag(lambda^-1/2) U^T`` (ZCA) or ``U diag(lambda^-1/2)`` (PCA,
     no rotation back; columns sorted by decreasing eigenvalue), ``lambda, U = eigh(Sigma_n + eps I)``
     in float64. With ``grad="stop"`` ``mu_n`` and ``W_n`` are constants; with ``grad="full"`` the
-    gradient flows through the current batch's share of them. Buffers are float64.
+    gradient flows through the current batch's share of them. Buffers are float64. ``kind``, ``stats``
+    and ``momentum`` (``0 <= beta < 1``) are the run's parameters, checked by
+    :meth:`~methods.whitenedcse.WhitenedCSEParams.validate`.
     """
 
     running_mean: torch.Tensor
@@ -311,13 +350,7 @@ class RunningWhitening(nn.Module):
         stats: Literal["current", "previous"] = "current",
     ) -> None:
         super().__init__()
-        if stats not in ("current", "previous"):
-            raise ConfigError(f"running statistics must be 'current' or 'previous', got {stats!r}")
         self.stats = stats
-        if kind not in ("zca", "pca"):
-            raise ConfigError(f"whitening kind must be 'zca' or 'pca', got {kind!r}")
-        if not 0.0 <= momentum < 1.0:
-            raise ConfigError(f"momentum must be in [0, 1), got {momentum}")
         self.kind = kind
         self.momentum = momentum
         self.eps = eps

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from harness.errors import ConfigError, TrainingError
-from methods import build_params
+from methods import build_params, whitening
+from methods.losses import multi_positive_l1, multi_positive_l2
 from methods.whitenedcse import WhitenedCSEParams
 from methods.whitening import group_whiten, random_permutations
 from tests.helpers import FakeEncode, assert_same, checked_params, fake_batch, loss_and_grads, make_method
@@ -175,3 +176,25 @@ def test_singular_whitening_raises_training_error_naming_step_and_group():
         method.compute_loss(FakeEncode(32), fake_batch(4), step=3)
     ridged = make_method("whitenedcse", 32, num_groups=2)
     assert torch.isfinite(ridged.compute_loss(FakeEncode(32), fake_batch(4), step=3).loss)
+
+
+def test_the_groups_weights_and_loss_are_made_once_when_the_method_is_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    method = make_method(
+        "whitenedcse", 32, num_groups=6, group_scaling="count", loss="l2", positive_weights="0.7,0.3"
+    )
+    assert method.split.sizes == (6, 6, 5, 5, 5, 5)  # validate() checked 6 <= 32 once, with the width
+    assert method.positive_weight.dtype == torch.float64 and method.positive_weight.tolist() == [0.7, 0.3]
+    assert "positive_weight" not in method.state_dict()  # a parameter, not state: checkpoints unchanged
+    assert method.multi_positive_loss.func is multi_positive_l2
+    assert method.multi_positive_loss.keywords == {"form": "softmax"}
+
+    def no_split(*args: object) -> None:
+        raise AssertionError("a step split the channels again")
+
+    monkeypatch.setattr(whitening, "group_sizes", no_split)
+    assert torch.isfinite(method.compute_loss(FakeEncode(32), fake_batch(4), step=1).loss)
+    plain = make_method("whitenedcse", 32, whitening="zca")
+    assert plain.split is None and plain.positive_weight.tolist() == [1.0, 1.0]
+    assert plain.multi_positive_loss is multi_positive_l1

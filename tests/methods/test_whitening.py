@@ -5,16 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.errors import ConfigError, TrainingError
+from harness.errors import TrainingError
 from methods.checks import deferred_checks
 from methods.whitening import (
     RunningWhitening,
     describe_groups,
     group_sizes,
+    group_split,
     group_whiten,
     inverse_permutation,
     permute_channels,
     random_permutations,
+    whiten_groups,
 )
 
 
@@ -71,9 +73,21 @@ def test_non_finite_input_raises_training_error_with_step():
         group_whiten(x, num_groups=2, step=11)
 
 
-def test_more_groups_than_channels_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"num_groups=13 must be between 1 and the hidden size d=12"):
-        group_whiten(correlated(5, 8, 12), num_groups=13)
+def test_more_groups_than_channels_have_no_split():
+    # a run's count is checked against its width by WhitenedCSEParams.validate (test_whitenedcse)
+    for groups in (13, 0):
+        with pytest.raises(ValueError, match=rf"^cannot split d=12 channels into {groups} groups \(1\.\.d"):
+            group_whiten(correlated(5, 8, 12), num_groups=groups)
+
+
+def test_a_split_made_once_whitens_as_the_count_does():
+    split = group_split(10, 4)
+    assert split.sizes == (3, 3, 2, 2) and split.num_groups == 4
+    assert split.runs == ((0, 2, 3, 0), (2, 2, 2, 6))  # (first group, groups, channels, first channel)
+    x = correlated(8, 32, 10)
+    out, evals = whiten_groups(x, split)
+    expected, expected_evals = group_whiten(x, num_groups=4)
+    assert torch.equal(out, expected) and torch.equal(evals, expected_evals)
 
 
 def test_uneven_groups_split_as_evenly_as_possible_and_each_is_white():
