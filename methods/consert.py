@@ -32,6 +32,7 @@ One training step, ``B`` sentences:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -50,7 +51,6 @@ CONSERT_CITATION = (
 )
 
 Augmentation = Literal["none", "shuffle", "token_cutoff", "feature_cutoff", "dropout"]
-CUTOFFS = ("token_cutoff", "feature_cutoff", "dropout")
 RECIPE = {"temperature": 0.1, "mlp": False}
 """The released unsupervised recipe's values of the shared fields (``--temperature 0.1``, no
 projection head), which the table rows set."""
@@ -148,29 +148,47 @@ def _smallest(scores: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     return (ranks < counts[:, None]).reshape(scores.shape)
 
 
-def cutoff_keep(kind: str, rate: float, mask: torch.Tensor, width: int) -> torch.Tensor:
-    """The keep-mask (1 = kept) of one cutoff for every row: ``[n, L, 1]``, ``[n, 1, d]`` or ``[n, L, d]``.
-
-    ``token_cutoff`` zeroes ``floor(len_i * rate)`` of the row's real tokens, ``feature_cutoff``
-    ``floor(d * rate)`` channels, ``dropout`` ``floor(len_i * d * rate)`` elements of the real tokens
-    (ConSERT's ``_cutoff_embeddings``: row, column and random directions).
-    """
+def token_cutoff_keep(rate: float, mask: torch.Tensor, width: int) -> torch.Tensor:
+    """``[n, L, 1]``: ``floor(len_i * rate)`` of each row's real tokens zeroed."""
     n, length = mask.shape
-    lengths = mask.sum(dim=1)
-    real = mask.bool()
-    if kind == "token_cutoff":
-        scores = torch.rand(n, length, device=mask.device).masked_fill(~real, 2.0)
-        cut = _smallest(scores, (lengths.double() * rate).floor().long())
-        return (~cut).float()[:, :, None]
-    if kind == "feature_cutoff":
-        scores = torch.rand(n, width, device=mask.device)
-        cut = _smallest(scores, torch.full((n,), int(width * rate), device=mask.device))
-        return (~cut).float()[:, None, :]
-    if kind == "dropout":
-        scores = torch.rand(n, length, width, device=mask.device).masked_fill(~real[:, :, None], 2.0)
-        cut = _smallest(scores, (lengths.double() * width * rate).floor().long())
-        return (~cut).float()
-    raise ValueError(f"not a cutoff: {kind!r}")
+    scores = torch.rand(n, length, device=mask.device).masked_fill(~mask.bool(), 2.0)
+    cut = _smallest(scores, (mask.sum(dim=1).double() * rate).floor().long())
+    return (~cut).float()[:, :, None]
+
+
+def feature_cutoff_keep(rate: float, mask: torch.Tensor, width: int) -> torch.Tensor:
+    """``[n, 1, d]``: ``floor(d * rate)`` channels of each row zeroed at every position."""
+    n = mask.shape[0]
+    scores = torch.rand(n, width, device=mask.device)
+    cut = _smallest(scores, torch.full((n,), int(width * rate), device=mask.device))
+    return (~cut).float()[:, None, :]
+
+
+def dropout_keep(rate: float, mask: torch.Tensor, width: int) -> torch.Tensor:
+    """``[n, L, d]``: ``floor(len_i * d * rate)`` elements of each row's real tokens zeroed."""
+    n, length = mask.shape
+    scores = torch.rand(n, length, width, device=mask.device).masked_fill(~mask.bool()[:, :, None], 2.0)
+    cut = _smallest(scores, (mask.sum(dim=1).double() * width * rate).floor().long())
+    return (~cut).float()
+
+
+CutoffKeep = Callable[[float, torch.Tensor, int], torch.Tensor]
+
+CUTOFF_KEEPS: dict[str, CutoffKeep] = {
+    "token_cutoff": token_cutoff_keep,
+    "feature_cutoff": feature_cutoff_keep,
+    "dropout": dropout_keep,
+}
+"""Each cutoff's keep-mask (1 = kept), ``keep(rate, mask [n, L], width)``; the method picks its views'
+once, when it is built."""
+CUTOFFS = tuple(CUTOFF_KEEPS)
+
+
+def cutoff_keep(kind: str, rate: float, mask: torch.Tensor, width: int) -> torch.Tensor:
+    """The keep-mask (1 = kept) of the cutoff ``kind`` for every row: ``[n, L, 1]``, ``[n, 1, d]`` or
+    ``[n, L, d]`` (ConSERT's ``_cutoff_embeddings``: row, column and random directions;
+    :data:`CUTOFF_KEEPS`)."""
+    return CUTOFF_KEEPS[kind](rate, mask, width)
 
 
 class ConSERT(ContrastiveMethod[ConSERTParams]):
@@ -189,29 +207,34 @@ class ConSERT(ContrastiveMethod[ConSERTParams]):
         {"view1": "none", "view2": "none", "network_dropout": True, "intra_view_negatives": False},
     )
 
+    def __init__(self, params: ConSERTParams, hidden_size: int) -> None:
+        super().__init__(params, hidden_size)
+        specs = ((params.view1, params.rate1), (params.view2, params.rate2))
+        self.shuffles = [view == "shuffle" for view, _ in specs]
+        """Which views shuffle their positions (view 1, view 2)."""
+        self.cutoffs = [(k, CUTOFF_KEEPS[v], rate) for k, (v, rate) in enumerate(specs) if v in CUTOFFS]
+        """``(view index, keep-mask function, rate)`` of each view that cuts."""
+
     def augmented_batch(
         self, batch: dict[str, torch.Tensor]
     ) -> tuple[dict[str, torch.Tensor], EmbeddingEdit | None]:
         """The doubled batch (rows ``2i``, ``2i+1``: the views of sentence ``i``), its shuffled position
         ids where a view shuffles, and the cutoff edit where a view cuts (None without one)."""
-        p = self.params
         rows = repeat_rows(batch, 2)
         mask = rows["attention_mask"]
         n, length = mask.shape
         views = torch.arange(n, device=mask.device) % 2  # 0: view 1, 1: view 2
-        specs = ((p.view1, p.rate1), (p.view2, p.rate2))
-        if any(view == "shuffle" for view, _ in specs):
+        if any(self.shuffles):
             plain = torch.arange(length, device=mask.device).expand(n, -1)
             shuffled = shuffled_positions(mask)
-            use = torch.tensor([view == "shuffle" for view, _ in specs], device=mask.device)[views]
+            use = torch.tensor(self.shuffles, device=mask.device)[views]
             rows["position_ids"] = torch.where(use[:, None], shuffled, plain)
-        if not any(view in CUTOFFS for view, _ in specs):
+        if not self.cutoffs:
             return rows, None
         keep = torch.ones(n, length, self.hidden_size, device=mask.device)
-        for k, (view, rate) in enumerate(specs):
-            if view in CUTOFFS:
-                mine = views == k
-                keep[mine] = cutoff_keep(view, rate, mask[mine], self.hidden_size)
+        for k, keep_of, rate in self.cutoffs:
+            mine = views == k
+            keep[mine] = keep_of(rate, mask[mine], self.hidden_size)
 
         def cut(x: torch.Tensor, attention_mask: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
             return x * keep[index, : x.shape[1]].to(x.dtype)

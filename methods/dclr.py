@@ -42,6 +42,7 @@ harness checks that when it loads it.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -110,22 +111,12 @@ def refine_noise(
     return n.detach()
 
 
-def dclr_loss(
-    logits: torch.Tensor, weights: torch.Tensor, form: Literal["released", "paper"] = "released"
-) -> torch.Tensor:
-    """DCLR's objective on logits ``[B, B + N]`` (positives on the diagonal of the first ``B`` columns).
-
-    ``released``: ``mean_{i,c} -[y_ic log p_ic + (1 - y_ic) log(1 - p_ic)]`` with
-    ``p = softmax_row(logits * weights)`` and ``y_ic = [c == i]``.
-    ``paper``: ``mean_i -log exp(logits_ii) / sum_c weights_ic exp(logits_ic)``.
-    """
+def dclr_released_loss(logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """DCLR's released objective on logits ``[B, B + N]`` (positives on the diagonal of the first
+    ``B`` columns): ``mean_{i,c} -[y_ic log p_ic + (1 - y_ic) log(1 - p_ic)]`` with
+    ``p = softmax_row(logits * weights)`` and ``y_ic = [c == i]``."""
     b = logits.shape[0]
     idx = torch.arange(b, device=logits.device)
-    if form == "paper":
-        masked = logits.masked_fill(weights == 0, float("-inf"))  # weights are 0 or 1
-        return (torch.logsumexp(masked, dim=1) - logits[idx, idx]).mean()
-    if form != "released":
-        raise ValueError(f"form must be 'released' or 'paper', got {form!r}")
     scaled = logits * weights
     log_p = torch.log_softmax(scaled, dim=1)
     # log(1 - p_ic) = logsumexp_{c' != c} scaled_ic' - logsumexp_c' scaled_ic', kept finite near p = 1
@@ -134,6 +125,28 @@ def dclr_loss(
     positive[idx, idx] = True
     per_entry = torch.where(positive, -log_p, -log_not_p)
     return per_entry.mean()
+
+
+def dclr_paper_loss(logits: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """DCLR's paper objective on logits ``[B, B + N]``:
+    ``mean_i -log exp(logits_ii) / sum_c weights_ic exp(logits_ic)`` (weights 0 or 1)."""
+    idx = torch.arange(logits.shape[0], device=logits.device)
+    masked = logits.masked_fill(weights == 0, float("-inf"))
+    return (torch.logsumexp(masked, dim=1) - logits[idx, idx]).mean()
+
+
+DCLR_LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "released": dclr_released_loss,
+    "paper": dclr_paper_loss,
+}
+"""The objective of each ``loss_form``: the method picks its own once, when it is built."""
+
+
+def dclr_loss(
+    logits: torch.Tensor, weights: torch.Tensor, form: Literal["released", "paper"] = "released"
+) -> torch.Tensor:
+    """DCLR's objective ``form`` (:data:`DCLR_LOSSES`) on logits ``[B, B + N]``."""
+    return DCLR_LOSSES[form](logits, weights)
 
 
 # -- the method -------------------------------------------------------------------------------------
@@ -208,6 +221,10 @@ class DCLR(ContrastiveMethod[DCLRParams]):
     )
     complementary_encoder: nn.Module
 
+    def __init__(self, params: DCLRParams, hidden_size: int) -> None:
+        super().__init__(params, hidden_size)
+        self.objective = DCLR_LOSSES[params.loss_form]
+
     def bind(self, encoder: nn.Module, load: ModelLoader | None = None) -> None:
         super().bind(encoder, load)
         if self.params.complementary == INITIAL:
@@ -250,6 +267,6 @@ class DCLR(ContrastiveMethod[DCLRParams]):
         logits = torch.cat(
             [cosine_logits(z1, z2, p.temperature), cosine_logits(z1, noise, p.temperature)], dim=1
         )
-        loss = dclr_loss(logits, weights, p.loss_form)
+        loss = self.objective(logits, weights)
         dropped = (weights[:, :b] == 0).sum() / max(b * (b - 1), 1)
         return LossOutput(loss, {"loss_dclr": loss.detach(), "dropped_negatives": dropped})

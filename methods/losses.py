@@ -166,12 +166,10 @@ def split_info_nce(
     pos = F.cosine_similarity(pos_a, pos_b, dim=-1) / temperature  # [B]
     neg = cosine_logits(neg_a, neg_b, temperature)  # [B, B]
     eye = torch.eye(neg.shape[0], dtype=torch.bool, device=neg.device)
-    if m_placement == "released":
-        pos = m * pos
-    elif m_placement == "paper":
+    if m_placement == "paper":
         neg = neg + math.log(m)
     else:
-        raise ValueError(f"m_placement must be 'released' or 'paper', got {m_placement!r}")
+        pos = m * pos
     neg = neg.masked_fill(eye, float("-inf"))
     logits = torch.cat([pos[:, None], neg], dim=1)
     return (torch.logsumexp(logits, dim=1) - pos).mean()

@@ -12,7 +12,15 @@ from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
 from methods import build_params
 from methods.base import repeat_rows
-from methods.consert import RECIPE, ConSERT, ConSERTParams, cutoff_keep, nt_xent_terms, shuffled_positions
+from methods.consert import (
+    CUTOFF_KEEPS,
+    RECIPE,
+    ConSERT,
+    ConSERTParams,
+    cutoff_keep,
+    nt_xent_terms,
+    shuffled_positions,
+)
 from methods.losses import info_nce
 from methods.simcse import SimCSE, SimCSEParams
 from tests.helpers import cos
@@ -87,6 +95,14 @@ def test_cutoffs_zero_the_counts_consert_zeroes(rate: float) -> None:
     for i, n in enumerate(lengths.tolist()):
         assert int((element[i] == 0).sum()) == math.floor(n * d * rate)
         assert bool((element[i, n:] == 1).all())
+
+
+def test_the_method_picks_its_views_augmentations_once_when_it_is_built() -> None:
+    method = ConSERT(ConSERTParams(view1="shuffle", view2="token_cutoff", rate2=0.3), 16)
+    assert method.shuffles == [True, False]
+    assert method.cutoffs == [(1, CUTOFF_KEEPS["token_cutoff"], 0.3)]
+    plain = ConSERT(ConSERTParams(view1="none", view2="none"), 16)
+    assert plain.shuffles == [False, False] and plain.cutoffs == []
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,16 @@ from harness.encoder.loading import load_encoder, loader_beside
 from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError, ModelLoadError
 from methods import build_params
-from methods.dclr import DCLR, DCLRParams, complementary_weights, dclr_loss, refine_noise
+from methods.dclr import (
+    DCLR,
+    DCLR_LOSSES,
+    DCLRParams,
+    complementary_weights,
+    dclr_loss,
+    dclr_paper_loss,
+    dclr_released_loss,
+    refine_noise,
+)
 from methods.losses import cosine_logits, info_nce
 from tests.helpers import bound_method, cos, loss_and_grads, no_dropout, threshold_between
 
@@ -73,6 +82,13 @@ def test_dclr_loss_matches_loop(b, n, d, tau, form):
     got = dclr_loss(torch.tensor(logits, dtype=torch.float64), weights, form)
     ref = ref_released if form == "released" else ref_paper
     assert float(got) == pytest.approx(ref(logits, weights.tolist()), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("form", ["released", "paper"])
+def test_the_method_picks_its_loss_form_once_when_it_is_built(form: str) -> None:
+    method = DCLR(DCLRParams(loss_form=form), 8)  # type: ignore[arg-type]
+    assert method.objective is DCLR_LOSSES[form]
+    assert method.objective is (dclr_released_loss if form == "released" else dclr_paper_loss)
 
 
 @pytest.mark.parametrize(("b", "n", "d", "tau"), GRID)
