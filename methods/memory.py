@@ -82,9 +82,11 @@ class NegativeQueue(nn.Module):
 
 @torch.no_grad()
 def ema_update(target: nn.Module, online: nn.Module, momentum: float) -> None:
-    """``target = momentum * target + (1 - momentum) * online``, parameter by parameter."""
-    if not 0.0 <= momentum <= 1.0:
-        raise ValueError(f"momentum must be in [0, 1], got {momentum}")
+    """``target = momentum * target + (1 - momentum) * online``, parameter by parameter.
+
+    ``momentum`` in [0, 1]: a method's decay, which its parameters bound (MoCoSE's ``momentum`` in
+    [0, 1), its cosine schedule towards 1); a step does not check it again.
+    """
     for t, o in zip(target.parameters(), online.parameters(), strict=True):
         t.mul_(momentum).add_(o.detach(), alpha=1.0 - momentum)
 

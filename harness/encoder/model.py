@@ -61,10 +61,9 @@ def dropout_rate(module: nn.Module, rate: float) -> Iterator[None]:
     """Set every dropout in ``module`` to ``rate`` (``0 <= rate < 1``), restoring the rates on exit.
 
     :func:`dropout_off` is ``rate = 0``; the same ``p`` assignment reaches attention implementations
-    that read ``self.dropout.p``.
+    that read ``self.dropout.p``. A method's rate was checked by its parameters (SCD's
+    ``dropout_low`` / ``dropout_high``), once: a training call does not check it again.
     """
-    if not 0.0 <= rate < 1.0:
-        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
     saved: list[tuple[nn.Dropout, float]] = []
     for sub in module.modules():
         if isinstance(sub, nn.modules.dropout._DropoutNd):

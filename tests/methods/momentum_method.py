@@ -22,7 +22,7 @@ from harness.errors import ConfigError
 from methods.base import LossOutput, Metric, MLPHead, ModelLoader
 from methods.losses import cosine_logits
 from methods.memory import NegativeQueue, ema_update
-from methods.params import ContrastiveParams, check_positive
+from methods.params import ContrastiveParams
 from methods.simcse import ContrastiveMethod
 
 
@@ -40,7 +40,8 @@ class MomentumQueueParams(ContrastiveParams):
 
     def validate(self, hidden_size: int | None = None) -> None:
         super().validate(hidden_size)
-        check_positive(self.momentum, "momentum")
+        if not 0.0 < self.momentum <= 1.0:  # the one rule: ema_update trusts it
+            raise ConfigError(f"momentum must be in (0, 1], got {self.momentum}")
         if self.queue_size < 1:
             raise ConfigError(f"queue_size must be >= 1, got {self.queue_size}")
 
