@@ -224,7 +224,7 @@ class TrainingRun:
         self.probe_cache = ProbeCache(store.cache_root / PROBE_CACHE_DIR) if store is not None else None
         self.best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
         self.times = RunTimes()  # elapsed0 is set by start()
-        self.pending = PendingSteps(getattr(config.params, "temperature", None))
+        self.pending = PendingSteps()
         self.on_point = on_point  # told of every evaluation point (train_run's hook)
         self.on_checkpoint = on_checkpoint  # told of every resume checkpoint written
         self.final_threads = final_threads  # asked as the final evaluation starts

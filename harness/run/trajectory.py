@@ -4,8 +4,9 @@ point reads them, checked, averaged and written as one trajectory point.
 A step hands back its loss, the method's metrics and its checks (:func:`~methods.checks.device_check`)
 as detached tensors and never waits for the device to finish; the evaluation point reads them all at
 once. A failed check, a loss that is not finite, or one beyond :data:`LOSS_LIMIT` (overflowing
-logits), fails the run there, naming the first step it happened at (a step's checks before its loss:
-they say why).
+arithmetic), fails the run there, naming the first step it happened at (a step's checks before its
+loss: they say why). The check is on the numbers only: the run's parameters were checked when its
+configuration was built (:class:`~harness.store.run_config.RunConfig`).
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from methods.checks import Check
 LOSS_LIMIT = float(torch.finfo(torch.float16).max)
 """The largest loss a run accepts (float16's largest number, 65504). The methods' losses stay far
 below it (InfoNCE is about log(batch); the Barlow terms are bounded by d and d**2 x their weights),
-so a larger loss means overflowing logits (a temperature of 1e-30, which the settings refuse but a
-record built without its check could carry: logits up to 1e30, a loss of 3e28): the run fails
-instead of training to meaningless numbers."""
+so a larger loss means the arithmetic overflowed: the run fails instead of training to meaningless
+numbers."""
 
 RESERVED_KEYS: frozenset[str] = frozenset(
     {"step", "loss", "stsb_dev", "align", "uniform", "lr", "elapsed_s", "probe_s"}
@@ -34,19 +34,18 @@ RESERVED_KEYS: frozenset[str] = frozenset(
 written as ``method_<key>`` instead)."""
 
 
-def overflow_message(loss: float, step: int, temperature: Any = None) -> str:
-    """One line: the loss, the limit, and the temperature when the run's method has one."""
-    text = f"loss {loss:.3g} at step {step} is beyond {LOSS_LIMIT:g} (float16's range): the logits overflow"
-    if isinstance(temperature, int | float) and temperature > 0:
-        text += f" (temperature {temperature:g} scales cosines up to {1 / temperature:.3g})"
-    return text + "; the run's numbers would mean nothing"
+def overflow_message(loss: float, step: int) -> str:
+    """One line: the loss, the step and the limit."""
+    return (
+        f"loss {loss:.3g} at step {step} is beyond {LOSS_LIMIT:g} (float16's range): the arithmetic "
+        "overflowed; the run's numbers would mean nothing"
+    )
 
 
 class PendingSteps:
     """The losses and metrics of the steps since the last evaluation point, on the device."""
 
-    def __init__(self, temperature: Any = None) -> None:
-        self.temperature = temperature
+    def __init__(self) -> None:
         self.steps: list[int] = []
         self.losses: list[torch.Tensor] = []
         self.metrics: dict[str, list[Metric]] = {}
@@ -80,7 +79,7 @@ class PendingSteps:
             if not math.isfinite(value):
                 raise TrainingError(f"non-finite loss ({value}) at step {step}")
             if abs(value) > LOSS_LIMIT:
-                raise TrainingError(overflow_message(value, step, self.temperature))
+                raise TrainingError(overflow_message(value, step))
 
     def _failed_checks(self) -> dict[int, tuple[str, str]]:
         """The first failed check of each step that has one, as its message and note (one read)."""

@@ -26,15 +26,26 @@ record lacking a part a table needs is run again)."""
 class RunConfig(RunSettings):
     """The fully resolved configuration of one run: :class:`RunSettings` plus the method.
 
+    Every construction checks the parameters (:meth:`~methods.params.MethodParams.validate`), as it
+    checks the settings: a config is valid whatever built it (:func:`resolve_run`, :meth:`from_dict`
+    of a stored record, :meth:`replace`), and nothing downstream checks them again.
+
     Attributes:
         method: registered method name.
         params: the method's complete, typed parameters (defaults included).
+        width: (init only, not a field) the encoder's hidden size when the builder knows it
+            (:func:`resolve_run`): the parameters are then checked against it too. None (a stored
+            record read back): the checks that hold under every encoder.
+        checked: (init only) the parameters of the config a copy is made from (:meth:`replace`): when
+            ``params`` is that very record, it was checked already and is not checked again.
     """
 
     method: str
     params: MethodParams
+    width: dataclasses.InitVar[int | None] = None
+    checked: dataclasses.InitVar[MethodParams | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, width: int | None, checked: MethodParams | None) -> None:
         if not self.method:
             raise ConfigError("method must not be empty")
         cls = get_method(self.method).params_cls
@@ -45,6 +56,8 @@ class RunConfig(RunSettings):
                 f"{self.method}: params must be {cls.__name__}, got {type(self.params).__name__}"
             )
         super().__post_init__()
+        if self.params is not checked:
+            self.params.validate(width)
 
     def __hash__(self) -> int:
         return hash(self.run_id())
@@ -84,8 +97,9 @@ class RunConfig(RunSettings):
         return cls(**values)
 
     def replace(self, **changes: Any) -> RunConfig:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed, validated again: its settings, and its parameters unless
+        they are this config's own record (new ones without the width)."""
+        return dataclasses.replace(self, checked=self.params, **changes)
 
 
 CONFIG_FIELDS: tuple[str, ...] = ("method", "params", *SETTING_FIELDS)
@@ -99,10 +113,11 @@ def resolve_run(
 ) -> RunConfig:
     """Add a method and its parameters to resolved settings: the typed, validated :class:`RunConfig`.
 
-    A typed record (a table spec's, built when the spec was loaded) is used as it is and checked
-    against the encoder's width here (:meth:`~methods.params.MethodParams.validate`): the one check
-    that needs the width, on the record's way into a run; nothing downstream checks it again. The
-    width is looked up once per ``settings`` (:attr:`RunSettings.hidden_size`).
+    A typed record (a table spec's, built when the spec was loaded) is used as it is. The
+    :class:`RunConfig` built here checks it (:meth:`~methods.params.MethodParams.validate`) once,
+    against the encoder's width: the one check that needs the width, on the record's way into a run;
+    nothing downstream checks it again. The width is looked up once per ``settings``
+    (:attr:`RunSettings.hidden_size`).
 
     Args:
         method: registered method name.
@@ -118,12 +133,11 @@ def resolve_run(
     """
 
     record = params if isinstance(params, MethodParams) else build_params(method, dict(params or {}))
-    record.validate(settings.hidden_size)
     values = {f.name: getattr(settings, f.name) for f in dataclasses.fields(RunSettings)}
     values.update(changes)
     if str(values["post_whiten"]).startswith("flow"):  # a flow halves the channels: d must suit it
         reading_of(str(values["post_whiten"])).validate(settings.hidden_size)
-    return RunConfig(method=method, params=record, **values)
+    return RunConfig(method=method, params=record, width=settings.hidden_size, **values)
 
 
 def resolve_config(

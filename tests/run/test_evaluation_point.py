@@ -44,7 +44,7 @@ def _points(total: int) -> EvaluationPoints:
         calls=RunCalls(lambda: None, lambda line: None, lambda required: None, embed=lambda batch: None),
         best={"score": -math.inf, "step": None, "encoder": None, "method": None},
         times=RunTimes(),
-        pending=PendingSteps(None),
+        pending=PendingSteps(),
     )
 
 

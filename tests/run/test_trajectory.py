@@ -13,7 +13,7 @@ import torch
 
 import harness.run.training as train_mod
 from harness.encoder.calls import EncodeFn
-from harness.errors import TrainingError
+from harness.errors import ConfigError, TrainingError
 from harness.run.training import train_run
 from harness.run.trajectory import LOSS_LIMIT, PendingSteps, overflow_message, trajectory_point
 from harness.store.run_store import RunStore
@@ -51,25 +51,37 @@ def test_nan_loss_writes_a_failed_record_naming_the_step(
     assert "peak_rss_mb" in saved or not Path("/proc/self/status").exists()
 
 
-def test_a_temperature_that_overflows_the_logits_fails_the_run_at_its_first_step(
+class HugeAtStep1(SimCSE):
+    name = "huge_at_1"
+
+    def compute_loss(self, encode: EncodeFn, batch: dict[str, torch.Tensor], step: int) -> LossOutput:
+        out = super().compute_loss(encode, batch, step)
+        return LossOutput(out.loss * 1e30 if step == 1 else out.loss, out.metrics)
+
+
+def test_a_loss_that_overflows_float16s_range_fails_the_run_at_its_first_step(
     probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
         train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final_with(71.5)
     )
-    # the settings refuse such a temperature (methods.params.TEMPERATURE_RANGE); a record made without
-    # validate() still reaches the loop, whose loss check is the last guard
-    config = smoke_config(probed_root, max_steps=2, eval_every=1)
-    config = dataclasses.replace(config, params=SimCSEParams(temperature=1e-30))
+    monkeypatch.setitem(REGISTRY, "huge_at_1", HugeAtStep1)
+    config = smoke_config(probed_root, "huge_at_1", max_steps=2, eval_every=1)
     store = RunStore(tmp_path / "runs")
     with pytest.raises(TrainingError) as caught:
         train_run(config, probed_root, store, log=None)
     line = str(caught.value)
     assert line.startswith("loss ") and " at step 1 is beyond 65504 (float16's range)" in line
-    assert "temperature 1e-30 scales cosines up to 1e+30" in line and "\n" not in line and len(line) < 200
+    assert "\n" not in line and len(line) < 200
     saved = store.load(config.run_id())
     assert saved is not None and saved["status"] == "failed" and saved["trajectory"][-1]["step"] == 0
     assert LOSS_LIMIT == 65504.0
+
+
+def test_a_temperature_that_would_overflow_the_logits_never_reaches_the_loop(probed_root: Path) -> None:
+    config = smoke_config(probed_root, max_steps=2, eval_every=1)
+    with pytest.raises(ConfigError, match=r"^temperature must be from 0\.001 to 1000 .*got 1e-30$"):
+        dataclasses.replace(config, params=SimCSEParams(temperature=1e-30))
 
 
 def test_pending_steps_average_their_losses_and_metrics_and_start_again() -> None:
@@ -84,19 +96,19 @@ def test_pending_steps_average_their_losses_and_metrics_and_start_again() -> Non
     assert pending.steps == [] and pending.losses == [] and pending.metrics == {}
 
 
-def test_the_check_names_the_first_bad_step_and_the_temperature() -> None:
-    pending = PendingSteps(temperature=1e-30)
+def test_the_check_names_the_first_bad_step() -> None:
+    pending = PendingSteps()
     for step, value in ((4, 1.0), (5, math.inf), (6, math.nan)):
         pending.add(step, torch.tensor(value), {})
     with pytest.raises(TrainingError, match=r"^non-finite loss \(inf\) at step 5$"):
         pending.check()
-    big = PendingSteps(temperature=0.05)
-    big.add(7, torch.tensor(2 * LOSS_LIMIT), {})
+    big = PendingSteps()
+    big.add(6, torch.tensor(LOSS_LIMIT), {})  # the limit itself passes
+    big.add(7, torch.tensor(-2 * LOSS_LIMIT), {})
     with pytest.raises(TrainingError) as caught:
         big.check()
-    assert str(caught.value) == overflow_message(2 * LOSS_LIMIT, 7, 0.05)
-    assert "at step 7 is beyond 65504" in str(caught.value) and "temperature 0.05" in str(caught.value)
-    assert "temperature" not in overflow_message(1e6, 1, None)  # a method without one
+    assert str(caught.value) == overflow_message(-2 * LOSS_LIMIT, 7)
+    assert "at step 7 is beyond 65504" in str(caught.value) and "temperature" not in str(caught.value)
 
 
 def test_a_trajectory_point_keeps_the_scores_and_renames_a_metric_that_would_overwrite_one() -> None:

@@ -94,6 +94,35 @@ def test_round_trip_through_json(config_root: Path) -> None:
         RunConfig.from_dict({**data, "bogus": 1})
 
 
+def test_every_construction_checks_the_parameters_and_resolution_checks_them_once(
+    config_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = smoke_config(config_root)
+    stored = config.to_dict()
+    bad = "^temperature must be from 0\\.001 to 1000 \\(a softmax temperature\\), got 1e-30$"
+    with pytest.raises(ConfigError, match=bad):  # a stored record read back
+        RunConfig.from_dict({**stored, "params": {**stored["params"], "temperature": 1e-30}})
+    with pytest.raises(ConfigError, match=bad):  # a copy with a typed record
+        config.replace(params=SimCSEParams(temperature=1e-30))
+    with pytest.raises(ConfigError, match=bad):  # the constructor itself
+        RunConfig(**{**stored, "params": {"temperature": 1e-30}})
+    widths: list[int | None] = []
+    real = SimCSEParams.validate
+
+    def counted(self: SimCSEParams, hidden_size: int | None = None) -> None:
+        widths.append(hidden_size)
+        real(self, hidden_size)
+
+    monkeypatch.setattr(SimCSEParams, "validate", counted)
+    smoke_config(config_root)
+    assert widths == [64]  # once per resolved run, against random:tiny's width
+    widths.clear()
+    assert RunConfig.from_dict(stored) == config and widths == [None]  # no width needed to read a record
+    widths.clear()
+    assert config.replace(seed=7).params is config.params and widths == []  # its own record: checked
+    assert config.replace(params={"temperature": 0.1}).params == SimCSEParams(0.1) and widths == [None]
+
+
 def test_unknown_method_has_a_hint(config_root: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown method 'simcs'.*did you mean 'simcse'"):
         resolve_config("simcs", profile="smoke", data_root=config_root)
