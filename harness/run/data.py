@@ -79,7 +79,8 @@ def batches(sentences: Sequence[str], batch_size: int, seed: int) -> Iterator[li
 
 # -- seeding and schedule -------------------------------------------------------------------------
 def seed_everything(seed: int) -> None:
-    """Seed Python's, NumPy's and torch's (every device's) generators."""
+    """Seed Python's, NumPy's and torch's (every device's) generators with ``seed``, in NumPy's range
+    ``0 .. 2**32 - 1`` (the run settings' bound, :data:`~harness.config.settings.SEED_MAX`)."""
     random.seed(seed)
-    np.random.seed(seed % 2**32)
+    np.random.seed(seed)
     torch.manual_seed(seed)

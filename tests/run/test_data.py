@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from harness.config.settings import SEED_MAX
 from harness.errors import DataError
-from harness.run.data import batches, read_corpus
+from harness.run.data import batches, read_corpus, seed_everything
 
 
 def test_read_corpus(tmp_path: Path) -> None:
@@ -58,3 +60,9 @@ def test_batches_are_seeded_full_and_reshuffled() -> None:
     assert [next(again) for _ in range(4)] == first
     other = batches(sentences, 4, seed=2)
     assert [next(other) for _ in range(4)] != first
+
+
+def test_seeding_takes_the_settings_whole_seed_range_as_it_is() -> None:
+    for seed in (0, SEED_MAX):  # the bound the settings check: NumPy's own range, no wrapping needed
+        seed_everything(seed)
+        assert np.random.randint(2**31) == np.random.RandomState(seed).randint(2**31)
