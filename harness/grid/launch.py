@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.atomic import check_output_dir
-from harness.config.inputs import check_finite_overrides, check_spec_paths, is_regular_file
+from harness.config.inputs import check_spec_paths, is_regular_file
 from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_data_root, senteval_dir
 from harness.config.settings import resolve_settings
@@ -71,7 +71,6 @@ class PlannedGrid:
 def check_options(options: GridOptions) -> None:
     """The values a grid or a pre-flight check takes that nothing else checks (the cluster options
     checked themselves when built): overrides, seed counts and the ``HARNESS_*`` settings."""
-    check_finite_overrides(dict(options.overrides), "override")
     check_seed_count(options.seeds)
     # the settings' own bounds (steps, threads, ...) of every override, before anything is planned
     root = Path(options.data_dir) if options.data_dir else None
