@@ -190,6 +190,17 @@ def test_grid_checks_the_corpus_before_ray_starts(
     assert not (runs / "grid.lock").exists()
 
 
+def test_grid_checks_what_the_runs_ask_of_the_corpus_before_ray_starts(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "runs"
+    args = ["grid", str(SMOKE_SPEC), "--smoke", "--data-dir", str(root), "--runs-dir", str(runs)]
+    assert main([*args, "--post-whiten", "zca", "--post-whiten-sentences", "1000000"]) == 2
+    line = one_error_line(capsys)
+    assert "post_whiten_sentences 1000000 is more than the " in line and line.endswith(": nothing was run")
+    assert not (runs / "records").exists() and not (runs / "tune").exists()
+
+
 def test_grid_refuses_a_runs_folder_it_cannot_write_before_ray_starts(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
