@@ -2,10 +2,12 @@
 
 Shared by typed method parameters (``methods.base``) and run configs (``harness.config``), so a
 ``--set``, a ``--max-steps`` and a grid value are read by the same rules and fail with the same kind
-of message (a :class:`~harness.errors.ConfigError` naming the field). :func:`check_finite` is the one
+of message (a :class:`~harness.errors.ConfigError` naming the value). :func:`check_finite` is the one
 place a non-finite number (``inf``, ``nan``, as a number or as text) is refused: coercion calls it
-for every numeric field, and the command line calls it to name the flag a value came from. A
-number given as text is ASCII: ``int()`` and ``float()`` would also read other scripts' digits.
+for every numeric field, typed: a text field takes any text. The ``name`` a coercion is given is how
+its message names the value: the field, or where a user's value came from (``--set temperature``,
+``--max-steps``, ``override lr``). A number given as text is ASCII: ``int()`` and ``float()`` would
+also read other scripts' digits.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ def read_number(text: str, kind: type[int] | type[float]) -> int | float:
 
 
 def coerce_value(name: str, value: Any, annotation: Any) -> Any:
-    """Turn a command-line string (or a TOML value) into the field's declared type."""
+    """Turn a command-line string (or a TOML value) into the field's declared type; an error names the
+    value ``name`` (the field, or the flag or override it came from)."""
     target = annotation
     origin = typing.get_origin(annotation)
     if origin is typing.Literal:

@@ -202,6 +202,9 @@ class DCLRParams(ContrastiveParams):
         if not self.complementary.strip():
             raise ConfigError("complementary must be 'initial' or a model name or folder, got ''")
 
+    def models(self) -> tuple[str, ...]:
+        return () if self.complementary == INITIAL else (self.complementary,)
+
 
 class DCLR(ContrastiveMethod[DCLRParams]):
     """SimCSE's two dropout views plus refined noise negatives and complementary-model weights."""

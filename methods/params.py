@@ -51,6 +51,11 @@ class MethodParams:
         """What the parameters resolve to on an encoder of this width (kept in the run record)."""
         return {}
 
+    def models(self) -> tuple[str, ...]:
+        """The encoders besides the run's own that the method loads (``load(name)`` in its ``bind``):
+        the checks before a run read them as they read the run's model."""
+        return ()
+
     @classmethod
     def keys(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
@@ -61,16 +66,22 @@ class MethodParams:
         return {f.name: str(f.metadata[SWITCH]) for f in dataclasses.fields(cls) if SWITCH in f.metadata}
 
     @classmethod
-    def from_overrides(cls: type[P], overrides: Mapping[str, Any] | None = None, method: str = "") -> P:
-        """Defaults updated by ``overrides``; unknown keys and badly typed values raise ConfigError."""
+    def from_overrides(
+        cls: type[P], overrides: Mapping[str, Any] | None = None, method: str = "", where: str = ""
+    ) -> P:
+        """Defaults updated by ``overrides``; unknown keys and badly typed values raise ConfigError
+        (a value's error names it ``<where> <key>``: ``where`` is the flag it came from, e.g. ``--set``)."""
         overrides = dict(overrides or {})
         known = {f.name for f in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
         for key in overrides:
             if key not in known:
                 hint = did_you_mean(key, known)
                 valid = ", ".join(sorted(known)) or "none"
                 who = f"method {method!r}" if method else cls.__name__
                 raise ConfigError(f"unknown parameter {key!r} for {who}{hint}; valid keys: {valid}")
+            if where:
+                overrides[key] = coerce_value(f"{where} {key}", overrides[key], hints[key])
         return cls(**overrides)  # __post_init__ coerces the values
 
     def to_dict(self) -> dict[str, Any]:

@@ -109,3 +109,11 @@ def test_text_stays_text_and_other_types_pass_through() -> None:
     assert coerce_value("name", 384, str) == "384"
     marker = object()
     assert coerce_value("anything", marker, object) is marker
+
+
+def test_finiteness_is_a_rule_of_numbers_and_the_message_names_the_source() -> None:
+    assert coerce_value("--model", "nan", str) == "nan"  # a text field: what it names is checked where used
+    with pytest.raises(ConfigError, match=r"^--set temperature must be finite, got 'inf'$"):
+        coerce_value("--set temperature", "inf", float)
+    with pytest.raises(ConfigError, match=r"^override max_steps: 'x' is not a valid int$"):
+        coerce_value("override max_steps", "x", int)

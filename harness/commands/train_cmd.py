@@ -15,7 +15,7 @@ from harness.commands.flags import (
     parse_key_values,
 )
 from harness.commands.setting_flags import add_setting_flags, settings_from_args
-from harness.config.inputs import check_device, check_finite_overrides
+from harness.config.inputs import check_arithmetic, check_device
 from harness.config.profiles import PROFILES
 
 HELP = f"train one method on one profile ({', '.join(PROFILES)}) and evaluate its best checkpoint"
@@ -63,40 +63,65 @@ def _print_final(final: dict[str, Any]) -> None:
 
 
 def check_before_training(config: Any, store: Any, save_model: bool) -> list[str]:
-    """What a run reads and writes, checked before its record is: the encoder (a folder's tokenizer
-    files, ``max_length`` within its positions), the corpus (read as training reads it: the run is
-    handed these sentences, not reading them again), and the runs folder's entries it writes
-    (:func:`~harness.grid.preflight.machine.runs_folder_problems`). Returns the corpus."""
+    """What a run reads and writes, checked before its record is: the encoders (the run's and those its
+    method loads besides: a folder's tokenizer files, ``max_length`` within its positions), the corpus
+    (read as training reads it: the run is handed these sentences, not reading them again) and what
+    the settings ask of it (:func:`~harness.config.settings.corpus_problems`), and the runs folder's
+    entries it writes (:func:`~harness.grid.preflight.machine.runs_folder_problems`). Returns the
+    corpus."""
     from pathlib import Path
 
-    from harness.config.models import check_model_inputs
+    from harness.config.models import check_model_inputs, hidden_size_of
+    from harness.config.settings import corpus_problems
     from harness.errors import HarnessError
     from harness.grid.preflight.machine import runs_folder_problems
     from harness.run.data import read_corpus
 
-    check_model_inputs(config.model, config.max_length)
+    for model in (config.model, *config.params.models()):
+        check_model_inputs(model, config.max_length)
+        hidden_size_of(model)  # found (a hub name: in the cache, or the hub reachable), as the run's own
     sentences = read_corpus(Path(config.corpus), min_sentences=config.batch_size)
+    too_small = corpus_problems(config, len(sentences), config.hidden_size)
+    if too_small:
+        raise too_small[0]
     problems = runs_folder_problems(store.root, [config.run_id()], storage=None, save_model=save_model)
     if problems:
         raise HarnessError(problems[0])
     return sentences
 
 
+def warn_if_oversubscribed(threads: int | None) -> None:
+    """One warning line when the run's torch threads are more than this machine's CPUs (allowed: a
+    deliberate oversubscription, or a profile's fixed count on a smaller machine)."""
+    import os
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if threads is not None and threads > cpus:
+        print(f"warning: threads {threads} is more than the {cpus} CPU(s) here: they share", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
+    from harness.config.hardware import default_device
     from harness.config.paths import resolve_data_root
+    from harness.config.settings import flag_label, resolve_settings
     from harness.run.checkpoint import every_from_env
     from harness.run.training import train_run
-    from harness.store.run_config import resolve_config
+    from harness.store.run_config import resolve_run
     from harness.store.run_store import RunStore
+    from methods import get_method
 
     params = parse_key_values(args.params, "--set")
     overrides = settings_from_args(args)
-    check_finite_overrides(params, "--set")
-    check_finite_overrides({f"--{k.replace('_', '-')}": v for k, v in overrides.items()}, "")
     every_from_env(strict=True)  # HARNESS_CHECKPOINT_EVERY_S
     check_device(args.device)
+    device = args.device or default_device()
     data_root = resolve_data_root(args.data_dir)
-    config = resolve_config(args.method, params, args.profile, overrides, data_root=data_root)
+    settings = resolve_settings(args.profile, overrides, data_root, device=device, label=flag_label)
+    typed = get_method(args.method).params_cls.from_overrides(params, args.method, where="--set")
+    config = resolve_run(args.method, typed, settings)
+    precisions = {"precision": config.precision, "eval_precision": config.eval_precision}
+    check_arithmetic(device, precisions, compile_choice(args.compile))
+    warn_if_oversubscribed(config.threads)
     store = RunStore(args.runs_dir)
     check_output_dir(store.root, "--runs-dir")
     run_id = config.run_id()

@@ -1,6 +1,7 @@
 """What this machine's processor can do, read once: model name, instruction-set flags, native bf16.
 
-Used to resolve ``precision = "auto"`` (profiles ``cpu`` and ``demo``) and for each record's
+Used to resolve ``precision = "auto"`` (profiles ``cpu``, ``demo`` and ``night``) on the run's
+device, to refuse an arithmetic the device cannot compute before a run, and for each record's
 provenance. Reading flags, not timing a matmul, keeps the resolution deterministic on a loaded machine:
 the precision is part of a run's id, so it must not depend on how busy the machine was.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import platform
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import torch
@@ -93,29 +94,91 @@ def cpu_native_bf16() -> bool:
     return bool(cpu_flags() & NATIVE_BF16_FLAGS)
 
 
-def auto_precision() -> str:
-    """``bf16`` where training would run on hardware with native bf16, else ``fp32``.
+def default_device() -> str:
+    """The device a run takes when none is given: ``cuda`` where torch sees a CUDA GPU, else ``cpu``."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
-    The device is the one a run picks by default: the first CUDA GPU if there is one (bf16 when it
-    supports it), else this CPU (bf16 with AVX512-BF16 or AMX). A grid resolves this once, on the
-    machine that plans it; a Ray worker of another kind that gets a bf16 run without native bf16
-    says so in its log (see :func:`harness.run.hooks.cpu_bf16_slowdown`).
+
+def native_bf16(device: str | None = None) -> bool:
+    """Whether ``device`` (default: :func:`default_device`) computes bf16 natively.
+
+    A CUDA GPU: what autocast itself asks (``torch.cuda.is_bf16_supported`` of that GPU), so a GPU
+    without it is refused before a run rather than by autocast at its first step. A CPU: AVX512-BF16
+    or AMX (:func:`cpu_native_bf16`). Any other device (``mps``): no.
     """
-    import torch
+    dev = torch.device(device if device is not None else default_device())
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            return False
+        if dev.index is None:  # the current GPU, as autocast asks
+            return bool(torch.cuda.is_bf16_supported())
+        with torch.cuda.device(dev.index):
+            return bool(torch.cuda.is_bf16_supported())
+    return dev.type == "cpu" and cpu_native_bf16()
 
-    if torch.cuda.is_available():
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    return "bf16" if cpu_native_bf16() else "fp32"
+
+def auto_precision(device: str | None = None) -> str:
+    """``bf16`` where the run's device has native bf16 (:func:`native_bf16`), else ``fp32``.
+
+    ``device`` is the run's (``harness train --device``); None = the device a run picks by default
+    (the first CUDA GPU if there is one, else this CPU). A grid resolves this once, on the machine
+    that plans it; a Ray worker of another kind that gets a bf16 run without native bf16 says so in
+    its log (see :func:`harness.run.hooks.cpu_bf16_slowdown`).
+    """
+    return "bf16" if native_bf16(device) else "fp32"
+
+
+def compile_problem(device: str) -> str | None:
+    """Why ``torch.compile`` cannot build a training step on ``device`` here, or None: on a CUDA GPU it
+    needs Triton, on the CPU a C++ compiler (inductor's code generators); elsewhere it is not
+    judged here."""
+    kind = torch.device(device).type
+    if kind == "cuda":
+        from torch.utils._triton import has_triton
+
+        return None if has_triton() else "torch.compile on a CUDA GPU needs Triton, not installed here"
+    if kind == "cpu":
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        try:
+            get_cpp_compiler()
+        except Exception:  # inductor raises its own error types when no compiler is found
+            return "torch.compile on the CPU needs a C++ compiler (g++, clang++ or $CXX), and none was found"
+    return None
+
+
+def arithmetic_problems(device: str, precisions: Mapping[str, str], compile: bool | None) -> list[str]:
+    """What ``device`` cannot compute of a run: each precision (``{name: value}``, e.g. ``{"precision":
+    "bf16"}``) that is bf16 on a CUDA GPU without bf16, and the compiled step (``compile``: on, off,
+    None = on a CUDA GPU only, as the run decides) where :func:`compile_problem` says it cannot be
+    built. One line each."""
+    dev = torch.device(device)
+    problems = [
+        f"{name} bf16 on {device}: this CUDA GPU has no bf16 (torch.cuda.is_bf16_supported() is False, "
+        f"so autocast refuses it); set {name} to fp16 or fp32"
+        for name, value in precisions.items()
+        if value == "bf16" and dev.type == "cuda" and not native_bf16(device)
+    ]
+    compiled = compile if compile is not None else dev.type == "cuda"
+    why = compile_problem(device) if compiled else None
+    if why is not None:
+        asked = "--compile on" if compile else "--compile auto (on a GPU)"
+        problems.append(f"{asked}: {why}; use --compile off")
+    return problems
 
 
 __all__ = [
     "NATIVE_BF16_FLAGS",
+    "arithmetic_problems",
     "auto_precision",
+    "compile_problem",
     "cpu_description",
     "cpu_flags",
     "cpu_id",
     "cpu_model",
     "cpu_native_bf16",
+    "default_device",
+    "native_bf16",
 ]
 
 

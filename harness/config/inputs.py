@@ -1,5 +1,6 @@
-"""Checks of the values a user types (devices, overrides, folders, input files), each one error line;
-the bounds of the run settings (seeds, threads, steps) are :mod:`harness.config.settings`' alone.
+"""Checks of the values a user types (devices, folders, input files), each one error line; the types
+and bounds of the run settings (finite numbers, seeds, threads, steps) are
+:mod:`harness.config.settings`' alone.
 
 What an input file may be is defined once here (:func:`read_input_bytes`, :func:`read_input_text`):
 a regular file (after links), readable, at most a bounded size, and for the text inputs UTF-8. Specs,
@@ -14,18 +15,10 @@ import errno
 import os
 import stat
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from harness.coerce import check_finite
 from harness.errors import ConfigError, DataError, HarnessError
-
-
-def check_finite_overrides(values: dict[str, Any], where: str) -> None:
-    """:func:`harness.coerce.check_finite` of each value, named ``<where> <key>`` (the flag it came
-    from): ``--set temperature must be finite, got 'nan'``, before anything is resolved."""
-    for key, value in values.items():
-        check_finite(f"{where} {key}".strip(), value)
 
 
 def check_runs_dir(path: str | os.PathLike[str]) -> Path:
@@ -73,6 +66,17 @@ def check_device(device: str | None) -> None:
             raise ConfigError(f"--device {device}: MPS is not available here (use --device cpu)")
         return
     raise ConfigError(f"--device {device}: unsupported device type {dev.type!r} (cpu, cuda, cuda:N, mps)")
+
+
+def check_arithmetic(device: str, precisions: Mapping[str, str], compile: bool | None = None) -> None:
+    """What the run or evaluation asks of ``device`` (a checked one, :func:`check_device`) that it
+    cannot compute: bf16 on a CUDA GPU without it, a compiled step torch.compile cannot build here
+    (:func:`~harness.config.hardware.arithmetic_problems`); the first raised, before anything runs."""
+    from harness.config.hardware import arithmetic_problems  # torch: only for the commands that run
+
+    problems = arithmetic_problems(device, precisions, compile)
+    if problems:
+        raise ConfigError(problems[0])
 
 
 def check_spec_paths(names: list[str], what: str = "table spec") -> None:

@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -69,7 +69,7 @@ class RunSettings:
         lr: peak learning rate of AdamW (linear decay to 0).
         weight_decay: AdamW weight decay (the papers: 0).
         grad_clip: gradient-norm clipping threshold; 0 switches clipping off.
-        warmup_steps: linear warm-up steps before the decay (the papers: 0).
+        warmup_steps: linear warm-up steps before the decay (the papers: 0); at most the run's steps.
         seed: seeds Python, NumPy and torch, and the corpus shuffle (0 .. 2**32 - 1).
         threads: torch CPU threads of the run (part of the id: it changes CPU numbers); ``None`` =
             torch's default (GPU profiles, where it does not matter).
@@ -80,11 +80,13 @@ class RunSettings:
         post_whiten: post-processing of the evaluation embeddings, fitted on corpus sentences:
             BERT-whitening (``zca``, ``pca``) or BERT-flow (``flow``, ``flow_glow``: a normalising
             flow fitted by maximum likelihood, seeded by ``seed``; :mod:`harness.postprocess.flow`).
-        post_whiten_sentences: how many corpus sentences (the file's first) fit the post-processing.
+        post_whiten_sentences: how many corpus sentences (the file's first) fit the post-processing:
+            at most the corpus's, and for ``zca``/``pca`` more than the encoder's width (fewer make
+            the covariance singular).
         precision: the arithmetic of training and of the STS-B dev probes (model selection):
             ``fp32``, ``tf32`` (fp32 with TF32 matrix products on a GPU), ``bf16`` or ``fp16``
             (autocast; fp16 with loss scaling), as :mod:`harness.encoder.precision` says. A profile
-            or override may say ``auto``: bf16 where the hardware has native bf16
+            or override may say ``auto``: bf16 where the run's device has native bf16
             (:func:`harness.config.hardware.auto_precision`), resolved here.
         eval_precision: the same choices for the final tasks: ``fp32`` (default: SentEval's numbers)
             or another (``bf16`` is faster where the hardware has native bf16;
@@ -160,12 +162,24 @@ MISSING_CORPUS = "missing"
 """The hash part of ``corpus_id`` while only planning without the corpus file (ids provisional)."""
 
 
+def override_label(key: str) -> str:
+    """How a message names a run-setting override (grid, check, reporters, a spec's row): ``override lr``."""
+    return f"override {key}"
+
+
+def flag_label(key: str) -> str:
+    """How a message names a run setting given as its own flag (``harness train``): ``--max-steps``."""
+    return "--" + key.replace("_", "-")
+
+
 def resolve_settings(
     profile: str = "cpu",
     overrides: Mapping[str, Any] | None = None,
     data_root: Path | None = None,
     *,
     require_corpus: bool = True,
+    device: str | None = None,
+    label: Callable[[str], str] = override_label,
 ) -> RunSettings:
     """A profile plus run-level overrides -> validated :class:`RunSettings` (no method yet).
 
@@ -177,18 +191,25 @@ def resolve_settings(
         require_corpus: False only to PLAN (``--dry-run``, ``check``): a missing corpus then gets
             ``corpus_id = "<name>:missing"``, so the run ids are provisional (the corpus content
             enters the id); nothing can train from such settings.
+        device: the run's torch device, which ``auto`` precisions are resolved for
+            (:func:`~harness.config.hardware.auto_precision`); None = the device a run takes by default.
+        label: how a coercion error names an override's key (where the value came from):
+            :func:`override_label` or, for a command's own flags, :func:`flag_label`.
 
     Raises:
         ConfigError: unknown profile or override key (with a close-match hint), or a bad value.
         DataError: the corpus file cannot be found (when ``require_corpus``).
     """
-    values = _profile_values(profile, overrides)
+    values = _profile_values(profile, overrides, device, label)
     corpus_path, ident = _corpus(str(values.pop("corpus")), data_root, require_corpus)
     return RunSettings(corpus=corpus_path, corpus_id=ident, profile=profile, **values)
 
 
-def _profile_values(profile: str, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The profile's values with ``overrides`` on top (keys checked) and ``auto`` precisions resolved."""
+def _profile_values(
+    profile: str, overrides: Mapping[str, Any] | None, device: str | None, label: Callable[[str], str]
+) -> dict[str, Any]:
+    """The profile's values with ``overrides`` on top (keys checked, values coerced and named by
+    ``label``) and ``auto`` precisions resolved for ``device``."""
     if profile not in PROFILES:
         hint = did_you_mean(profile, PROFILES)
         raise ConfigError(f"unknown profile {profile!r}{hint}; choose one of {', '.join(PROFILES)}")
@@ -199,11 +220,15 @@ def _profile_values(profile: str, overrides: Mapping[str, Any] | None) -> dict[s
             raise ConfigError(
                 f"unknown run setting {key!r}{did_you_mean(key, OVERRIDABLE)}; valid settings: {valid}"
             )
-        values[key] = value
+        values[key] = value if _is_auto(key, value) else _coerce_field(label(key), value, _SETTING_TYPES[key])
     for key in AUTO_SETTINGS:
-        if str(values.get(key, "")).strip().lower() == "auto":
-            values[key] = auto_precision()
+        if _is_auto(key, values.get(key)):
+            values[key] = auto_precision(device)
     return values
+
+
+def _is_auto(key: str, value: Any) -> bool:
+    return key in AUTO_SETTINGS and str(value).strip().lower() == "auto"
 
 
 def _corpus(corpus_arg: str, data_root: Path | None, require_corpus: bool) -> tuple[str, str]:
@@ -302,14 +327,64 @@ def _validate(settings: RunSettings) -> None:
     if settings.grad_clip < 0:
         raise ConfigError(f"grad_clip must be >= 0 (0 = off), got {settings.grad_clip}")
     _within("warmup_steps", settings.warmup_steps, 0, STEPS_MAX)
+    if settings.max_steps is not None and settings.warmup_steps > settings.max_steps:
+        raise ConfigError(_warmup_beyond(settings.warmup_steps, f"max_steps {settings.max_steps}"))
     _within("seed", settings.seed, 0, SEED_MAX, " (NumPy's range)")
     if settings.threads is not None:
         _within("threads", settings.threads, 1, THREADS_MAX, " (or none = torch's default)")
     _within("length_buckets", settings.length_buckets, 1, COUNT_MAX)
-    _within("post_whiten_sentences", settings.post_whiten_sentences, 2, COUNT_MAX)
+    check_post_whiten_sentences("post_whiten_sentences", settings.post_whiten_sentences)
 
 
 def _within(name: str, value: int, low: int, high: int, note: str = "") -> None:
     """``<name> must be from <low> to <high><note>, got <value>`` unless ``low <= value <= high``."""
     if not low <= value <= high:
         raise ConfigError(f"{name} must be from {low} to {high}{note}, got {value}")
+
+
+POST_WHITEN_SENTENCES_MIN = 2
+"""The fewest sentences a post-processing is fitted on (a mean and a spread need two)."""
+
+
+def check_post_whiten_sentences(name: str, value: int) -> None:
+    """The bounds of the post-processing's sentence count, whether a run's ``post_whiten_sentences``
+    or ``harness eval --whiten-sentences`` (``name``) gives it."""
+    _within(name, value, POST_WHITEN_SENTENCES_MIN, COUNT_MAX)
+
+
+def _warmup_beyond(warmup: int, steps: str) -> str:
+    return (
+        f"warmup_steps {warmup} is more than the run's {steps}: the learning rate would never reach "
+        "its peak; lower warmup_steps"
+    )
+
+
+def corpus_problems(settings: RunSettings, sentences: int, width: int | None = None) -> list[ConfigError]:
+    """What ``settings`` ask of a corpus of ``sentences`` sentences (and an encoder ``width`` wide,
+    where known) that it cannot give, found where the corpus is read, before a run trains: a one-epoch
+    run (``max_steps`` none) shorter than its warm-up; more post-processing sentences than the
+    corpus holds; for BERT-whitening (``zca``, ``pca``) no more sentences than the width, which leaves
+    the covariance singular. One error each, naming the setting."""
+    problems = []
+    if settings.max_steps is None and settings.warmup_steps > sentences // settings.batch_size:
+        steps = f"{sentences // settings.batch_size} steps (one epoch of {sentences} sentences)"
+        problems.append(ConfigError(_warmup_beyond(settings.warmup_steps, steps)))
+    if settings.post_whiten == "none":
+        return problems
+    fit = settings.post_whiten_sentences
+    if fit > sentences:
+        problems.append(
+            ConfigError(
+                f"post_whiten_sentences {fit} is more than the {sentences} sentences of corpus "
+                f"{settings.corpus}: lower post_whiten_sentences to at most {sentences}"
+            )
+        )
+    elif width is not None and settings.post_whiten in ("zca", "pca") and fit <= width:
+        problems.append(
+            ConfigError(
+                f"post_whiten_sentences {fit} is not more than the encoder's width {width}: "
+                f"{settings.post_whiten} whitening needs more sentences than channels (else its covariance "
+                f"is singular); raise post_whiten_sentences above {width}"
+            )
+        )
+    return problems

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +61,17 @@ def load_encoder(
     return encoder.to(device)
 
 
-def check_loaded(encoder: SentenceEncoder, max_length: int | None = None) -> None:
+def check_loaded(
+    encoder: SentenceEncoder, max_length: int | None = None, poolers: Mapping[str, str] | None = None
+) -> None:
     """The loaded encoder checked as its folder is (:func:`~harness.config.models.encoder_problems`:
-    vocabulary, positions against ``max_length`` and the tokenizer's length); the first problem raised."""
+    vocabulary, positions against ``max_length`` and the tokenizer's length) and against the poolers a
+    run reads it with (``{setting: pooler}``: ``cls`` needs a pooler layer,
+    :meth:`~harness.encoder.model.SentenceEncoder.pooler_problem`); the first problem raised."""
     model_config: Any = getattr(encoder.model, "config", None)
     config = model_config.to_dict() if model_config is not None else {}
     problems = encoder_problems(encoder.name, config, encoder.tokenizer, max_length)
+    problems += [p for name, pooler in (poolers or {}).items() if (p := encoder.pooler_problem(pooler, name))]
     if problems:
         raise problems[0]
 

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from harness.config.choices import POOLERS
+from harness.coerce import coerce_value
+from harness.config.choices import Pooler
 from harness.config.models import usable_positions
 from harness.encoder.cpu_kernels import onednn_linears
 from harness.encoder.forward import bert_word_embeddings, built_mask, cls_only_last_layer, edited_forward
@@ -38,10 +39,12 @@ if TYPE_CHECKING:  # the types only: importing the methods package here would im
     from harness.encoder.calls import EmbeddingEdit
 
 
-def check_pooler(pooler: str) -> str:
-    if pooler not in POOLERS:
-        raise ConfigError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
-    return pooler
+def check_pooler(pooler: str, name: str = "pooler") -> str:
+    """``pooler`` if it is one of :data:`~harness.config.choices.POOLERS`, by the run settings' rule and
+    message (``name``: what it was given as); for a pooler that enters other than as a setting
+    (``harness eval``'s options)."""
+    checked: str = coerce_value(name, pooler, Pooler)
+    return checked
 
 
 @contextlib.contextmanager
@@ -189,10 +192,8 @@ class SentenceEncoder(nn.Module):
         features up to float rounding). Only where :meth:`can_pack`."""
         with self._forward_context(batch, None):  # the oneDNN linears; the [CLS]-only layer is its own
             states = packed_cls_states(self.model, batch, length_buckets)
-            if pooler == "cls":
-                pooler_layer = getattr(self.model, "pooler", None)
-                if pooler_layer is None:
-                    raise ConfigError(f"pooler 'cls' needs a pooler layer, and {self.name} has none")
+            if pooler == "cls":  # the model has a pooler layer: checked before the run (check_loaded)
+                pooler_layer: Any = self.model.pooler
                 pooled: torch.Tensor = pooler_layer(states[:, None])
                 return pooled
         return states
@@ -246,23 +247,34 @@ class SentenceEncoder(nn.Module):
         return stack
 
     def _pool(self, outputs: Any, batch: dict[str, torch.Tensor], pooler: str) -> torch.Tensor:
-        mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)
+        """The ``pooler``'s feature of a forward's outputs. The pooler is one of the choices (checked
+        where it was chosen: the settings, ``harness eval``) and ``cls`` has a pooler layer
+        (:meth:`pooler_problem`, asked before the run), so nothing is checked here, at every call."""
         if pooler == "cls_before_pooler":
-            return outputs.last_hidden_state[:, 0]
+            result: torch.Tensor = outputs.last_hidden_state[:, 0]
+            return result
         if pooler == "cls":
-            pooled = getattr(outputs, "pooler_output", None)
-            if pooled is None:
-                raise ConfigError(f"pooler 'cls' needs a pooler layer, and {self.name} has none")
-            return pooled
+            result = outputs.pooler_output
+            return result
+        mask = batch["attention_mask"].unsqueeze(-1).to(outputs.last_hidden_state.dtype)
         if pooler == "avg":
-            return (outputs.last_hidden_state * mask).sum(1) / mask.sum(1)
-        if pooler == "avg_first_last":
+            hidden = outputs.last_hidden_state
+        elif pooler == "avg_first_last":
             hidden = (outputs.hidden_states[1] + outputs.hidden_states[-1]) / 2.0
-            return (hidden * mask).sum(1) / mask.sum(1)
-        if pooler == "avg_top2":
+        else:  # avg_top2
             hidden = (outputs.hidden_states[-2] + outputs.hidden_states[-1]) / 2.0
-            return (hidden * mask).sum(1) / mask.sum(1)
-        raise ConfigError(f"unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+        result = (hidden * mask).sum(1) / mask.sum(1)
+        return result
+
+    def pooler_problem(self, pooler: str, name: str = "pooler") -> ConfigError | None:
+        """Why this encoder cannot pool with ``pooler`` (``name``: the setting or flag that chose it), or
+        None: ``cls`` reads the model's pooler layer, which not every architecture has."""
+        if pooler != "cls" or getattr(self.model, "pooler", None) is not None:
+            return None
+        return ConfigError(
+            f"{name} 'cls' reads the model's pooler layer, and encoder {self.name} has none: choose "
+            "another pooler (cls_before_pooler is the [CLS] state before it)"
+        )
 
     def embed(
         self,
@@ -347,16 +359,6 @@ class SentenceEncoder(nn.Module):
             "pooler_dense": getattr(getattr(self.model, "pooler", None), "dense", None),
         }
         return {name: part for name, part in found.items() if isinstance(part, nn.Module)}
-
-    def load_head_into_pooler(self, linear: nn.Linear) -> None:
-        """Copy a trained ``Linear(d, d)`` (+ Tanh) head into the model's pooler, so ``cls`` uses it."""
-        pooler = getattr(self.model, "pooler", None)
-        dense = getattr(pooler, "dense", None)
-        if not isinstance(dense, nn.Linear):
-            raise ConfigError(f"{self.name} has no pooler layer to hold the trained head")
-        with torch.no_grad():
-            dense.weight.copy_(linear.weight)
-            dense.bias.copy_(linear.bias)
 
 
 class TokenCache:

@@ -7,8 +7,7 @@ from torch import nn
 
 from harness.encoder.calls import EmbeddingEdit, TokenFeatures
 from harness.encoder.forward import length_buckets
-from harness.encoder.model import SentenceEncoder, check_pooler, dropout_rate
-from harness.errors import ConfigError
+from harness.encoder.model import SentenceEncoder, dropout_rate
 
 
 class TrainingEncode:
@@ -57,10 +56,9 @@ class TrainingEncode:
     def __init__(
         self, encoder: SentenceEncoder, pooler: str = "cls_before_pooler", length_buckets: int = 1
     ) -> None:
-        if length_buckets < 1:
-            raise ConfigError(f"length_buckets must be >= 1, got {length_buckets}")
+        # the run's settings: a pooler of the choices, length_buckets >= 1 (checked where they entered)
         self.encoder = encoder
-        self.pooler = check_pooler(pooler)
+        self.pooler = pooler
         self.hidden_size = encoder.hidden_size
         self.length_buckets = length_buckets
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from harness.coerce import coerce_value
+from harness.config.choices import TransferMode
 from harness.config.paths import senteval_dir
 from harness.errors import ConfigError, did_you_mean
 from harness.evaluation.sts import BATCH_SIZE, EmbedFn, LengthsFn, run_sts
@@ -26,7 +28,6 @@ if TYPE_CHECKING:
 TASK_GROUPS: tuple[str, ...] = ("sts", "transfer", "all")
 STS_AGGREGATES: tuple[str, ...] = ("all", "mean", "wmean")
 """SentEval's aggregates over an STS12-16 year's subsets (see :meth:`EvaluationReport.sts_aggregates`)."""
-MODES: tuple[str, ...] = ("test", "fasttest")
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,12 @@ def select_tasks(tasks: str) -> TaskSelection:
     return TaskSelection(asked, chosen_sts, chosen_transfer)
 
 
-def check_mode(mode: str) -> str:
-    """``"test"`` (10 folds, Adam) or ``"fasttest"`` (5 folds, RMSprop): the transfer parameter set."""
-    if mode not in MODES:
-        raise ConfigError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    return mode
+def check_mode(mode: str, name: str = "mode") -> str:
+    """``"test"`` (10 folds, Adam) or ``"fasttest"`` (5 folds, RMSprop): the transfer parameter set,
+    checked by the run settings' rule and message (``transfer_mode``; ``name``: what it was given
+    as) where a mode enters other than as a setting (this module's functions, ``harness eval``)."""
+    checked: str = coerce_value(name, mode, TransferMode)
+    return checked
 
 
 def encoder_functions(
@@ -91,7 +93,14 @@ def encoder_functions(
     Returns:
         ``embed(sentences) -> [n, d]`` float32 and ``token_lengths(sentences) -> list[int]`` (the
         tokenizer's counts, special tokens included, no truncation).
+
+    Raises:
+        ConfigError: the encoder cannot pool with ``pooler`` (``cls`` without a pooler layer), said
+            here, once, rather than at the first embedding.
     """
+    problem = encoder.pooler_problem(pooler)
+    if problem is not None:
+        raise problem
 
     def embed(sentences: list[str]) -> Any:
         return encoder.embed(sentences, pooler, precision)

@@ -61,8 +61,6 @@ TRANSFER_TASKS: tuple[str, ...] = transfer_task_names()
 """The transfer tasks registered when this module was imported, in SimCSE's table order (for tests
 and benchmarks; the code asks :func:`~harness.evaluation.tasks.transfer_task_names`)."""
 
-MODES: tuple[str, ...] = tuple(PARAMETER_SETS)
-
 
 def read_task(senteval_path: Path, task: str) -> TaskText:
     """Read one registered task and sort every split in SentEval's order."""
@@ -158,7 +156,8 @@ def classify_tasks(
 
     Args:
         features: Embedded tasks by name (from :func:`embed_task`).
-        mode: ``"fasttest"`` or ``"test"`` (SimCSE's parameter sets).
+        mode: ``"fasttest"`` or ``"test"`` (SimCSE's parameter sets), as the callers checked it
+            (:func:`~harness.evaluation.runner.check_mode`, the run settings).
         workers: Processes to fit in; 1 runs every fit in this process. Default: torch's thread count
             (the CPU share a run was given: a grid trial with one CPU fits in one process, not in as
             many as the machine has cores).
@@ -172,8 +171,6 @@ def classify_tasks(
     Returns:
         Test accuracy in percent per task, rounded as SentEval rounds it.
     """
-    if mode not in PARAMETER_SETS:
-        raise ConfigError(f"unknown SentEval mode {mode!r}; choose one of {', '.join(MODES)}")
     place = torch.device(device if device is not None else "cpu")
     engine = engine if engine is not None else ("fast" if place.type == "cpu" else "batched")
     if engine not in ENGINES:
@@ -296,7 +293,8 @@ def evaluate_transfer(
             SentEval's batches (sorted splits, chunks of 128).
         senteval_path: The SentEval data folder (``.../senteval``).
         mode: ``"fasttest"`` (5 folds, RMSprop, batch 128, tenacity 3, epoch size 2) or ``"test"``
-            (10 folds, Adam, batch 64, tenacity 5, epoch size 4).
+            (10 folds, Adam, batch 64, tenacity 5, epoch size 4), as the callers checked it
+            (:func:`~harness.evaluation.runner.check_mode`, the run settings).
         tasks: Registered task names (:mod:`harness.evaluation.tasks`); default all of them.
         workers: Processes for the classifier fits; default :func:`default_workers` (torch's thread
             count); 1 = sequential.
@@ -308,11 +306,9 @@ def evaluate_transfer(
         decimals.
 
     Raises:
-        ConfigError: Unknown task or mode, bad ``workers``, or an ``embed`` returning a bad shape.
+        ConfigError: Unknown task, bad ``workers``, or an ``embed`` returning a bad shape.
         DataError: A missing or malformed data file (the message names the file and line).
     """
-    if mode not in PARAMETER_SETS:
-        raise ConfigError(f"unknown SentEval mode {mode!r}; choose one of {', '.join(MODES)}")
     names = check_tasks(tasks)
     texts = [read_task(Path(senteval_path), name) for name in names]  # read all before embedding
     features = {text.name: embed_task(text, embed) for text in texts}

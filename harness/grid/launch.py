@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.atomic import check_output_dir
-from harness.config.inputs import check_finite_overrides, check_spec_paths, is_regular_file
+from harness.config.inputs import check_spec_paths, is_regular_file
 from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_data_root, senteval_dir
 from harness.config.settings import resolve_settings
-from harness.errors import DataError, HarnessError
+from harness.errors import ConfigError, DataError, HarnessError
 from harness.evaluation.preread import data_problems
 from harness.grid.cleanup import remove_stale_temp_dirs
 from harness.grid.lock import GridLock
@@ -37,7 +37,13 @@ from harness.grid.plan.calibration_files import CALIBRATION_DIR, load_calibratio
 from harness.grid.plan.cost import CostModel
 from harness.grid.plan.estimate import estimate_lines, hours, longest_first, makespan, scratch_line
 from harness.grid.plan.status import attach_status, claims_only, complete_for, describe
-from harness.grid.preflight.machine import Report, longest_lengths, runs_folder_problems
+from harness.grid.preflight.machine import (
+    Report,
+    corpus_fit_problems,
+    longest_lengths,
+    runs_folder_problems,
+    trial_arithmetic_problems,
+)
 from harness.grid.progress.tracking import Tracking, check_trackers
 from harness.grid.signals import sigterm_as_interrupt
 from harness.run.checkpoint import every_from_env
@@ -71,7 +77,6 @@ class PlannedGrid:
 def check_options(options: GridOptions) -> None:
     """The values a grid or a pre-flight check takes that nothing else checks (the cluster options
     checked themselves when built): overrides, seed counts and the ``HARNESS_*`` settings."""
-    check_finite_overrides(dict(options.overrides), "override")
     check_seed_count(options.seeds)
     # the settings' own bounds (steps, threads, ...) of every override, before anything is planned
     root = Path(options.data_dir) if options.data_dir else None
@@ -174,6 +179,9 @@ def longest_first_with_estimate(grid: PlannedGrid, pending: list[PlannedRun]) ->
     estimate."""
     configs = [r.config for r in pending]
     check_models(configs)
+    arithmetic = trial_arithmetic_problems(configs, grid.options.cluster, grid.options.compile)
+    if arithmetic:
+        raise ConfigError(f"{arithmetic[0]}: nothing was run")
     check_corpora(configs)
     check_data_files(grid.data_root, configs)
     check_runs_folder(grid, pending)
@@ -307,12 +315,15 @@ def distrust_scoreless(plan: GridPlan, store: RunStore) -> list[str]:
 
 
 def check_corpora(configs: Sequence[RunConfig]) -> None:
-    """Read every distinct corpus the runs use (before Ray starts), so a bad one fails at once."""
+    """Read every distinct corpus the runs use (before Ray starts), so a bad one fails at once, and
+    what the runs ask of it (:func:`~harness.grid.preflight.machine.corpus_fit_problems`)."""
     need: dict[str, int] = {}
     for config in configs:
         need[str(config.corpus)] = max(need.get(str(config.corpus), 0), int(config.batch_size))
-    for corpus, batch in need.items():
-        read_corpus(Path(corpus), min_sentences=batch)
+    sizes = {corpus: len(read_corpus(Path(corpus), min_sentences=batch)) for corpus, batch in need.items()}
+    problems = corpus_fit_problems(configs, sizes)
+    if problems:
+        raise ConfigError(f"{problems[0]}: nothing was run")
 
 
 def check_models(configs: Sequence[RunConfig]) -> None:

@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from harness.atomic import check_output_file
-from harness.config.inputs import check_device
+from harness.config.hardware import default_device
+from harness.config.inputs import check_arithmetic, check_device
 from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_corpus, resolve_data_root, senteval_dir
+from harness.config.settings import check_post_whiten_sentences
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder, check_pooler
 from harness.encoder.saved import check_encoder_only
 from harness.encoder.st_folder import StPipeline, is_st_folder, read_st_folder
-from harness.errors import ConfigError, DataError
+from harness.errors import DataError
 from harness.evaluation.runner import (
     EvaluationReport,
     check_mode,
@@ -91,15 +92,17 @@ def check_inputs(options: EvalOptions) -> EvalInputs:
     """Everything a user can get wrong, checked before the encoder loads (one error line each); the
     output is proved writable first, so results are never lost."""
     check_device(options.device)
+    device = options.device or default_device()
+    check_arithmetic(device, {"--precision": options.precision})
     if options.model:  # a saved run whose sentence embedding is its method's head, not a pooler
         check_encoder_only(options.model, "harness eval")
     check_model_inputs(options.model)  # config, tokenizer, vocabulary, positions: before the weights load
     pipeline = None
     if options.pooler is None and is_st_folder(options.model):
         pipeline = read_st_folder(str(options.model))
-    pooler = check_pooler(pipeline.pooler if pipeline else (options.pooler or "cls_before_pooler"))
+    pooler = pipeline.pooler if pipeline else check_pooler(options.pooler or "cls_before_pooler", "--pooler")
     selection = select_tasks(options.tasks)
-    mode = check_mode(options.mode)
+    mode = check_mode(options.mode, "--mode")
     output = check_output_file(Path(options.output), "--output")
     data_root = resolve_data_root(options.data_dir)
     senteval = senteval_dir(data_root)
@@ -110,10 +113,8 @@ def check_inputs(options: EvalOptions) -> EvalInputs:
             raise DataError(f"STS data file not found: {missing[0]}{more}")
     whiten_corpus = None
     if options.post_whiten != "none":
-        if options.whiten_sentences < 2:
-            raise ConfigError(f"--whiten-sentences must be at least 2, got {options.whiten_sentences}")
+        check_post_whiten_sentences("--whiten-sentences", options.whiten_sentences)
         whiten_corpus = resolve_corpus(options.whiten_corpus, data_root)
-    device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
     return EvalInputs(pooler, mode, output, data_root, whiten_corpus, device, pipeline)
 
 
@@ -164,6 +165,9 @@ def non_finite(results: dict[str, Any], prefix: str = "") -> list[str]:
 def _embedder(options: EvalOptions, inputs: EvalInputs) -> tuple[SentenceEncoder, EmbedFn, LengthsFn]:
     """The loaded encoder, its embedding function (post-whitened when asked) and token lengths."""
     encoder = load_encoder(options.model, device=inputs.device)
+    problem = encoder.pooler_problem(inputs.pooler, "--pooler")  # cls: the model's pooler layer
+    if problem is not None:
+        raise problem
     embed, token_lengths = encoder_functions(encoder, inputs.pooler, options.precision)
     if inputs.pipeline is not None and inputs.pipeline.layers:
         pooled, pipeline = embed, inputs.pipeline

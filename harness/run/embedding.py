@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from torch import nn
 
 from harness.encoder.model import SentenceEncoder, TokenCache
 from harness.errors import ConfigError
@@ -25,6 +26,14 @@ class RunEmbedding:
         self.method = method
         self.config = config
         self.probe_tokens = TokenCache(encoder)  # the dev probes' batches, tokenised once
+        dense = encoder.parts().get("pooler_dense")
+        self.pooler_dense = dense if isinstance(dense, nn.Linear) else None
+        """Where :meth:`head_into_pooler` copies the method's head (None: the model has no pooler layer)."""
+        if config.eval_pooler == "cls" and method.export_head() is not None and self.pooler_dense is None:
+            raise ConfigError(
+                f"eval_pooler 'cls' scores {config.method}'s trained head in the model's pooler layer, and "
+                f"encoder {encoder.name} has no pooler Linear(d, d) to hold it: choose another eval_pooler"
+            )
 
     def probe(self, batch: list[str]) -> np.ndarray | torch.Tensor:
         """Embeddings for the dev probes: the training precision, each batch tokenised once per run.
@@ -45,14 +54,12 @@ class RunEmbedding:
             batch = [text(sentence) for sentence in batch]
         return self.encoder.embed_tensor(batch, self.config.eval_pooler, precision, head=head, tokens=tokens)
 
-    def head_into_pooler(self, required: bool) -> None:
-        """Copy the method's head (if it has one) into the encoder's pooler; ``required``: a head the
-        pooler cannot take is an error, else it is left out."""
+    def head_into_pooler(self) -> None:
+        """Copy the method's trained head (if it has one) into the encoder's pooler layer (where it has
+        one), so that the ``cls`` pooler reads it; whether it must be there was decided once, above."""
         head = self.method.export_head()
-        if head is None:
+        if head is None or self.pooler_dense is None:
             return
-        try:
-            self.encoder.load_head_into_pooler(head)
-        except ConfigError:
-            if required:
-                raise
+        with torch.no_grad():
+            self.pooler_dense.weight.copy_(head.weight)
+            self.pooler_dense.bias.copy_(head.bias)

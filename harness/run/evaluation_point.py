@@ -64,7 +64,7 @@ class RunCalls:
 
     save: Callable[[], None]
     say: Log
-    head_into_pooler: Callable[[bool], None]
+    head_into_pooler: Callable[[], None]
     embed: Callable[[list[str]], Any]
 
 
@@ -112,8 +112,8 @@ class EvaluationPoints:
     def probe(self, step: int) -> None:
         """One evaluation point: STS-B dev probe, trajectory point, selection, log line, checkpoint."""
         t0 = time.perf_counter()
-        if self.config.eval_pooler == "cls":
-            self.calls.head_into_pooler(True)
+        if self.config.eval_pooler == "cls":  # the probe reads the head as trained so far
+            self.calls.head_into_pooler()
         cached_before = bool(self.record.get("step0_probe_cached"))
         scores = self._probe_scores(step)
         self.step_fn.train()

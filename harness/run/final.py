@@ -147,7 +147,7 @@ class FinalStage:
             self.encoder.load_state_dict(self.best["encoder"])
             self.method.restore_state(self.best["method"])
         self.encoder.eval()
-        self.calls.head_into_pooler(self.config.eval_pooler == "cls")
+        self.calls.head_into_pooler()
 
     def _save_model(self, store: RunStore, whitening: Whitening | None) -> None:
         target = store.checkpoint_dir(self.run_id)

@@ -12,7 +12,6 @@ import numpy as np
 import torch
 
 from harness.config.paths import senteval_dir
-from harness.errors import ConfigError
 from harness.evaluation.embed import EmbedFn, LengthsFn
 from harness.evaluation.geometry import ProbeEmbedFn, StsbDevProbe
 from harness.evaluation.runner import run_evaluation
@@ -119,18 +118,6 @@ def whiten_with(embed: EmbedFn, mu: np.ndarray, w: np.ndarray) -> EmbedFn:
         return apply_post_whitening(embed(batch), mu, w)
 
     return whitened
-
-
-def check_post_whitening_available(kind: str) -> None:
-    if kind == "none":
-        return
-    try:
-        if kind.startswith("flow"):
-            from harness.postprocess.flow import fit_flow  # noqa: F401
-        else:
-            from harness.postprocess.whitening import apply_post_whitening, fit_post_whitening  # noqa: F401
-    except ImportError as exc:
-        raise ConfigError(f"post_whiten={kind!r} cannot be imported ({exc})") from None
 
 
 def cpu_bf16_slowdown(n: int = 512) -> float:

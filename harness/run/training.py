@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness.config.datasets import data_checksums
-from harness.config.hardware import torch_threads
+from harness.config.hardware import default_device, torch_threads
+from harness.config.settings import corpus_problems
 from harness.encoder.loading import check_loaded, load_encoder
 from harness.encoder.precision import describe
 from harness.errors import ConfigError
@@ -61,13 +62,7 @@ from harness.run.data import batches, read_corpus, seed_everything, total_steps
 from harness.run.embedding import RunEmbedding
 from harness.run.evaluation_point import CheckpointHook, EvaluationPoints, Log, PointHook, RunCalls, RunTimes
 from harness.run.final import FinalStage, ThreadsHook
-from harness.run.hooks import (
-    FinalEvaluator,
-    check_post_whitening_available,
-    cpu_bf16_slowdown,
-    make_final_evaluator,
-    make_probe,
-)
+from harness.run.hooks import FinalEvaluator, cpu_bf16_slowdown, make_final_evaluator, make_probe
 from harness.run.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
 from harness.run.probe_cache import ProbeCache
 from harness.run.step import TrainStep
@@ -275,7 +270,6 @@ class TrainingRun:
         """Corpus, encoder, method, step function and evaluators (this order fixes the random draws)."""
 
         config = self.config
-        check_post_whitening_available(config.post_whiten)
         seed_everything(config.seed)
         self.sentences = (
             self.corpus
@@ -283,14 +277,18 @@ class TrainingRun:
             else read_corpus(Path(config.corpus), min_sentences=config.batch_size)
         )
         self.total = total_steps(config, len(self.sentences))
-        dev = self.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dev = self.device or default_device()
         self.say(
             f"[{self.run_id}] {config.method} on {config.model}, {len(self.sentences)} sentences, "
             f"{self.total} steps of {config.batch_size}, eval every {config.eval_every}, device {dev}"
         )
         self._warn_if_bf16_is_emulated(dev)
         self.encoder = load_encoder(config.model, dev, seed=config.seed)
-        check_loaded(self.encoder, config.max_length)  # not at the first long sentence
+        poolers = {"train_pooler": config.train_pooler, "eval_pooler": config.eval_pooler}
+        check_loaded(self.encoder, config.max_length, poolers)  # not at the first long sentence or step
+        too_small = corpus_problems(config, len(self.sentences), self.encoder.hidden_size)
+        if too_small:  # harness train and grid said so before; a run built in Python is told here
+            raise too_small[0]
         self.compile = (
             self.compile_request if self.compile_request is not None else torch.device(dev).type == "cuda"
         )

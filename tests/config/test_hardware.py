@@ -95,3 +95,33 @@ def test_night_is_cpu_with_bf16_final_tasks_where_native(fake_cpu, data_root: Pa
     fake_cpu("avx2")  # without native bf16 the two profiles plan the very same runs
     a, b = (resolve_config("simcse", None, p, data_root=data_root) for p in ("cpu", "night"))
     assert a.run_id() == b.run_id()
+
+
+def test_auto_precision_is_resolved_for_the_runs_device(fake_cpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_cpu("avx2")  # a CPU without native bf16 ...
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # ... beside a GPU with it
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert hw.auto_precision() == hw.auto_precision("cuda") == "bf16"  # the default device: the GPU
+    assert hw.auto_precision("cpu") == "fp32"  # --device cpu trains on this CPU
+    assert hw.auto_precision("mps") == "fp32"
+    cpu = resolve_settings("cpu", require_corpus=False, device="cpu")
+    gpu = resolve_settings("cpu", require_corpus=False, device="cuda")
+    assert (cpu.precision, gpu.precision) == ("fp32", "bf16")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert hw.auto_precision("cuda") == "fp32" and hw.default_device() == "cuda"
+
+
+def test_arithmetic_problems_name_the_setting_and_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hw, "native_bf16", lambda device=None: str(device).startswith("cpu"))
+    monkeypatch.setattr(hw, "compile_problem", lambda device: None)
+    assert hw.arithmetic_problems("cuda", {"precision": "bf16", "eval_precision": "bf16"}, False) == [
+        f"{name} bf16 on cuda: this CUDA GPU has no bf16 (torch.cuda.is_bf16_supported() is False, so "
+        f"autocast refuses it); set {name} to fp16 or fp32"
+        for name in ("precision", "eval_precision")
+    ]
+    assert hw.arithmetic_problems("cpu", {"precision": "bf16"}, True) == []
+
+
+def test_compile_problem_asks_for_inductors_tools_here() -> None:
+    assert hw.compile_problem("mps") is None  # not judged here
+    assert hw.compile_problem("cpu") is None  # this machine has a C++ compiler (the tests compile)

@@ -1,15 +1,16 @@
-"""Checks of the values a user types: numbers that are not finite, devices, runs folders and spec
-paths, each one error line."""
+"""Checks of the values a user types: devices and the arithmetic they can compute, runs folders and
+spec paths, each one error line."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
 import torch
 
+import harness.config.hardware as hw
 from harness.config.inputs import (
+    check_arithmetic,
     check_device,
     check_runs_dir,
     check_spec_paths,
@@ -17,13 +18,20 @@ from harness.config.inputs import (
 from harness.errors import ConfigError
 
 
-def test_finite_check_helpers() -> None:
-    from harness.config.inputs import check_finite_overrides
-
-    check_finite_overrides({"a": 1.0, "b": "text", "c": "3e-5", "d": None}, "x")
-    for bad in (math.inf, -math.inf, math.nan, "inf", "-Infinity", "NaN", "1e999"):
-        with pytest.raises(Exception, match="must be finite"):
-            check_finite_overrides({"k": bad}, "x")
+def test_what_a_device_cannot_compute_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hw, "native_bf16", lambda device=None: False)  # a CUDA GPU without bf16
+    monkeypatch.setattr(hw, "compile_problem", lambda device: None)
+    check_arithmetic("cuda", {"precision": "fp16", "eval_precision": "fp32"})
+    check_arithmetic("cpu", {"precision": "bf16"})  # a CPU computes it (emulated: the run warns)
+    with pytest.raises(ConfigError, match=r"^eval_precision bf16 on cuda:0: this CUDA GPU has no bf16 "):
+        check_arithmetic("cuda:0", {"precision": "fp32", "eval_precision": "bf16"})
+    monkeypatch.setattr(hw, "compile_problem", lambda device: f"no compiler for {device}")
+    check_arithmetic("cpu", {}, None)  # auto: compiled on a GPU only
+    check_arithmetic("cuda", {}, False)
+    with pytest.raises(ConfigError, match=r"^--compile on: no compiler for cpu; use --compile off$"):
+        check_arithmetic("cpu", {}, True)
+    with pytest.raises(ConfigError, match=r"^--compile auto \(on a GPU\): no compiler for cuda; use"):
+        check_arithmetic("cuda", {}, None)
 
 
 def test_devices_are_ones_torch_knows_and_this_machine_has(monkeypatch: pytest.MonkeyPatch) -> None:

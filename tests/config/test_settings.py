@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.config.settings import corpus_id, resolve_settings
+from harness.config.settings import (
+    check_post_whiten_sentences,
+    corpus_id,
+    corpus_problems,
+    flag_label,
+    resolve_settings,
+)
 from harness.errors import ConfigError, DataError
 from harness.store.run_config import resolve_config, resolve_run
 from methods.simcse import SimCSEParams
@@ -72,11 +78,11 @@ def test_misspelt_override_key(config_root: Path) -> None:
         ({"grad_clip": float("nan")}, "grad_clip must be finite"),
         ({"seed": -1}, r"^seed must be from 0 to 4294967295 \(NumPy's range\), got -1$"),
         ({"seed": 2**32}, r"^seed must be from 0 to 4294967295 \(NumPy's range\), got 4294967296$"),
-        ({"seed": 1.5}, r"^seed: 1\.5 is not a valid int$"),
-        ({"seed": True}, r"^seed: True is not a valid int$"),
-        ({"seed": "\u0664\u0662"}, r"^seed: '\u0664\u0662' is not a valid int$"),
-        ({"seed": "4_2"}, r"^seed: '4_2' is not a valid int$"),
-        ({"lr": "\u0661e-4"}, r"^lr: '\u0661e-4' is not a valid float$"),
+        ({"seed": 1.5}, r"^override seed: 1\.5 is not a valid int$"),
+        ({"seed": True}, r"^override seed: True is not a valid int$"),
+        ({"seed": "\u0664\u0662"}, r"^override seed: '\u0664\u0662' is not a valid int$"),
+        ({"seed": "4_2"}, r"^override seed: '4_2' is not a valid int$"),
+        ({"lr": "\u0661e-4"}, r"^override lr: '\u0661e-4' is not a valid float$"),
         ({"threads": 0}, r"^threads must be from 1 to 1024 \(or none = torch's default\), got 0$"),
         ({"threads": "1025"}, r"^threads must be from 1 to 1024 .*got 1025$"),
         ({"max_steps": "1000000000000000"}, r"^max_steps must be from 0 to 10000000 .*got 10{15}$"),
@@ -113,3 +119,50 @@ def test_overrides_are_honoured_before_anything_reads_the_profile(config_root: P
     )
     with pytest.raises(DataError, match="wiki1m_for_simcse"):
         resolve_settings("paper", None, config_root)
+
+
+def test_a_coercion_error_names_where_the_value_came_from(config_root: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^override lr must be finite, got 'inf'$"):
+        resolve_settings("smoke", {"lr": "inf"}, config_root)
+    with pytest.raises(ConfigError, match=r"^--max-steps: '1e15' is not a valid int$"):
+        resolve_settings("smoke", {"max_steps": "1e15"}, config_root, label=flag_label)
+    with pytest.raises(ConfigError, match=r"^--lr must be finite, got 'nan'$"):
+        resolve_settings("smoke", {"lr": "nan"}, config_root, label=flag_label)
+    # text takes any text: what it names is checked where it is used (a model, a corpus file)
+    with pytest.raises(DataError, match="inf"):
+        resolve_settings("smoke", {"corpus": "inf"}, config_root)
+
+
+def test_a_warm_up_longer_than_the_run_is_refused(config_root: Path) -> None:
+    assert smoke_config(config_root, warmup_steps=4).warmup_steps == 4  # smoke: 4 steps
+    with pytest.raises(ConfigError, match=r"^warmup_steps 5 is more than the run's max_steps 4: the "):
+        smoke_config(config_root, warmup_steps=5)
+    for profile in ("cpu", "demo", "night", "paper", "smoke"):  # every profile stays valid
+        resolve_settings(profile, require_corpus=False)
+    epoch = smoke_config(config_root, max_steps=None, warmup_steps=3, batch_size=8)
+    assert corpus_problems(epoch, 24) == []  # 3 steps of 8
+    (problem,) = corpus_problems(epoch, 23)
+    assert str(problem).startswith("warmup_steps 3 is more than the run's 2 steps (one epoch of 23 sentences")
+
+
+def test_post_processing_needs_enough_corpus_sentences_and_more_than_the_width(config_root: Path) -> None:
+    plain = smoke_config(config_root, post_whiten_sentences=500)
+    assert corpus_problems(plain, 100, 64) == []  # no post-processing: the count is not read
+    flow = smoke_config(config_root, post_whiten="flow", post_whiten_sentences=50)
+    assert corpus_problems(flow, 100, 64) == []  # a flow fits on any count
+    many = smoke_config(config_root, post_whiten="flow", post_whiten_sentences=500)
+    (problem,) = corpus_problems(many, 100)
+    assert str(problem).startswith("post_whiten_sentences 500 is more than the 100 sentences of corpus")
+    zca = smoke_config(config_root, post_whiten="zca", post_whiten_sentences=64)
+    (problem,) = corpus_problems(zca, 100, 64)
+    assert str(problem).startswith("post_whiten_sentences 64 is not more than the encoder's width 64: zca")
+    pca = smoke_config(config_root, post_whiten="pca", post_whiten_sentences=65)
+    assert corpus_problems(pca, 100, 64) == []
+
+
+def test_one_bound_for_the_post_processing_sentences_of_a_run_and_of_eval() -> None:
+    check_post_whiten_sentences("--whiten-sentences", 2)
+    with pytest.raises(ConfigError, match=r"^--whiten-sentences must be from 2 to 2147483647, got 1$"):
+        check_post_whiten_sentences("--whiten-sentences", 1)
+    with pytest.raises(ConfigError, match=r"^post_whiten_sentences must be from 2 to 2147483647, got 1$"):
+        check_post_whiten_sentences("post_whiten_sentences", 1)

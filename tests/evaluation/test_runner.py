@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 from harness.cli import main
+from harness.encoder.model import SentenceEncoder
 from harness.errors import ConfigError
 from harness.evaluation.runner import evaluate, run_evaluation
 from harness.evaluation.sts import STS_TASKS
@@ -64,8 +66,26 @@ def test_evaluate_returns_only_the_groups_asked(mini_data_root: Path, fake_trans
 
 
 @pytest.mark.parametrize(
-    ("tasks", "mode", "match"), [("sst", "fasttest", "task group"), ("sts", "slow", "mode")]
+    ("tasks", "mode", "match"),
+    [
+        ("sst", "fasttest", "task group"),
+        ("sts", "slow", r"^mode: 'slow' is not one of 'fasttest', 'test'"),  # transfer_mode's rule
+    ],
 )
 def test_evaluate_rejects_bad_choices(mini_data_root: Path, tasks: str, mode: str, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         evaluate(constant_free_embed, mini_data_root, tasks, mode)
+
+
+def test_an_encoder_without_a_pooler_layer_cannot_embed_with_cls(tiny: SentenceEncoder) -> None:
+    from harness.evaluation.runner import encoder_functions
+
+    encoder_functions(tiny, "cls")  # BERT has one
+    model: Any = tiny.model
+    saved, model.pooler = model.pooler, None
+    try:
+        encoder_functions(tiny, "cls_before_pooler")
+        with pytest.raises(ConfigError, match=r"^pooler 'cls' reads the model's pooler layer"):
+            encoder_functions(tiny, "cls")  # once, not at the first embedding
+    finally:
+        model.pooler = saved

@@ -202,11 +202,10 @@ def test_evaluate_transfer_end_to_end_on_a_mini_folder(tmp_path: Path) -> None:
     }
 
 
-def test_unknown_task_or_mode_is_a_config_error(tmp_path: Path) -> None:
+def test_unknown_task_or_workers_is_a_config_error(tmp_path: Path) -> None:
+    # (the mode is checked where it enters: the run settings, evaluation.runner, harness eval)
     with pytest.raises(ConfigError, match="unknown transfer task"):
         evaluate_transfer(_hash_embed, tmp_path, tasks=["MR", "SST5"])
-    with pytest.raises(ConfigError, match="mode"):
-        evaluate_transfer(_hash_embed, tmp_path, mode="slowtest")
     with pytest.raises(ConfigError, match="workers"):
         classify_tasks(synthetic_features(), workers=0)
 

@@ -8,6 +8,7 @@ import dataclasses
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,8 +23,13 @@ def test_the_inputs_are_checked_before_the_encoder_loads(mini_data_root: Path, t
     inputs = check_inputs(options)
     assert (inputs.pooler, inputs.mode, inputs.device) == ("cls_before_pooler", "fasttest", "cpu")
     assert inputs.output == tmp_path / "out.json" and inputs.pipeline is None and inputs.whiten_corpus is None
-    with pytest.raises(ConfigError, match="--whiten-sentences must be at least 2, got 1"):
+    # the bound of a run's post_whiten_sentences, named by the flag
+    with pytest.raises(ConfigError, match=r"^--whiten-sentences must be from 2 to 2147483647, got 1$"):
         check_inputs(dataclasses.replace(options, post_whiten="zca", whiten_sentences=1))
+    with pytest.raises(ConfigError, match=r"^--mode: 'tset' is not one of 'fasttest', 'test' \(did you mean"):
+        check_inputs(dataclasses.replace(options, mode="tset"))  # the run settings' rule (transfer_mode)
+    with pytest.raises(ConfigError, match=r"^--pooler: 'mean' is not one of 'cls_before_pooler'"):
+        check_inputs(dataclasses.replace(options, pooler="mean"))
     data = tmp_path / "data"
     shutil.copytree(mini_data_root / "senteval", data / "senteval")
     shutil.rmtree(data / "senteval" / "STS" / "STS12-en-test")
@@ -51,6 +57,26 @@ def test_one_encoder_scored_into_the_record_the_command_writes(mini_data_root: P
     )
     assert meta["data_root"] == str(mini_data_root) and meta["seconds"]["total"] > 0
     assert done.record["sts"] == done.report.results["sts"]
+
+
+def test_a_cls_pooler_without_a_pooler_layer_is_one_line_before_anything_is_embedded(
+    mini_data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import harness.jobs.evaluate as job
+    from harness.encoder.loading import load_encoder
+
+    def no_pooler(name: str | None, device: str = "cpu") -> object:
+        encoder = load_encoder(name, device)
+        model: Any = encoder.model
+        model.pooler = None
+        return encoder
+
+    monkeypatch.setattr(job, "load_encoder", no_pooler)
+    options = EvalOptions(
+        str(tmp_path / "o.json"), "random:tiny", pooler="cls", data_dir=str(mini_data_root), device="cpu"
+    )
+    with pytest.raises(ConfigError, match=r"^--pooler 'cls' reads the model's pooler layer, and encoder "):
+        evaluate_encoder(options)
 
 
 def test_the_printed_table_and_the_scores_that_are_not_numbers() -> None:

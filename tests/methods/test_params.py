@@ -137,3 +137,14 @@ def test_every_switch_is_placed_and_the_released_defaults_hold() -> None:
     assert not set(RELEASED) & set(OTHER)
     for (name, key), value in {**RELEASED, **OTHER}.items():
         assert getattr(REGISTRY[name].params_cls(), key) == value, (name, key)
+
+
+def test_a_params_coercion_error_names_the_flag_and_the_models_a_method_loads_are_listed() -> None:
+    with pytest.raises(ConfigError, match=r"^--set temperature must be finite, got 'nan'$"):
+        SimCSEParams.from_overrides({"temperature": "nan"}, "simcse", where="--set")
+    with pytest.raises(ConfigError, match=r"^temperature must be finite, got 'nan'$"):
+        SimCSEParams.from_overrides({"temperature": "nan"}, "simcse")  # a spec's value: its field
+    assert SimCSEParams().models() == ()
+    dclr = get_method("dclr").params_cls
+    assert dclr().models() == ()  # complementary = initial: a copy of the run's own encoder
+    assert dclr.from_overrides({"complementary": "some/model"}).models() == ("some/model",)

@@ -1,5 +1,6 @@
 """A run's embeddings (harness.run.embedding): the dev probes' and the final tasks' agree in fp32, the
-probe's tokens are cached, the method's sentence input is applied, a missing head is no error."""
+probe's tokens are cached, the method's sentence input is applied, a missing head is no error, a head
+the pooler cannot hold is found when the run is built."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
+from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder
+from harness.errors import ConfigError
 from harness.run.embedding import RunEmbedding
 from tests.helpers import SENTS
 
@@ -52,7 +56,7 @@ def test_probe_and_final_embed_alike_and_the_probe_tokenises_once(tiny: Sentence
     np.testing.assert_allclose(probe, final, rtol=1e-5, atol=1e-6)
     again = embedding.probe(SENTS[:4])  # from the cached tokens
     np.testing.assert_allclose(again, probe, rtol=1e-6, atol=1e-7)
-    embedding.head_into_pooler(True)  # no head to copy: nothing to do, no error
+    embedding.head_into_pooler()  # no head to copy: nothing to do, no error
 
 
 def test_the_sentence_input_wraps_each_sentence_before_the_head(tiny: SentenceEncoder) -> None:
@@ -66,3 +70,29 @@ def test_the_sentence_input_wraps_each_sentence_before_the_head(tiny: SentenceEn
     embedding = _embedding(tiny, _Method(head=_FirstToken(), text=template))
     out = embedding.final(SENTS[:3])
     assert seen == SENTS[:3] and out.shape[0] == 3 and np.isfinite(out).all()
+
+
+class _WithHead(_Method):
+    """A method whose trained head the ``cls`` pooler reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dense = nn.Linear(64, 64)
+
+    def export_head(self) -> nn.Linear:  # type: ignore[override]
+        return self.dense
+
+
+def test_the_head_goes_into_the_pooler_and_a_pooler_that_cannot_hold_it_is_found_once() -> None:
+    encoder, method = load_encoder("random:tiny", seed=0), _WithHead()
+    config = SimpleNamespace(method="m", precision="fp32", eval_precision="fp32", eval_pooler="cls")
+    embedding = RunEmbedding(encoder, method, config)  # type: ignore[arg-type]
+    embedding.head_into_pooler()
+    model: Any = encoder.model
+    assert torch.equal(model.pooler.dense.weight, method.dense.weight)
+    model.pooler = None
+    with pytest.raises(ConfigError, match=r"^eval_pooler 'cls' scores m's trained head in the model's "):
+        RunEmbedding(encoder, method, config)  # type: ignore[arg-type]
+    avg = SimpleNamespace(**{**vars(config), "eval_pooler": "avg"})
+    other = RunEmbedding(encoder, method, avg)  # type: ignore[arg-type]
+    other.head_into_pooler()  # no pooler to copy the head into, and none needed: nothing done

@@ -41,7 +41,7 @@ def _points(total: int) -> EvaluationPoints:
         method=_Method(),  # type: ignore[arg-type]
         step_fn=_Step(),  # type: ignore[arg-type]
         probe_fn=lambda embed: {},
-        calls=RunCalls(lambda: None, lambda line: None, lambda required: None, embed=lambda batch: None),
+        calls=RunCalls(lambda: None, lambda line: None, lambda: None, embed=lambda batch: None),
         best={"score": -math.inf, "step": None, "encoder": None, "method": None},
         times=RunTimes(),
         pending=PendingSteps(),

@@ -20,7 +20,7 @@ import torch
 import harness.run.training as train_mod
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.saved import SENTENCE_HEAD_FILE
-from harness.errors import DataError, TrainingError
+from harness.errors import ConfigError, DataError, TrainingError
 from harness.run.probe_cache import CACHE_DIR
 from harness.run.training import train_run
 from harness.store.run_config import resolve_config
@@ -82,6 +82,28 @@ def test_bad_corpus_fails_the_record(fakes: None, train_root: Path, tmp_path: Pa
         train_run(config, train_root, store, log=None)
     saved = store.load(config.run_id())
     assert saved is not None and saved["status"] == "failed" and "fewer than one batch" in saved["error"]
+
+
+def test_what_the_encoder_and_corpus_cannot_give_stops_the_run_before_step_0(
+    fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load = train_mod.load_encoder
+
+    def no_pooler(name: str, device: str = "cpu", seed: int = 0) -> SentenceEncoder:
+        encoder = load(name, device, seed=seed)
+        model: Any = encoder.model
+        model.pooler = None
+        return encoder
+
+    lines: list[str] = []
+    monkeypatch.setattr(train_mod, "load_encoder", no_pooler)
+    with pytest.raises(ConfigError, match=r"^train_pooler 'cls' reads the model's pooler layer"):
+        train_run(smoke_config(train_root, train_pooler="cls"), train_root, log=lines.append)
+    assert not any("step 0/" in line for line in lines)  # before step 0's probe, not at a step
+    monkeypatch.setattr(train_mod, "load_encoder", load)
+    too_many = smoke_config(train_root, post_whiten="pca", post_whiten_sentences=81)  # 80 sentences
+    with pytest.raises(ConfigError, match=r"^post_whiten_sentences 81 is more than the 80 sentences"):
+        train_run(too_many, train_root, log=lines.append)
 
 
 @pytest.mark.slow

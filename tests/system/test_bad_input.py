@@ -96,8 +96,8 @@ def test_tables_claims_and_report_render_around_a_bad_record(
         (["--lr", "inf"], "--lr must be finite, got 'inf'"),
         (["--seed", "-1"], "seed must be from 0 to 4294967295 (NumPy's range), got -1"),
         (["--seed", str(2**32)], "seed must be from 0 to 4294967295 (NumPy's range), got 4294967296"),
-        (["--seed", "\u0664\u0662"], "seed: '\u0664\u0662' is not a valid int"),
-        (["--max-steps", "1e15"], "max_steps: '1e15' is not a valid int"),
+        (["--seed", "\u0664\u0662"], "--seed: '\u0664\u0662' is not a valid int"),
+        (["--max-steps", "1e15"], "--max-steps: '1e15' is not a valid int"),
         (["--max-steps", str(10**15)], "max_steps must be from 0 to 10000000 (or none = one epoch), got"),
         (["--threads", "0"], "threads must be from 1 to 1024 (or none = torch's default), got 0"),
         (["--threads", "-2"], "threads must be from 1 to 1024 (or none = torch's default), got -2"),
@@ -188,6 +188,17 @@ def test_grid_checks_the_corpus_before_ray_starts(
     assert f"corpus {bad}: line 2 is empty" in line
     assert not (runs / "records").exists() and not (runs / "tune").exists()
     assert not (runs / "grid.lock").exists()
+
+
+def test_grid_checks_what_the_runs_ask_of_the_corpus_before_ray_starts(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "runs"
+    args = ["grid", str(SMOKE_SPEC), "--smoke", "--data-dir", str(root), "--runs-dir", str(runs)]
+    assert main([*args, "--post-whiten", "zca", "--post-whiten-sentences", "1000000"]) == 2
+    line = one_error_line(capsys)
+    assert "post_whiten_sentences 1000000 is more than the " in line and line.endswith(": nothing was run")
+    assert not (runs / "records").exists() and not (runs / "tune").exists()
 
 
 def test_grid_refuses_a_runs_folder_it_cannot_write_before_ray_starts(

@@ -36,6 +36,7 @@ from harness.grid.preflight.machine import (
     check_model,
     longest_lengths,
     runs_folder_problems,
+    trial_arithmetic_problems,
 )
 from harness.run.data import read_corpus
 from harness.specs.cells import expand
@@ -67,6 +68,8 @@ def run_preflight(options: GridOptions) -> int:
         report.problem(problem)
     check_disk(Path(options.runs_dir), report)
     check_gpus(options.cluster.gpus_per_trial, report)
+    for problem in trial_arithmetic_problems(configs, options.cluster, options.compile):
+        report.problem(problem)
     if options.cluster.address:
         needs = NodeNeeds(
             data_root=str(data_root.resolve()) if data_root is not None else None,

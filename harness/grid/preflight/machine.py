@@ -1,5 +1,6 @@
-"""The checks the pre-flight makes on a machine (this one, or a Ray node): data files, corpora, models,
-disk, GPUs; each adds an ``ok`` line or a problem to a :class:`Report`.
+"""The checks the pre-flight makes on a machine (this one, or a Ray node): data files, corpora (and
+what the runs ask of them), models, disk, GPUs, the arithmetic the trials' device can compute; each
+adds an ``ok`` line or a problem to a :class:`Report`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import cause_of
+from harness.config.hardware import arithmetic_problems
 from harness.config.models import (
     DEFAULT_MODEL,
     hidden_size_of,
@@ -21,6 +23,7 @@ from harness.config.models import (
     model_problems,
     packaged_model_dir,
 )
+from harness.config.settings import RunSettings, corpus_problems
 from harness.errors import HarnessError
 from harness.evaluation.preread import data_problems
 from harness.evaluation.tasks import sts_files, stsb_dev_file
@@ -185,7 +188,52 @@ def check_data(data_root: Path, configs: list[Any], report: Report, read_corpus:
             report.ok(f"corpus {corpus}: {sizes[corpus]} sentences")
         except HarnessError as exc:
             report.problem(str(exc))
+    for text in corpus_fit_problems(configs, sizes):
+        report.problem(text)
     return sizes
+
+
+def corpus_fit_problems(configs: Sequence[Any], sizes: dict[str, int]) -> list[str]:
+    """What the runs ask of their corpora (of ``sizes``: path -> sentences) that these cannot give
+    (:func:`~harness.config.settings.corpus_problems`: a warm-up longer than a one-epoch run, more
+    post-processing sentences than the corpus or, for BERT-whitening, than the encoder's width); each
+    distinct problem once."""
+    problems: dict[str, None] = {}
+    for config in configs:
+        if not isinstance(config, RunSettings) or str(config.corpus) not in sizes:
+            continue
+        try:
+            width: int | None = config.hidden_size if config.post_whiten in ("zca", "pca") else None
+        except HarnessError:
+            width = None  # an encoder whose config cannot be found: its own check says so
+        for problem in corpus_problems(config, sizes[str(config.corpus)], width):
+            problems.setdefault(str(problem))
+    return list(problems)
+
+
+def trial_device(cluster: Any) -> str | None:
+    """The device this machine's trials train on: ``cuda`` with GPUs per trial (asked, or by default
+    where torch sees a CUDA GPU and the grid is not ``--smoke``), else ``cpu``; None on a cluster
+    (``--address``), whose nodes decide."""
+    import torch
+
+    if cluster.address is not None:
+        return None
+    gpus = cluster.gpus_per_trial
+    local = torch.cuda.is_available() and not cluster.smoke
+    return "cuda" if (gpus or 0) > 0 or (gpus is None and local) else "cpu"
+
+
+def trial_arithmetic_problems(configs: Sequence[Any], cluster: Any, compile: bool | None) -> list[str]:
+    """What this machine's trials (:func:`trial_device`) cannot compute of the runs: bf16 on a CUDA GPU
+    without it, a compiled step torch.compile cannot build here
+    (:func:`~harness.config.hardware.arithmetic_problems`); none on a cluster."""
+    device = trial_device(cluster)
+    if device is None or not configs:
+        return []
+    names = ("precision", "eval_precision")
+    precisions = {name: "bf16" for c in configs for name in names if getattr(c, name, None) == "bf16"}
+    return [f"trials on {device}: {text}" for text in arithmetic_problems(device, precisions, compile)]
 
 
 def runs_folder_problems(
@@ -245,9 +293,12 @@ def _folder_problem(folder: Path, what: str) -> str | None:
 
 
 def longest_lengths(configs: Sequence[Any]) -> dict[str, int | None]:
-    """Each model the configs use, with the longest ``max_length`` any of them asks of it."""
+    """Each model the configs use (the run's and those its method loads besides,
+    :meth:`~methods.params.MethodParams.models`), with the longest ``max_length`` any of them asks of it."""
     lengths: dict[str, list[int]] = {}
     for config in configs:
         length = getattr(config, "max_length", None)
-        lengths.setdefault(str(config.model), []).extend([int(length)] if length is not None else [])
+        params = getattr(config, "params", None)
+        for model in (str(config.model), *(params.models() if params is not None else ())):
+            lengths.setdefault(model, []).extend([int(length)] if length is not None else [])
     return {model: max(values) if values else None for model, values in lengths.items()}

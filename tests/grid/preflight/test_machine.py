@@ -99,3 +99,60 @@ def test_a_model_is_checked_as_every_command_checks_it(tmp_path: Path) -> None:
         f"model {folder}: its tokenizer takes inputs of up to 512 tokens"
     )
     assert report.problems[1] == f"model path does not exist: {tmp_path / 'no' / 'model'}"
+
+
+def test_the_models_a_method_loads_besides_are_checked_with_the_runs_own(config_root: Path) -> None:
+    from tests.helpers import smoke_config
+
+    plain = smoke_config(config_root, "dclr")  # complementary = initial: a copy, nothing loaded
+    other = smoke_config(config_root, "dclr", params={"complementary": "/no/such/model"}, max_length=16)
+    assert machine.longest_lengths([plain]) == {"random:tiny": 32}
+    assert machine.longest_lengths([plain, other]) == {"random:tiny": 32, "/no/such/model": 16}
+
+
+def test_what_the_runs_ask_of_their_corpus_is_a_problem_each(config_root: Path) -> None:
+    from tests.helpers import smoke_config
+
+    corpus = str(config_root / "corpus" / "nli-sentences.txt")
+    fits = smoke_config(config_root, post_whiten="pca", post_whiten_sentences=65)
+    many = smoke_config(config_root, post_whiten="pca", post_whiten_sentences=101)
+    narrow = smoke_config(config_root, post_whiten="zca", post_whiten_sentences=64, seed=1)
+    assert machine.corpus_fit_problems([fits], {corpus: 100}) == []
+    problems = machine.corpus_fit_problems([fits, many, many.replace(seed=2), narrow], {corpus: 100})
+    assert [p.split(":")[0] for p in problems] == [
+        f"post_whiten_sentences 101 is more than the 100 sentences of corpus {corpus}",
+        "post_whiten_sentences 64 is not more than the encoder's width 64",
+    ]
+    assert machine.corpus_fit_problems([many], {}) == []  # an unread corpus: its own problem
+
+
+def test_the_trials_device_and_what_it_cannot_compute(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    import harness.config.hardware as hw
+
+    def cluster(**changes: object) -> SimpleNamespace:
+        return SimpleNamespace(**{"address": None, "gpus_per_trial": None, "smoke": False, **changes})
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert machine.trial_device(cluster()) == "cuda"
+    assert (
+        machine.trial_device(cluster(gpus_per_trial=0.0))
+        == machine.trial_device(cluster(smoke=True))
+        == "cpu"
+    )
+    assert machine.trial_device(cluster(address="10.0.0.1:6379")) is None  # the nodes decide
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert (
+        machine.trial_device(cluster()) == "cpu" and machine.trial_device(cluster(gpus_per_trial=1)) == "cuda"
+    )
+    monkeypatch.setattr(hw, "native_bf16", lambda device=None: False)
+    monkeypatch.setattr(hw, "compile_problem", lambda device: "no compiler")
+    runs = [SimpleNamespace(precision="fp32", eval_precision="bf16")]
+    assert machine.trial_arithmetic_problems(runs, cluster(), None) == []  # CPU trials compute bf16
+    (bf16,) = machine.trial_arithmetic_problems(runs, cluster(gpus_per_trial=1), False)
+    assert bf16.startswith("trials on cuda: eval_precision bf16 on cuda: this CUDA GPU has no bf16")
+    assert machine.trial_arithmetic_problems(runs, cluster(), True) == [
+        "trials on cpu: --compile on: no compiler; use --compile off"
+    ]
+    assert machine.trial_arithmetic_problems(runs, cluster(address="a:1"), True) == []
