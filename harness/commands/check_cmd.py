@@ -25,7 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Ray cluster address to check (HOST:PORT); every node's data, models and versions too",
     )
     parser.add_argument("--gpus-per-trial", type=number(float), default=None, help="GPUs per trial to check")
-    parser.add_argument("--cpus-per-trial", type=number(int), default=1, help="CPUs per trial to check")
+    parser.add_argument(
+        "--cpus-per-trial", type=number(int), default=None, help="CPUs per trial to check (default 1)"
+    )
     add_override_arguments(parser)
 
 

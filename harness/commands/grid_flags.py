@@ -23,7 +23,11 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="GPUs per trial, fractions allowed (default 1 if any)",
     )
     parser.add_argument(
-        "--cpus-per-trial", type=number(int), default=1, help="CPUs (and torch threads) per trial"
+        "--cpus-per-trial",
+        type=number(int),
+        default=None,
+        help="CPUs (and torch threads) per trial (default 1); where the runs fix their threads (the CPU "
+        "profiles: 1) the two must agree",
     )
     parser.add_argument(
         "--trial-resources",

@@ -84,7 +84,7 @@ def check_before_training(config: Any, store: Any, save_model: bool) -> list[str
 
 def run(args: argparse.Namespace) -> int:
     from harness.config.paths import resolve_data_root
-    from harness.run.checkpoint import every_from_env
+    from harness.run.checkpoint import checkpoint_every, every_from_env
     from harness.run.training import train_run
     from harness.store.run_config import resolve_config
     from harness.store.run_store import RunStore
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = settings_from_args(args)
     check_finite_overrides(params, "--set")
     check_finite_overrides({f"--{k.replace('_', '-')}": v for k, v in overrides.items()}, "")
-    every_from_env(strict=True)  # HARNESS_CHECKPOINT_EVERY_S
+    every_s = every_from_env()  # HARNESS_CHECKPOINT_EVERY_S, read once: the run gets this value
     check_device(args.device)
     data_root = resolve_data_root(args.data_dir)
     config = resolve_config(args.method, params, args.profile, overrides, data_root=data_root)
@@ -108,15 +108,16 @@ def run(args: argparse.Namespace) -> int:
             f"(then it moves to {store.attempts_dir(run_id)})"
         )
     try:
-        record = train_run(
-            config,
-            data_root,
-            store,
-            device=args.device,
-            save_checkpoint=args.save_checkpoint,
-            compile=compile_choice(args.compile),
-            sentences=sentences,
-        )
+        with checkpoint_every(every_s):
+            record = train_run(
+                config,
+                data_root,
+                store,
+                device=args.device,
+                save_checkpoint=args.save_checkpoint,
+                compile=compile_choice(args.compile),
+                sentences=sentences,
+            )
     except WriteError as exc:  # a disk that filled up while training: what was written is kept
         print(
             f"harness train: error: {exc}; the run stopped: its record and last resume checkpoint (if "

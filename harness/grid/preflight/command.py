@@ -66,7 +66,7 @@ def run_preflight(options: GridOptions) -> int:
     ):
         report.problem(problem)
     check_disk(Path(options.runs_dir), report)
-    check_gpus(options.cluster.gpus_per_trial, report)
+    check_gpus(options.cluster, report)
     if options.cluster.address:
         needs = NodeNeeds(
             data_root=str(data_root.resolve()) if data_root is not None else None,
