@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands.flags import number
-from harness.commands.grid_flags import grid_options
+from harness.commands.grid_flags import add_trial_resources_argument, grid_options
 from harness.commands.report_flags import add_common_report_arguments
 from harness.commands.setting_flags import add_override_arguments
 
@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cpus-per-trial", type=number(int), default=None, help="CPUs per trial to check (default 1)"
     )
+    add_trial_resources_argument(parser)
     add_override_arguments(parser)
 
 
