@@ -35,7 +35,6 @@ from harness.grid.rounds import schedule
 from harness.specs.claim import Claim
 from harness.stats.correction import Analysis, correct
 from harness.stats.decisions import claim_states
-from harness.stats.outcomes import Effect
 from harness.stats.paired import ClaimResult, pair_by_seed
 from harness.stats.sequential import ALPHA, anytime_p, sequential_summary
 from harness.stats.shape import shape_flag
@@ -90,7 +89,7 @@ def simulate(
         while True:
             tested = [_result(i, data[i, : have[i]], effect, analysis) for i in range(claims)]
             results = correct(tested, analysis)
-            now = claim_states(results, Effect(), max_seeds, analysis)
+            now = claim_states(results, analysis)
             if first:
                 first_look += sum(s.state == "not enough seeds" for s in now)
                 first = False

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands.flags import number
-from harness.commands.grid_flags import grid_options
+from harness.commands.grid_flags import add_trial_resources_argument, grid_options
 from harness.commands.report_flags import add_common_report_arguments
 from harness.commands.setting_flags import add_override_arguments
 
@@ -25,7 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Ray cluster address to check (HOST:PORT); every node's data, models and versions too",
     )
     parser.add_argument("--gpus-per-trial", type=number(float), default=None, help="GPUs per trial to check")
-    parser.add_argument("--cpus-per-trial", type=number(int), default=1, help="CPUs per trial to check")
+    parser.add_argument(
+        "--cpus-per-trial", type=number(int), default=None, help="CPUs per trial to check (default 1)"
+    )
+    add_trial_resources_argument(parser)
     add_override_arguments(parser)
 
 

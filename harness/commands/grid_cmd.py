@@ -151,6 +151,7 @@ def _power_lines(args: argparse.Namespace, grid: PlannedGrid, effect: Any) -> li
 def _until_decided(args: argparse.Namespace, options: Any, effect: Any) -> int:
     """``--until-decided``: the claims' decider (anytime-valid test, corrected) joined to the rounds."""
     from harness.grid.rounds import (
+        SEQUENTIAL_FILE,
         Sequential,
         check_sequential,
         dry_run_until_decided,
@@ -160,23 +161,25 @@ def _until_decided(args: argparse.Namespace, options: Any, effect: Any) -> int:
     from harness.reporting.claims import build_claims
     from harness.stats.correction import Analysis
     from harness.stats.decisions import decider
-    from harness.stats.sequential import ALPHA, MIXTURE_C
+    from harness.stats.sequential import ALPHA, MIXTURE_C, read_design
 
     check_sequential(args.max_seeds, args.budget, options.seeds)
     grid = plan_grid(options)
     earlier = (read_sequential(grid.store.root) or {}).get("design") or {}
-    c = earlier.get("mixture_c") if earlier.get("profile") == grid.profile else None
+    mixture_c = MIXTURE_C  # the c an earlier grid of this profile chose stays: the sequence goes on
+    if earlier.get("profile") == grid.profile:
+        mixture_c = read_design(earlier, f"{grid.store.root / SEQUENTIAL_FILE}: design").mixture_c
     analysis = Analysis(
         args.correction,
         args.family,
         sequential=True,
-        mixture_c=float(c) if c else MIXTURE_C,
+        mixture_c=mixture_c,
         effect=effect,
         max_seeds=args.max_seeds,
     )
     specs = [s for s in grid.specs if s.claims]
 
-    def build() -> list[Any]:
+    def build(analysis: Analysis) -> list[Any]:
         return build_claims(
             specs,
             grid.store,
@@ -200,7 +203,7 @@ def _until_decided(args: argparse.Namespace, options: Any, effect: Any) -> int:
         "specs": [s.name for s in specs],
     }
     sequential = Sequential(args.max_seeds, args.budget, design)
-    decide = decider(build, effect, args.max_seeds, analysis)
+    decide = decider(build, analysis)
     if args.dry_run:
         return dry_run_until_decided(grid, decide, sequential)
     return run_until_decided(grid, decide, sequential)

@@ -23,16 +23,13 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="GPUs per trial, fractions allowed (default 1 if any)",
     )
     parser.add_argument(
-        "--cpus-per-trial", type=number(int), default=1, help="CPUs (and torch threads) per trial"
+        "--cpus-per-trial",
+        type=number(int),
+        default=None,
+        help="CPUs (and torch threads) per trial (default 1); where the runs fix their threads (the CPU "
+        "profiles: 1) the two must agree",
     )
-    parser.add_argument(
-        "--trial-resources",
-        action="append",
-        default=[],
-        metavar="NAME=N",
-        help="a custom Ray resource every trial asks for (repeatable), e.g. worker_node=1 to run trials "
-        "only on the nodes started with --resources '{\"worker_node\": 1}'",
-    )
+    add_trial_resources_argument(parser)
     parser.add_argument(
         "--storage",
         default=None,
@@ -53,6 +50,19 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
         help="when no alive node can take the waiting runs (their nodes were lost), wait this long for "
         "one to join, then stop: the waiting runs are marked interrupted (the same command resumes "
         f"them) and the grid exits 1 (default {DEFAULT_LOST_NODE_WAIT_S:.0f})",
+    )
+
+
+def add_trial_resources_argument(parser: argparse.ArgumentParser) -> None:
+    """``--trial-resources NAME=N`` (``harness grid``, and ``harness check``, which judges it against
+    every node)."""
+    parser.add_argument(
+        "--trial-resources",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="a custom Ray resource every trial asks for (repeatable), e.g. worker_node=1 to run trials "
+        "only on the nodes started with --resources '{\"worker_node\": 1}'",
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import typing
+from pathlib import Path
 
 from harness.commands.flags import add_data_dir, add_profile
 
@@ -64,27 +65,27 @@ def analysis_from_args(args: argparse.Namespace, profile: str) -> Analysis:
     ``sequential.json`` (written by ``harness grid --until-decided`` under this profile) says the
     seeds were added until decided, with that grid's ``c``, effect, most seeds and, where it stopped
     with claims open, why (so the claims say what the grid decided); else ``--effect``."""
-    from harness.grid.rounds import read_sequential, stop_reason
+    from harness.grid.rounds import SEQUENTIAL_FILE, read_sequential, stop_reason
     from harness.stats.correction import Analysis
     from harness.stats.outcomes import parse_effect
-    from harness.stats.sequential import MIXTURE_C
+    from harness.stats.sequential import read_design
 
-    state = read_sequential(args.runs_dir)
-    design = (state or {}).get("design") or {}
-    sequential = design.get("profile") == profile and design.get("test") == "sequential"
-    c = design.get("mixture_c")
     effect = parse_effect(getattr(args, "effect", None))
-    max_seeds = design.get("max_seeds") if sequential else None
-    if sequential and isinstance(design.get("effect"), str):
+    state = read_sequential(args.runs_dir) or {}
+    design = state.get("design") or {}
+    if design.get("profile") != profile or design.get("test") != "sequential":
+        return Analysis(correction=args.correction, family=args.family, effect=effect)
+    written = read_design(design, f"{Path(args.runs_dir) / SEQUENTIAL_FILE}: design")
+    if isinstance(design.get("effect"), str):
         effect = parse_effect(design["effect"])
     return Analysis(
         correction=args.correction,
         family=args.family,
-        sequential=sequential,
+        sequential=True,
         effect=effect,
-        max_seeds=max_seeds if isinstance(max_seeds, int) and max_seeds > 0 else None,
-        stopped=stop_reason(state or {}) if sequential else "",
-        mixture_c=float(c) if sequential and isinstance(c, int | float) else MIXTURE_C,
+        max_seeds=written.max_seeds,
+        stopped=stop_reason(state),
+        mixture_c=written.mixture_c,
     )
 
 

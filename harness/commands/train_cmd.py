@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.config.hardware import default_device
     from harness.config.paths import resolve_data_root
     from harness.config.settings import flag_label, resolve_settings
-    from harness.run.checkpoint import every_from_env
+    from harness.run.checkpoint import checkpoint_every, every_from_env
     from harness.run.training import train_run
     from harness.store.run_config import resolve_run
     from harness.store.run_store import RunStore
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     params = parse_key_values(args.params, "--set")
     overrides = settings_from_args(args)
-    every_from_env(strict=True)  # HARNESS_CHECKPOINT_EVERY_S
+    every_s = every_from_env()  # HARNESS_CHECKPOINT_EVERY_S, read once: the run gets this value
     check_device(args.device)
     device = args.device or default_device()
     data_root = resolve_data_root(args.data_dir)
@@ -133,15 +133,16 @@ def run(args: argparse.Namespace) -> int:
             f"(then it moves to {store.attempts_dir(run_id)})"
         )
     try:
-        record = train_run(
-            config,
-            data_root,
-            store,
-            device=args.device,
-            save_checkpoint=args.save_checkpoint,
-            compile=compile_choice(args.compile),
-            sentences=sentences,
-        )
+        with checkpoint_every(every_s):
+            record = train_run(
+                config,
+                data_root,
+                store,
+                device=args.device,
+                save_checkpoint=args.save_checkpoint,
+                compile=compile_choice(args.compile),
+                sentences=sentences,
+            )
     except WriteError as exc:  # a disk that filled up while training: what was written is kept
         print(
             f"harness train: error: {exc}; the run stopped: its record and last resume checkpoint (if "

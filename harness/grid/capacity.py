@@ -39,7 +39,71 @@ class Node:
         return f"{self.ip} ({self.node_id[:8]})"
 
     def covers(self, need: Mapping[str, float]) -> bool:
-        return all(float(self.resources.get(k, 0.0)) >= v for k, v in need.items() if v > 0)
+        return covers(self.resources, need)
+
+
+def covers(resources: Mapping[str, float], need: Mapping[str, float]) -> bool:
+    """Whether one node's ``resources`` hold all of ``need`` (a trial runs on one node)."""
+    return all(float(resources.get(k, 0.0)) >= v for k, v in need.items() if v > 0)
+
+
+def trial_request(cpus: float, gpus: float, custom: Mapping[str, float] | None = None) -> dict[str, float]:
+    """What each trial asks Ray for, as :func:`trial_fit_problems` judges it (memory aside: a run's
+    memory request is capped at the largest node's)."""
+    return {**(custom or {}), "CPU": float(cpus), "GPU": float(gpus)}
+
+
+def trial_fit_problems(
+    totals: Mapping[str, float],
+    request: Mapping[str, float],
+    nodes: Sequence[Mapping[str, float]] | None = None,
+    where: str = "the cluster's",
+) -> list[str]:
+    """Why a trial asking for ``request`` (:func:`trial_request`) could never start: one line per
+    problem, none when it fits. The one rule of the pre-flight check, the grid's cluster check and
+    the driver.
+
+    A part beyond ``totals`` (all that ``where``, e.g. ``the cluster's``, has) is a problem; with
+    ``nodes`` (each alive node's resources) so is a part beyond every single node, and a request
+    whose parts some nodes offer but none offers whole."""
+    problems = []
+    for key, amount in request.items():
+        if amount <= 0:
+            continue
+        have = float(totals.get(key, 0.0))
+        if amount > have:
+            hint = (
+                f" (a node offers it with `ray start --resources '{{\"{key}\": N}}'`)"
+                if key not in ("CPU", "GPU")
+                else ""
+            )
+            problems.append(f"{_asked(key, amount)} is more than {where} {_amount(key, have)}{hint}")
+        elif nodes is not None and not any(float(n.get(key, 0.0)) >= amount for n in nodes):
+            most = max((float(n.get(key, 0.0)) for n in nodes), default=0.0)
+            problems.append(
+                f"{_asked(key, amount)} is more than any one Ray node offers (at most {_amount(key, most)} "
+                "on a node): a trial runs on one node"
+            )
+    if not problems and nodes is not None and not any(covers(n, request) for n in nodes):
+        problems.append(
+            f"no Ray node offers a whole trial ({_resources(request)}), though each part is offered by "
+            "some node: a trial runs on one node"
+        )
+    return problems
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def _asked(key: str, amount: float) -> str:
+    """The flag that asked for ``amount`` of resource ``key``."""
+    flag = {"CPU": "--cpus-per-trial", "GPU": "--gpus-per-trial"}.get(key)
+    return f"{flag} {_number(amount)}" if flag else f"--trial-resources {key}={_number(amount)}"
+
+
+def _amount(key: str, have: float) -> str:
+    return f"{_number(have)} {key}(s)" if key in ("CPU", "GPU") else f"{_number(have)} {key}"
 
 
 @dataclass
@@ -146,4 +210,13 @@ def _resources(resources: Mapping[str, float]) -> str:
     return ", ".join(parts) or "no resources"
 
 
-__all__ = ["DEFAULT_LOST_NODE_WAIT_S", "MAX_LOST_NODE_WAIT_S", "WAIT_LINE_S", "CapacityWatch", "Node"]
+__all__ = [
+    "DEFAULT_LOST_NODE_WAIT_S",
+    "MAX_LOST_NODE_WAIT_S",
+    "WAIT_LINE_S",
+    "CapacityWatch",
+    "Node",
+    "covers",
+    "trial_fit_problems",
+    "trial_request",
+]

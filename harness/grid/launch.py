@@ -31,7 +31,7 @@ from harness.errors import ConfigError, DataError, HarnessError
 from harness.evaluation.preread import data_problems
 from harness.grid.cleanup import remove_stale_temp_dirs
 from harness.grid.lock import GridLock
-from harness.grid.options import GridOptions, GridRequest
+from harness.grid.options import ClusterOptions, GridOptions, GridRequest, decide_trial_gpus
 from harness.grid.plan.calibrate_here import MIN_GRID_S, calibrate, uncalibrated
 from harness.grid.plan.calibration_files import CALIBRATION_DIR, load_calibrations
 from harness.grid.plan.cost import CostModel
@@ -46,7 +46,6 @@ from harness.grid.preflight.machine import (
 )
 from harness.grid.progress.tracking import Tracking, check_trackers
 from harness.grid.signals import sigterm_as_interrupt
-from harness.run.checkpoint import every_from_env
 from harness.run.data import read_corpus
 from harness.run.footprint import FootprintCache
 from harness.specs.cells import GridPlan, PlannedRun, check_seed_count, expand
@@ -61,13 +60,16 @@ if TYPE_CHECKING:  # the progress reporter imports the run's evaluation (transfo
 
 @dataclass
 class PlannedGrid:
-    """What a grid planned: its options, the specs, the expanded runs, the store and the data root."""
+    """What a grid planned: its options, the specs, the expanded runs, the store and the data root;
+    once :func:`check_cluster` ran, the GPUs each trial gets and whether the address was checked."""
 
     options: GridOptions
     specs: list[TableSpec]
     plan: GridPlan
     store: RunStore
     data_root: Path
+    trial_gpus: float | None = None
+    address_checked: bool = False
 
     @property
     def profile(self) -> str:
@@ -76,13 +78,32 @@ class PlannedGrid:
 
 def check_options(options: GridOptions) -> None:
     """The values a grid or a pre-flight check takes that nothing else checks (the cluster options
-    checked themselves when built): overrides, seed counts and the ``HARNESS_*`` settings."""
+    and ``$HARNESS_CHECKPOINT_EVERY_S`` checked themselves when the options were built): overrides,
+    the seed count (planning trusts it), and the trials' CPUs against the runs' threads."""
     check_seed_count(options.seeds)
     # the settings' own bounds (steps, threads, ...) of every override, before anything is planned
     root = Path(options.data_dir) if options.data_dir else None
-    resolve_settings(options.resolved_profile, options.overrides, root, require_corpus=False)
-    every_from_env(strict=True)  # HARNESS_CHECKPOINT_EVERY_S
+    settings = resolve_settings(options.resolved_profile, options.overrides, root, require_corpus=False)
+    check_threads(options, settings.threads)
     check_trackers(list(options.track))
+
+
+def check_threads(options: GridOptions, threads: int | None) -> None:
+    """A ``--cpus-per-trial`` given is each trial's torch threads, unless the runs fix their own
+    (``threads``, part of the run id; the CPU profiles set 1): then the two must agree, or each trial
+    would hold CPUs it does not train on (or train on more threads than it holds).
+
+    Raises:
+        ConfigError: they differ, naming both and the fix.
+    """
+    cpus = options.cluster.cpus_per_trial
+    if cpus is None or threads is None or cpus == threads:
+        return
+    raise ConfigError(
+        f"--cpus-per-trial {cpus} but the runs train on {threads} thread(s) (their threads setting under "
+        f"profile {options.resolved_profile}; it is part of the run id): give --override threads={cpus} "
+        f"as well, or --cpus-per-trial {threads}"
+    )
 
 
 def plan_grid(options: GridOptions) -> PlannedGrid:
@@ -94,7 +115,7 @@ def plan_grid(options: GridOptions) -> PlannedGrid:
     if "all" in options.specs:
         extra = [(p.name, s.label, s.run) for p in load_plot_specs() for s in p.series]
     data_root = resolve_data_root(options.data_dir)
-    plan = expand(
+    plan = expand(  # seeds checked above (check_options)
         specs,
         options.resolved_profile,
         seeds=options.seeds,
@@ -185,13 +206,12 @@ def longest_first_with_estimate(grid: PlannedGrid, pending: list[PlannedRun]) ->
     check_corpora(configs)
     check_data_files(grid.data_root, configs)
     check_runs_folder(grid, pending)
-    if grid.options.cluster.address and not grid.options.cluster.smoke:
-        check_nodes(grid, configs)
-    model, slots = cost_model(grid.options, grid.store, configs)
+    check_cluster(grid, configs)
+    model, slots = cost_model(grid.options, grid.store, configs, grid.trial_gpus)
     todo = uncalibrated(configs, model)
     if todo and sum(model.run_seconds(c) for c in configs) / slots > MIN_GRID_S:
         calibrate(todo, grid.store.root, grid.data_root, slots)
-        model, slots = cost_model(grid.options, grid.store, configs)
+        model, slots = cost_model(grid.options, grid.store, configs, grid.trial_gpus)
     ordered = longest_first(configs, model)
     if model.footprints is not None:
         model.footprints.save()
@@ -213,7 +233,7 @@ def run_pending(grid: PlannedGrid, pending: list[PlannedRun], ordered: list[RunC
     from harness.grid.tune.driver import run_trials  # Ray is imported here, not for a dry run
 
     options, store = grid.options, grid.store
-    model, _ = cost_model(options, store, ordered)
+    model, _ = cost_model(options, store, ordered, grid.trial_gpus)
     request = GridRequest(
         cluster=options.cluster,
         save_model=options.save_model,
@@ -222,6 +242,9 @@ def run_pending(grid: PlannedGrid, pending: list[PlannedRun], ordered: list[RunC
         steps_shares=steps_shares(model, ordered),
         tracking=Tracking(tuple(dict.fromkeys(options.track)), store.root, options.tracking_uri),
         compile=options.compile,
+        trial_gpus=grid.trial_gpus,
+        address_checked=grid.address_checked,
+        checkpoint_every_s=options.checkpoint_every_s,
     )
     with sigterm_as_interrupt():
         try:
@@ -256,22 +279,33 @@ def grid_name(specs: Sequence[TableSpec]) -> str:
     return "+".join(names[:2]) + (f"+{len(names) - 2}more" if len(names) > 2 else "")
 
 
-def cost_model(options: GridOptions, store: RunStore, configs: Sequence[RunConfig]) -> tuple[CostModel, int]:
+def gpus_here(cluster: ClusterOptions) -> int:
+    """This machine's CUDA GPUs where the trials run on it (a local Ray, not the smoke one), else 0."""
+    import torch
+
+    return torch.cuda.device_count() if cluster.address is None and not cluster.smoke else 0
+
+
+def cost_model(
+    options: GridOptions, store: RunStore, configs: Sequence[RunConfig], trial_gpus: float | None = None
+) -> tuple[CostModel, int]:
     """The grid's cost model (calibrated on the store's finished records) and its parallel slots.
 
-    Trials run on GPUs when ``gpus_per_trial`` > 0 or, with a local Ray, when this machine has a
-    CUDA GPU; the slots are GPUs / GPUs per trial, else CPUs / CPUs per trial.
+    Trials run on GPUs when ``trial_gpus`` (as :func:`check_cluster` decided them) > 0; None (a dry
+    run, which contacts no cluster): by the same rule on this machine's GPUs, so without
+    ``--gpus-per-trial`` a dry run with ``--address`` plans CPU trials. The slots are GPUs / GPUs per
+    trial, else CPUs / CPUs per trial.
     """
     import torch
 
     cluster = options.cluster
-    gpus_per_trial = cluster.gpus_per_trial
-    local_gpus = torch.cuda.device_count() if cluster.address is None and not cluster.smoke else 0
-    on_gpu = (gpus_per_trial or 0) > 0 or (gpus_per_trial is None and local_gpus > 0)
+    local_gpus = gpus_here(cluster)
+    gpus = decide_trial_gpus(cluster, local_gpus) if trial_gpus is None else trial_gpus
+    on_gpu = gpus > 0
     if on_gpu:
-        slots = max(1, int(max(local_gpus, 1) / (gpus_per_trial or 1.0)))
+        slots = max(1, int(max(local_gpus, 1) / gpus))
     else:
-        slots = max(1, (os.cpu_count() or 1) // max(1, cluster.cpus_per_trial))
+        slots = max(1, (os.cpu_count() or 1) // cluster.cpus)
     sizes: dict[str, int] = {}
     for config in configs:
         if config.max_steps is None and config.corpus not in sizes and is_regular_file(config.corpus):
@@ -280,7 +314,7 @@ def cost_model(options: GridOptions, store: RunStore, configs: Sequence[RunConfi
                     sizes[config.corpus] = sum(1 for _ in handle)
             except OSError:
                 pass  # not here (planning only): the estimate assumes 1M sentences
-    sharing = max(1, round(1.0 / gpus_per_trial)) if on_gpu and gpus_per_trial else 1
+    sharing = max(1, round(1.0 / gpus)) if on_gpu else 1
     device = "cuda" if on_gpu else "cpu"
     calibrations = load_calibrations(store.root)
     model = CostModel(
@@ -337,10 +371,31 @@ def check_models(configs: Sequence[RunConfig]) -> None:
         check_model_inputs(model, length)
 
 
-def check_nodes(grid: PlannedGrid, configs: Sequence[RunConfig]) -> None:
+def check_cluster(grid: PlannedGrid, configs: Sequence[RunConfig]) -> None:
+    """Once per grid, before its first estimate: where the trials run and the GPUs each gets
+    (:attr:`PlannedGrid.trial_gpus`, the one value the cost model and the driver use): on a cluster
+    (``--address``) its nodes checked (:func:`check_nodes`, the one check of the address: the
+    driver trusts it) and its GPUs; else this machine's.
+
+    Raises:
+        DataError: a problem on the cluster (see :func:`check_nodes`).
+    """
+    if grid.trial_gpus is not None:
+        return
+    cluster = grid.options.cluster
+    if cluster.address is None:
+        grid.trial_gpus = decide_trial_gpus(cluster, gpus_here(cluster))
+        return
+    resources = check_nodes(grid, configs)
+    grid.address_checked = True
+    grid.trial_gpus = decide_trial_gpus(cluster, float(resources.get("GPU", 0)))
+
+
+def check_nodes(grid: PlannedGrid, configs: Sequence[RunConfig]) -> dict[str, float]:
     """On a cluster (``--address``): every alive node checked as ``harness check --address`` does
-    (:func:`~harness.grid.preflight.cluster.check_ray`: the data files and encoders the runs read, read on
-    that node), before any trial starts; each problem is printed with its node.
+    (:func:`~harness.grid.preflight.cluster.check_ray`: the address, each trial's request against the
+    nodes, the data files and encoders the runs read, read on that node), before any trial starts;
+    each problem is printed with its node. Returns the cluster's resources.
 
     Raises:
         DataError: after printing the problems, so no run trains fully to fail at its end.
@@ -353,7 +408,7 @@ def check_nodes(grid: PlannedGrid, configs: Sequence[RunConfig]) -> None:
         configs=tuple(configs),
         models=tuple(sorted({str(c.model) for c in configs})),
     )
-    check_ray(grid.options.cluster, report, needs)
+    resources = check_ray(grid.options.cluster, report, needs)
     if len(report.problems) == 1:
         raise DataError(f"{report.problems[0]}: nothing was run")
     if report.problems:
@@ -364,6 +419,7 @@ def check_nodes(grid: PlannedGrid, configs: Sequence[RunConfig]) -> None:
             "(`harness check --address` lists them too)"
         )
     print("cluster: every alive node has the data files and encoders the runs read")
+    return resources or {}
 
 
 def check_runs_folder(grid: PlannedGrid, pending: Sequence[PlannedRun]) -> None:

@@ -8,14 +8,17 @@ number is one error line before anything is planned, whichever command took it.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.coerce import read_number
 from harness.errors import ConfigError
 from harness.grid.capacity import DEFAULT_LOST_NODE_WAIT_S, MAX_LOST_NODE_WAIT_S
 from harness.grid.relay import storage_filesystem
+from harness.run.checkpoint import every_from_env
 
 if TYPE_CHECKING:
     from harness.grid.progress.tracking import Tracking
@@ -32,8 +35,10 @@ class ClusterOptions:
     Attributes:
         address: a Ray cluster's address (``HOST:PORT``, ``auto``, ``ray://...``); None = start Ray
             locally with every CPU and GPU of this machine.
-        gpus_per_trial: GPUs per trial, fractions allowed; None = 1 where Ray sees a GPU, else 0.
-        cpus_per_trial: CPUs per trial, also the trial's torch thread count.
+        gpus_per_trial: GPUs per trial, fractions allowed; None = 1 where the trials' machine (this
+            one, or the cluster) has a GPU, else 0 (:func:`decide_trial_gpus`, once per grid).
+        cpus_per_trial: CPUs per trial, also the trial's torch thread count (at most this machine's
+            CPUs without ``address``); None = not given: 1 (:attr:`cpus`).
         trial_resources: custom Ray resources every trial asks for (``{"worker_node": 1}``): trials go
             only to the nodes that offer them.
         storage: Ray Tune's storage (a folder every node reaches, or an ``s3://``/``gs://`` URI);
@@ -47,7 +52,7 @@ class ClusterOptions:
 
     address: str | None = None
     gpus_per_trial: float | None = None
-    cpus_per_trial: int = 1
+    cpus_per_trial: int | None = None
     trial_resources: Mapping[str, float] = field(default_factory=dict)
     storage: str | None = None
     max_failures: int = 0
@@ -65,14 +70,18 @@ class ClusterOptions:
             raise ConfigError(
                 f"--lost-node-wait must be seconds from 0 to {MAX_LOST_NODE_WAIT_S:.0f} (a week), got {wait}"
             )
-        if self.cpus_per_trial < 1:
-            raise ConfigError(f"--cpus-per-trial must be >= 1, got {self.cpus_per_trial}")
+        self._check_cpus()
         gpus = self.gpus_per_trial
         if gpus is not None and (not math.isfinite(gpus) or gpus < 0):
             raise ConfigError(f"--gpus-per-trial must be finite and >= 0, got {gpus}")
         if gpus is not None and gpus > 1 and gpus != int(gpus):
             raise ConfigError(
                 f"--gpus-per-trial must be a fraction <= 1 or a whole number of GPUs, got {gpus}"
+            )
+        if self.smoke and gpus:
+            raise ConfigError(
+                f"--smoke starts a small local Ray without GPUs and cannot give --gpus-per-trial {gpus:g}: "
+                "give one or the other"
             )
         for name, amount in self.trial_resources.items():
             if name.lower() in RESERVED_RESOURCES:
@@ -81,11 +90,33 @@ class ClusterOptions:
                     "(memory is asked for by the grid itself)"
                 )
             if not math.isfinite(amount) or amount <= 0:
-                raise ConfigError(f"--trial-resources {name}={amount}: N must be a number > 0")
+                raise ConfigError(
+                    f"--trial-resources {name}={amount:g}: N must be a number > 0 (e.g. {name}=1)"
+                )
         if not 0 <= self.max_failures <= MAX_FAILURES:
             raise ConfigError(f"--max-failures must be between 0 and {MAX_FAILURES}, got {self.max_failures}")
         if self.storage is not None and "://" in self.storage:
             _check_storage_uri(self.storage)
+
+    def _check_cpus(self) -> None:
+        """``cpus_per_trial`` >= 1 and, on a local Ray (no ``address``), within this machine's CPUs:
+        the local Ray has no more, so such a trial could never start."""
+        cpus = self.cpus_per_trial
+        if cpus is None:
+            return
+        if cpus < 1:
+            raise ConfigError(f"--cpus-per-trial must be >= 1, got {cpus}")
+        here = os.cpu_count() or 1
+        if self.address is None and cpus > here:
+            raise ConfigError(
+                f"--cpus-per-trial {cpus} is more than this machine's {here} CPU(s), all a local Ray has "
+                "(give --address to run the trials on a cluster)"
+            )
+
+    @property
+    def cpus(self) -> int:
+        """The CPUs each trial asks for (and its torch threads): ``cpus_per_trial``, else 1."""
+        return 1 if self.cpus_per_trial is None else self.cpus_per_trial
 
     def remote_storage(self) -> bool:
         """Whether Tune's storage is a pyarrow URI (``s3://``, ``gs://``, ...), not a folder."""
@@ -104,25 +135,36 @@ class ClusterOptions:
 
 
 def parse_trial_resources(items: Sequence[str] | None) -> dict[str, float]:
-    """``--trial-resources NAME=N`` (repeatable) -> ``{NAME: N}``.
+    """``--trial-resources NAME=N`` (repeatable) -> ``{NAME: N}`` (N's range: :class:`ClusterOptions`).
 
     Raises:
-        ConfigError: not ``NAME=N`` with N a finite number > 0.
+        ConfigError: not ``NAME=N`` with N a number in ASCII digits.
     """
     found: dict[str, float] = {}
     for item in items or []:
         name, sep, amount_text = item.partition("=")
         name = name.strip()
         try:
-            amount = float(amount_text)
+            amount = float(read_number(amount_text, float))
         except ValueError:
-            amount = math.nan
-        if not sep or not name or not math.isfinite(amount) or amount <= 0:
+            amount = None
+        if not sep or not name or amount is None:
             raise ConfigError(
-                f"--trial-resources expects NAME=N with N > 0 (e.g. worker_node=1), got {item!r}"
+                f"--trial-resources expects NAME=N with N a number > 0 (e.g. worker_node=1), got {item!r}"
             )
         found[name] = amount
     return found
+
+
+def decide_trial_gpus(cluster: ClusterOptions, gpus_seen: float) -> float:
+    """The GPUs each trial gets: ``gpus_per_trial`` as given, else 1 where the machine the trials run
+    on (this one, or the Ray cluster) has ``gpus_seen`` >= 1 GPU and Ray is not the smoke one, else 0.
+
+    A grid decides it once (:func:`harness.grid.launch.check_cluster`) and hands it to the cost model
+    and the driver (:attr:`GridRequest.trial_gpus`)."""
+    if cluster.gpus_per_trial is not None:
+        return float(cluster.gpus_per_trial)
+    return 1.0 if gpus_seen >= 1 and not cluster.smoke else 0.0
 
 
 def _check_storage_uri(storage: str) -> None:
@@ -154,6 +196,8 @@ class GridOptions:
         track: live trackers beside Tune's own files (``mlflow``, ``wandb``).
         tracking_uri: MLflow's tracking URI (default: ``<runs>/mlflow.db``).
         compile: compile each run's training forward (None: where it helps, on a GPU).
+        checkpoint_every_s: the least seconds between two resume checkpoints of a run
+            (``$HARNESS_CHECKPOINT_EVERY_S``, read once here, strictly; the trials get this value).
     """
 
     specs: tuple[str, ...]
@@ -170,6 +214,7 @@ class GridOptions:
     track: tuple[str, ...] = ()
     tracking_uri: str | None = None
     compile: bool | None = None
+    checkpoint_every_s: float = field(default_factory=every_from_env)
 
     @property
     def resolved_profile(self) -> str:
@@ -191,6 +236,12 @@ class GridRequest:
         steps_shares: the share of each estimate that the run's steps take (the rest: final tasks).
         tracking: ``--track`` trackers (MLflow, Weights & Biases) beside Tune's own files.
         compile: compile each run's training forward (None: where it helps, on a GPU).
+        trial_gpus: the GPUs each trial gets, as the grid decided them (:func:`decide_trial_gpus`); None:
+            the driver decides them by the same rule from the Ray cluster it joins.
+        address_checked: the grid checked ``cluster.address`` already (reachable, its head
+            answering): the driver trusts it; False: the driver checks it.
+        checkpoint_every_s: the least seconds between two resume checkpoints of a run; None: the
+            driver reads ``$HARNESS_CHECKPOINT_EVERY_S``.
     """
 
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
@@ -202,3 +253,6 @@ class GridRequest:
     steps_shares: Mapping[str, float] | None = None
     tracking: Tracking | None = None
     compile: bool | None = None
+    trial_gpus: float | None = None
+    address_checked: bool = False
+    checkpoint_every_s: float | None = None

@@ -37,7 +37,13 @@ from typing import Any
 
 from harness.atomic import write_json
 from harness.errors import ConfigError
-from harness.grid.launch import PlannedGrid, cost_model, longest_first_with_estimate, run_pending
+from harness.grid.launch import (
+    PlannedGrid,
+    check_cluster,
+    cost_model,
+    longest_first_with_estimate,
+    run_pending,
+)
 from harness.grid.lock import GridLock
 from harness.grid.plan.cost import CostModel
 from harness.grid.plan.estimate import hours, makespan
@@ -207,7 +213,9 @@ def run_until_decided(grid: PlannedGrid, decide: Decide, sequential: Sequential)
     rounds: list[dict[str, Any]] = []
     failed = 0
     with GridLock.of(store.root, log=print):
-        model, _ = cost_model(grid.options, store, [r.config for r in grid.plan.runs])
+        configs = [r.config for r in grid.plan.runs]
+        check_cluster(grid, configs)  # the trials' GPUs before the budget is priced: once per grid
+        model, _ = cost_model(grid.options, store, configs, grid.trial_gpus)
         share = model.trials_per_gpu
         decision = decide()
         _write_state(store, sequential, rounds, decision)

@@ -39,7 +39,7 @@ from harness.reporting.report_provenance import plural, provenance_html
 from harness.reporting.tables.model import OURS_MARK, Line, RenderedTable, Text
 from harness.stats.correction import Analysis, correct_json_rows
 from harness.stats.outcomes import DEFAULT_EFFECT, parse_effect
-from harness.stats.sequential import MIXTURE_C
+from harness.stats.sequential import read_design
 
 NO_CLAIMS = "No claims computed."
 
@@ -159,13 +159,14 @@ def _written_analysis(data: Mapping[str, Any]) -> Analysis | None:
     if not isinstance(written, dict):
         return None
     try:
+        design = read_design(written, "claims.json: analysis")
         return Analysis(
             correction=written.get("correction", "none"),
             family=written.get("family", "table"),
             sequential=written.get("test") == "sequential",
             effect=parse_effect(str(written.get("effect") or DEFAULT_EFFECT)),
-            max_seeds=written["max_seeds"] if isinstance(written.get("max_seeds"), int) else None,
-            mixture_c=float(written["mixture_c"]) if written.get("mixture_c") else MIXTURE_C,
+            max_seeds=design.max_seeds,
+            mixture_c=design.mixture_c,
         )
     except (ValueError, TypeError, HarnessError):
         return None

@@ -26,11 +26,14 @@ that much training.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import random
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,7 @@ import numpy as np
 import torch
 
 from harness.atomic import atomic_write
+from harness.coerce import read_number
 from harness.errors import ConfigError
 from harness.removal import Shape, remove_owned
 
@@ -46,34 +50,54 @@ DEFAULT_EVERY_S = 300.0
 EVERY_ENV = "HARNESS_CHECKPOINT_EVERY_S"
 
 
-def every_from_env(strict: bool = False) -> float:
-    """``$HARNESS_CHECKPOINT_EVERY_S`` (unset or empty: :data:`DEFAULT_EVERY_S`).
+def every_from_env() -> float:
+    """``$HARNESS_CHECKPOINT_EVERY_S`` (unset or empty: :data:`DEFAULT_EVERY_S`), read where a command
+    starts (``harness train``, the grid's options) and handed to the runs (:func:`checkpoint_every`).
 
-    Not a number: the default, or with ``strict`` (the commands check it before any work) a
-    ConfigError naming the variable, as is a negative or non-finite number.
+    Raises:
+        ConfigError: not a number of seconds >= 0, naming the variable.
     """
 
     text = os.environ.get(EVERY_ENV, "").strip()
     if not text:
         return DEFAULT_EVERY_S
     try:
-        every = float(text)
+        every = float(read_number(text, float))
     except ValueError:
-        every = float("nan") if strict else DEFAULT_EVERY_S
-    if strict and not 0 <= every < float("inf"):
+        every = math.nan
+    if not 0 <= every < math.inf:
         raise ConfigError(
             f"{EVERY_ENV} must be a number of seconds >= 0 (0 = at every evaluation), got {text!r}"
         )
     return every
 
 
+_EVERY_S: ContextVar[float | None] = ContextVar("checkpoint_every_s", default=None)
+"""The interval the command that started the runs read (:func:`checkpoint_every`), if any."""
+
+
+@contextlib.contextmanager
+def checkpoint_every(every_s: float) -> Iterator[None]:
+    """Runs started inside write their resume checkpoints at most every ``every_s`` seconds (the
+    value the command read once: a grid's trials get the driver's, not their node's environment)."""
+    token = _EVERY_S.set(every_s)
+    try:
+        yield
+    finally:
+        _EVERY_S.reset(token)
+
+
 class CheckpointClock:
-    """Decides at which evaluation points a checkpoint is written (see the module docstring)."""
+    """Decides at which evaluation points a checkpoint is written (see the module docstring).
+
+    ``every_s``: seconds between two checkpoints; None = the command's (:func:`checkpoint_every`), or
+    for a run started without one (the Python API) ``$HARNESS_CHECKPOINT_EVERY_S`` read here.
+    """
 
     def __init__(self, every_s: float | None = None) -> None:
         if every_s is None:
-            every_s = every_from_env()
-        self.every_s = max(0.0, every_s)
+            every_s = _EVERY_S.get()
+        self.every_s = every_from_env() if every_s is None else every_s
         self.last: float | None = None
 
     def due(self, step: int, total: int) -> bool:
@@ -215,7 +239,9 @@ __all__ = [
     "DEFAULT_EVERY_S",
     "FORMAT_VERSION",
     "CheckpointClock",
+    "checkpoint_every",
     "checkpoint_path",
+    "every_from_env",
     "load_checkpoint",
     "remove_checkpoint",
     "restore_training_state",

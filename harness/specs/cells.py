@@ -186,8 +186,8 @@ claims are tested on 5 to 20), and a plan is listed in full before anything runs
 
 
 def seed_list(n: int, base: int) -> tuple[int, ...]:
-    """``n`` consecutive seeds starting at ``base`` (the profile's seed)."""
-    check_seed_count(n)
+    """``n`` consecutive seeds starting at ``base`` (the profile's seed); ``n`` was checked where it
+    entered (:func:`check_seed_count`, in the grid's and the check's options): none below 1 here."""
     if base + n - 1 > SEED_MAX:
         raise ConfigError(f"--seeds {n} from seed {base} passes {SEED_MAX} (NumPy's largest seed)")
     return tuple(base + i for i in range(n))
@@ -219,8 +219,9 @@ def expand(
     Args:
         specs: validated table specs.
         profile: profile name (``smoke``, ``cpu``, ``paper``).
-        seeds: a number of seeds (consecutive from the profile's seed, after overrides) or a list.
-            Cells whose runs do not train (``max_steps = 0``) get the first seed only.
+        seeds: a number of seeds (consecutive from the profile's seed, after overrides; the caller
+            checks it with :func:`check_seed_count`) or a list. Cells whose runs do not train
+            (``max_steps = 0``) get the first seed only.
         overrides: run-level overrides from the command line (rows' own overrides win).
         data_root: data root, passed to :func:`~harness.config.settings.resolve_settings`.
         extra: more ``(owner, key, run)`` cells, e.g. plot series.

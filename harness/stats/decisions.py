@@ -13,12 +13,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from harness.stats.correction import Analysis, hypothesis_of
-from harness.stats.outcomes import NOT_ENOUGH_SEEDS, RULED_OUT, UNDECIDED, Effect, open_outcome
+from harness.stats.outcomes import NOT_ENOUGH_SEEDS, RULED_OUT, UNDECIDED, Effect
 from harness.stats.paired import POWER, SEEDS_SEARCH_MAX, ClaimResult, seeds_for_power
 from harness.stats.sequential import SD_BOUND, sd_lower_bound, seeds_within_reach, sequential_seeds_for_power
 
@@ -159,45 +160,46 @@ class ClaimState:
         }
 
 
-def _not_enough(result: ClaimResult, effect: float, max_seeds: int, c: float) -> str:
-    """Why a claim cannot reach a verdict within ``max_seeds`` (see
-    :func:`~harness.stats.sequential.cannot_reach`)."""
-    s = result.summary
+def _not_enough(result: ClaimResult, effect: float, analysis: Analysis) -> str:
+    """Why a claim that :func:`~harness.stats.correction.correct` found short of seeds is: it has
+    ``max_seeds``, or its sequence cannot reach a verdict within them (see
+    :func:`~harness.stats.sequential.cannot_reach`), or else the grid stopped (``analysis.stopped``)."""
+    s, max_seeds = result.summary, int(analysis.max_seeds or 0)
     if s.n >= max_seeds:
         return f"has all {max_seeds} seeds"
-    assert s.sd is not None and s.mean is not None
+    seeds = seeds_within_reach(s, effect, analysis.mixture_c)
+    if s.sd is None or s.mean is None or (seeds is not None and seeds <= max_seeds):
+        return analysis.stopped  # within reach: short of seeds only because the grid stopped
     judged = max(effect, abs(s.mean))
     bound = sd_lower_bound(s.sd, s.n)
-    seeds = seeds_within_reach(s, effect, c)
     needs = f"over {SEEDS_SEARCH_MAX:,}" if seeds is None else str(seeds)
     return f"needs {needs} seeds at {judged:.2f} even at sd {bound:.2f} (its {SD_BOUND:.0%} lower bound)"
 
 
-def claim_states(
-    results: Sequence[ClaimResult], effect: Effect, max_seeds: int, analysis: Analysis, stopped: str = ""
-) -> list[ClaimState]:
+def claim_states(results: Sequence[ClaimResult], analysis: Analysis) -> list[ClaimState]:
     """Each distinct comparison's state (see :class:`ClaimState`); ``results`` are tested with the
-    anytime-valid sequence and corrected. A comparison that rows of several tables repeat is decided
-    when it is decided in every family it belongs to. ``stopped``: why the grid gives no more seeds
-    (its budget): the claims still undecided then have not enough seeds, for that reason."""
+    anytime-valid sequence and corrected under ``analysis`` (its effect, most seeds and, where the
+    grid stopped, why), whose :attr:`~harness.stats.paired.ClaimResult.open_outcome` says what an
+    open claim is. A comparison that rows of several tables repeat is decided when it is decided in
+    every family it belongs to. A claim with no spread yet is undecided, and short of seeds for
+    the grid's reason once it stopped."""
     open_somewhere = {hypothesis_of(r) for r in results if r.corrected_verdict not in ("holds", "reversed")}
     out = []
     for r in _distinct(results):
         s = r.summary
-        at = effect.of(r.claim.paper_delta)
+        at = analysis.effect.of(r.claim.paper_delta)
         judged = max(at, abs(s.mean or 0.0))
         needed = None if s.sd is None else sequential_seeds_for_power(judged, s.sd, c=analysis.mixture_c)
         state: State = "decided"
         detail = ""
         if hypothesis_of(r) in open_somewhere:
-            word = open_outcome(s, at, max_seeds, analysis.mixture_c)
             state = "undecided"
-            if word == RULED_OUT:
+            if r.open_outcome == RULED_OUT:
                 state = "ruled out"
-            elif word == NOT_ENOUGH_SEEDS:
-                state, detail = "not enough seeds", _not_enough(r, at, max_seeds, analysis.mixture_c)
-            elif stopped:
-                state, detail = "not enough seeds", stopped
+            elif r.open_outcome == NOT_ENOUGH_SEEDS:
+                state, detail = "not enough seeds", _not_enough(r, at, analysis)
+            elif analysis.stopped:
+                state, detail = "not enough seeds", analysis.stopped
             judged = at if state == RULED_OUT else judged
         out.append(ClaimState(r, state, judged, needed, detail))
     return out
@@ -244,14 +246,14 @@ def decision_of(states: Sequence[ClaimState]) -> Decision:
     return Decision(needs, tuple(_line(s) for s in states), counts, [s.to_json() for s in states])
 
 
-def decider(
-    build: Callable[[], list[ClaimResult]], effect: Effect, max_seeds: int, analysis: Analysis
-) -> Decide:
-    """The :data:`~harness.grid.rounds.Decide` of a grid: ``build()`` evaluates its claims from the
-    store as it is now (:func:`harness.reporting.claims.build_claims` with ``analysis``)."""
+def decider(build: Callable[[Analysis], list[ClaimResult]], analysis: Analysis) -> Decide:
+    """The :data:`~harness.grid.rounds.Decide` of a grid: ``build(analysis)`` evaluates its claims
+    from the store as it is now (:func:`harness.reporting.claims.build_claims`) under the grid's
+    ``analysis`` (sequential, its effect and most seeds), with why the grid stopped where it did."""
 
     def decide(stopped: str = "") -> Decision:
-        return decision_of(claim_states(build(), effect, max_seeds, analysis, stopped))
+        now = dataclasses.replace(analysis, stopped=stopped)
+        return decision_of(claim_states(build(now), now))
 
     return decide
 

@@ -37,15 +37,31 @@ DEFAULT_EFFECT = "50%"
 @dataclass(frozen=True)
 class Effect:
     """The smallest difference worth deciding: ``points`` (score points) for every claim, or
-    ``share`` of each claim's paper delta."""
+    ``share`` of each claim's paper delta.
+
+    Raises:
+        ConfigError: ``points`` not a finite number > 0, or (without points) ``share`` not in
+            (0, 10], i.e. 0 to 1000 % (the one rule; :func:`parse_effect` reads ``--effect`` into it).
+    """
 
     points: float | None = None
     share: float | None = 0.5
 
-    def of(self, paper_delta: float) -> float:
-        """The effect for a claim with this paper delta (always >= 0)."""
+    def __post_init__(self) -> None:
         if self.points is not None:
-            return abs(self.points)
+            ok = math.isfinite(self.points) and self.points > 0
+        else:
+            ok = self.share is not None and math.isfinite(self.share) and 0 < self.share <= 10
+        if not ok:
+            raise ConfigError(
+                "--effect must be a difference in score points > 0 (e.g. 0.3) or a share of each claim's "
+                f"paper delta (e.g. 50%), got {self.argument!r}"
+            )
+
+    def of(self, paper_delta: float) -> float:
+        """The effect for a claim with this paper delta (>= 0; > 0 where the delta is not 0)."""
+        if self.points is not None:
+            return self.points
         return abs(paper_delta) * (self.share or 0.0)
 
     @property
@@ -68,7 +84,8 @@ def parse_effect(text: str | None) -> Effect:
     delta``, ``0.3 points``).
 
     Raises:
-        ConfigError: not a number > 0 or a percentage in (0, 1000].
+        ConfigError: not a number > 0 or a percentage in (0, 1000] (:class:`Effect`'s rule), naming
+            the text as given.
     """
     value = (text or DEFAULT_EFFECT).strip()
     value = re.sub(r"\s*(of the paper's delta|points)$", "", value)
@@ -77,20 +94,20 @@ def parse_effect(text: str | None) -> Effect:
         number = float(share.group(1) if share else value)
     except ValueError:
         number = math.nan
-    if share and math.isfinite(number) and 0 < number <= 1000:
-        return Effect(share=number / 100)
-    if not share and math.isfinite(number) and number > 0:
-        return Effect(points=number, share=None)
-    raise ConfigError(
-        f"--effect must be a difference in score points > 0 (e.g. 0.3) or a share of each claim's paper "
-        f"delta (e.g. 50%), got {text!r}"
-    )
+    try:
+        return Effect(share=number / 100) if share else Effect(points=number, share=None)
+    except ConfigError:
+        raise ConfigError(
+            f"--effect must be a difference in score points > 0 (e.g. 0.3) or a share of each claim's "
+            f"paper delta (e.g. 50%), got {text!r}"
+        ) from None
 
 
 def ruled_out(summary: Summary, effect: float) -> bool:
-    """The interval lies inside ``(-effect, +effect)`` (never for ``effect <= 0``)."""
+    """The interval lies inside ``(-effect, +effect)`` (never for ``effect <= 0``: that interval is
+    empty)."""
     low, high = summary.low, summary.high
-    return effect > 0 and low is not None and high is not None and -effect < low and high < effect
+    return low is not None and high is not None and -effect < low and high < effect
 
 
 def open_outcome(

@@ -41,8 +41,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from harness.errors import DataError
 from harness.stats.paired import (
     CONFIDENCE,
     POWER,
@@ -191,14 +194,43 @@ def cannot_reach(
     return needed is None or needed > max_seeds
 
 
+@dataclass(frozen=True)
+class Design:
+    """What a grid's ``--until-decided`` design fixed, as a file wrote it back: the most seeds a
+    claim gets (None: not recorded) and the mixture ``c`` (:data:`MIXTURE_C` where not recorded)."""
+
+    max_seeds: int | None = None
+    mixture_c: float = MIXTURE_C
+
+
+def read_design(written: Mapping[str, Any], where: str) -> Design:
+    """``max_seeds`` and ``mixture_c`` of a design written to a file (``sequential.json``'s
+    ``design``, ``claims.json``'s ``analysis``), by one rule: the most seeds a whole number >= 1, c a
+    finite number > 0; absent or null: not recorded.
+
+    Raises:
+        DataError: another value, naming ``where`` (the file and key) and the field.
+    """
+    seeds, c = written.get("max_seeds"), written.get("mixture_c")
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
+        raise DataError(f"{where}: max_seeds must be a whole number >= 1, got {seeds!r}")
+    if c is not None and (
+        isinstance(c, bool) or not isinstance(c, int | float) or not (math.isfinite(c) and c > 0)
+    ):
+        raise DataError(f"{where}: mixture_c must be a finite number > 0, got {c!r}")
+    return Design(seeds, MIXTURE_C if c is None else float(c))
+
+
 __all__ = [
     "ALPHA",
     "MIXTURE_C",
     "SD_BOUND",
+    "Design",
     "anytime_p",
     "cannot_reach",
     "confidence_sequence",
     "mixture_ratios",
+    "read_design",
     "sd_lower_bound",
     "seeds_within_reach",
     "sequential_critical",

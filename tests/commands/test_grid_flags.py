@@ -30,3 +30,12 @@ def test_check_has_fewer_flags_and_gets_the_records_defaults() -> None:
     assert (options.retry_failed, options.track, options.compile) == (True, (), None)
     assert options.cluster.max_failures == ClusterOptions().max_failures
     assert options.cluster.lost_node_wait == ClusterOptions().lost_node_wait
+
+
+def test_check_takes_the_trial_request_it_judges_against_the_nodes() -> None:
+    """``harness check --address`` judges each trial's request against every node, custom
+    resources included (the judging: tests/grid/preflight/test_cluster.py)."""
+    argv = ["check", "all", "--address", "10.0.0.1:6379", "--cpus-per-trial", "12"]
+    options = grid_options(build_parser().parse_args([*argv, "--trial-resources", "worker_node=1"]))
+    assert options.cluster.cpus == 12 and dict(options.cluster.trial_resources) == {"worker_node": 1.0}
+    assert grid_options(build_parser().parse_args(["check", "all"])).cluster.cpus_per_trial is None

@@ -5,7 +5,7 @@ worker: tests/system/test_lost_node.py.)"""
 
 from __future__ import annotations
 
-from harness.grid.capacity import CapacityWatch, Node
+from harness.grid.capacity import CapacityWatch, Node, trial_fit_problems, trial_request
 from tests.helpers import HEAD, NEED, WORKER, Clock
 
 
@@ -43,3 +43,33 @@ def test_a_node_that_comes_back_ends_the_wait() -> None:
     ]
     clock.now += 100
     assert not watch.expired() and watch.since is None
+
+
+def test_a_trial_that_no_node_can_take_is_named_per_problem() -> None:
+    """The one fit rule (pre-flight, the grid's cluster check, the driver): each part beyond the
+    cluster's total, each part beyond every single node, and a request no one node offers whole."""
+    gpu_node = {"CPU": 8.0, "GPU": 1.0}
+    tagged = {"CPU": 8.0, "worker_node": 1.0}
+    nodes = [gpu_node, tagged]
+    totals = {"CPU": 16.0, "GPU": 1.0, "worker_node": 1.0}
+    assert trial_fit_problems(totals, trial_request(8, 1), nodes) == []
+    assert trial_fit_problems(totals, trial_request(32, 2, {"big": 1}), nodes) == [
+        "--trial-resources big=1 is more than the cluster's 0 big (a node offers it with "
+        "`ray start --resources '{\"big\": N}'`)",
+        "--cpus-per-trial 32 is more than the cluster's 16 CPU(s)",
+        "--gpus-per-trial 2 is more than the cluster's 1 GPU(s)",
+    ]
+    # within the totals, beyond any one node: refused before anything runs, not waited on
+    assert trial_fit_problems(totals, trial_request(12, 0), nodes) == [
+        "--cpus-per-trial 12 is more than any one Ray node offers (at most 8 CPU(s) on a node): a trial "
+        "runs on one node"
+    ]
+    assert trial_fit_problems(totals, trial_request(1, 1, {"worker_node": 1}), nodes) == [
+        "no Ray node offers a whole trial (worker_node=1, CPU=1, GPU=1), though each part is offered by "
+        "some node: a trial runs on one node"
+    ]
+    assert trial_fit_problems(totals, trial_request(12, 0)) == []  # no node known: the totals alone
+    assert trial_fit_problems({"GPU": 1.0}, {"GPU": 0.5}, where="this machine's") == []
+    assert trial_fit_problems({"GPU": 0.0}, {"GPU": 0.5}, where="this machine's") == [
+        "--gpus-per-trial 0.5 is more than this machine's 0 GPU(s)"
+    ]

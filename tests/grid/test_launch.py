@@ -4,14 +4,20 @@ data file stops it before Ray starts."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from harness.cli import main
 from harness.config.paths import resolve_data_root
+from harness.grid.launch import PlannedGrid, check_cluster, check_options, cost_model
+from harness.grid.options import ClusterOptions, GridOptions, GridRequest
+from harness.grid.progress.report import GridReport
+from harness.run.checkpoint import EVERY_ENV
 from harness.run.footprint import footprint
+from harness.specs.cells import GridPlan
 from harness.store.run_config import RunConfig
+from harness.store.run_store import RunStore
 from tests.helpers import SMOKE_SPEC, STSB_DEV, replace_line
 
 
@@ -98,3 +104,70 @@ def test_a_gpu_dry_run_prices_with_the_visible_gpus_calibration_and_names_it(
             assert H100 not in out
     # every footprint came from the table shipped with the code: nothing measured, nothing to keep
     assert not (runs / "footprint_cache").exists()
+
+
+def test_cpus_per_trial_given_must_match_the_threads_the_runs_train_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--cpus-per-trial`` is each trial's torch threads unless the runs fix their own (the CPU and
+    smoke profiles: ``threads = 1``, part of the run id): a mismatch is one line naming both and the
+    fix, for the grid and the check alike, instead of CPUs reserved and not trained on."""
+    runs = str(tmp_path / "runs")
+    common = [str(SMOKE_SPEC), "--profile", "smoke", "--runs-dir", runs, "--cpus-per-trial", "1"]
+    expected = (
+        "--cpus-per-trial 1 but the runs train on 2 thread(s) (their threads setting under profile smoke; "
+        "it is part of the run id): give --override threads=1 as well, or --cpus-per-trial 2"
+    )
+    for argv in (["grid", *common, "--dry-run"], ["check", *common]):
+        assert main([*argv, "--override", "threads=2"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.strip().endswith(expected), captured.err
+    agreed = GridOptions(specs=(str(SMOKE_SPEC),), profile="smoke", cluster=ClusterOptions(cpus_per_trial=1))
+    check_options(agreed)  # threads = 1 and one CPU: agreed
+    check_options(
+        GridOptions(specs=(str(SMOKE_SPEC),), profile="smoke", overrides={"threads": 2})
+    )  # not given
+    check_options(GridOptions(specs=("x",), profile="paper", cluster=ClusterOptions(cpus_per_trial=1)))
+
+
+def test_the_cluster_is_checked_once_and_decides_the_gpus_of_the_estimate_and_the_trials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``--address``: the nodes (and the address) are checked once per grid; the cluster's GPUs
+    decide ``--gpus-per-trial``'s default once, for the cost model and the driver alike; the driver
+    is told the address was checked, and gets the checkpoint interval read on the driver."""
+    import harness.grid.launch as launch
+    import harness.grid.tune.driver as tune_mod
+
+    visits: list[int] = []
+
+    def fake_check_nodes(grid: Any, configs: Any) -> dict[str, float]:
+        visits.append(len(configs))
+        return {"CPU": 64.0, "GPU": 8.0}
+
+    requests: list[GridRequest] = []
+
+    def fake_run_trials(configs: Any, data_root: Any, store: Any, request: GridRequest) -> Any:
+        requests.append(request)
+        return GridReport(total=0)
+
+    monkeypatch.setattr(launch, "check_nodes", fake_check_nodes)
+    monkeypatch.setattr(tune_mod, "run_trials", fake_run_trials)
+    monkeypatch.setenv(EVERY_ENV, "7")
+    options = GridOptions(specs=("x",), cluster=ClusterOptions(address="10.0.0.1:6379"))
+    store = RunStore(tmp_path / "runs")
+    no_plan = cast(GridPlan, None)  # neither the check nor the hand-over reads the plan
+    grid = PlannedGrid(options, [], no_plan, store, tmp_path)
+    assert cost_model(options, store, [])[0].device == "cpu"  # a dry run: no cluster contacted
+    check_cluster(grid, [])
+    check_cluster(grid, [])  # a later round: not again
+    assert visits == [0] and grid.trial_gpus == 1.0 and grid.address_checked
+    assert cost_model(options, store, [], grid.trial_gpus)[0].device == "cuda"
+    launch.run_pending(grid, [], [])
+    (request,) = requests
+    assert (request.trial_gpus, request.address_checked, request.checkpoint_every_s) == (1.0, True, 7.0)
+    local = PlannedGrid(
+        GridOptions(specs=("x",), cluster=ClusterOptions(smoke=True)), [], no_plan, store, tmp_path
+    )
+    check_cluster(local, [])
+    assert local.trial_gpus == 0.0 and not local.address_checked and visits == [0]

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import harness.run.checkpoint as ckpt
+from harness.errors import ConfigError
 from harness.run.training import train_run
 from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
@@ -205,15 +206,27 @@ def test_checkpoint_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ckpt.EVERY_ENV, "0")
     every = ckpt.CheckpointClock()
     assert every.every_s == 0 and every.due(2, 10) and every.due(4, 10)
-    monkeypatch.setenv(ckpt.EVERY_ENV, "oops")
-    assert ckpt.CheckpointClock().every_s == ckpt.DEFAULT_EVERY_S
+
+
+def test_a_run_takes_the_interval_its_command_read_not_its_own_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A grid's trial runs where the driver's environment is not (another node): the driver's value
+    is the one its runs use; the run's own environment is not read again, and never leniently."""
+    monkeypatch.setenv(ckpt.EVERY_ENV, "-5")  # the node's own: would be refused if it were read
+    with ckpt.checkpoint_every(12.0):
+        assert ckpt.CheckpointClock().every_s == 12.0
+    for bad in ("oops", "-5", "1_0"):  # a run started without a command (the Python API): one rule
+        monkeypatch.setenv(ckpt.EVERY_ENV, bad)
+        with pytest.raises(ConfigError, match=f"HARNESS_CHECKPOINT_EVERY_S must be .*got {bad!r}"):
+            ckpt.CheckpointClock()
 
 
 def test_a_good_checkpoint_interval_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ckpt.EVERY_ENV, " 0 ")
-    assert ckpt.every_from_env(strict=True) == 0.0
+    assert ckpt.every_from_env() == 0.0
     monkeypatch.setenv(ckpt.EVERY_ENV, "")
-    assert ckpt.every_from_env(strict=True) == ckpt.DEFAULT_EVERY_S
+    assert ckpt.every_from_env() == ckpt.DEFAULT_EVERY_S
 
 
 def test_a_finished_run_removes_its_checkpoint_file_and_nothing_else(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ the power lines."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -10,13 +11,13 @@ import pytest
 from harness.errors import ConfigError
 from harness.specs.claim import Claim
 from harness.stats.correction import Analysis, correct
-from harness.stats.decisions import claim_states, decision_of, power_lines
+from harness.stats.decisions import claim_states, decider, decision_of, power_lines
 from harness.stats.outcomes import Effect, parse_effect
 from harness.stats.paired import ClaimResult
 from harness.stats.sequential import sequential_seeds_for_power
 from tests.helpers import claim_result
 
-SEQUENTIAL = Analysis(sequential=True)
+SEQUENTIAL = Analysis(sequential=True, max_seeds=20)
 
 
 def _result(spec: str, text: str, diffs: list[float], delta: float = 1.0, same_as: str = "") -> ClaimResult:
@@ -36,7 +37,7 @@ def test_states() -> None:
         ],
         SEQUENTIAL,
     )
-    states = {s.result.claim.text: s for s in claim_states(results, Effect(), 20, SEQUENTIAL)}
+    states = {s.result.claim.text: s for s in claim_states(results, SEQUENTIAL)}
     assert {k: s.state for k, s in states.items()} == {
         "strong": "decided",
         "tiny": "ruled out",
@@ -49,7 +50,8 @@ def test_states() -> None:
     assert re.fullmatch(
         r"needs \d+ seeds at 0\.26 even at sd 0\.97 \(its 90% lower bound\)", states["noisy"].detail
     )
-    at_most = claim_states(results, Effect(), 5, SEQUENTIAL)[3]
+    five = dataclasses.replace(SEQUENTIAL, max_seeds=5)
+    at_most = claim_states(correct(results, five), five)[3]
     assert (at_most.state, at_most.detail) == ("not enough seeds", "has all 5 seeds")
     decision = decision_of(list(states.values()))
     assert [n.label for n in decision.needs] == ["t1: open", "t1: new"]  # known needs first
@@ -59,11 +61,40 @@ def test_states() -> None:
 
 
 def test_a_grid_stopped_by_its_budget_leaves_its_open_claims_short_of_seeds() -> None:
-    results = correct([_result("t1", "open", [0.3, 0.8, -0.1, 0.6, 0.2], delta=2.0)], SEQUENTIAL)
     why = "the budget (2 trial-h: the next round does not fit)"
-    (state,) = claim_states(results, Effect(), 20, SEQUENTIAL, stopped=why)
+    stopped = dataclasses.replace(SEQUENTIAL, stopped=why)
+    rows = [
+        _result("t1", "open", [0.3, 0.8, -0.1, 0.6, 0.2], delta=2.0),
+        _result("t1", "noisy", [1.0, -1.5, 2.0, -0.5, 0.3], delta=0.1),  # beyond reach: its own reason
+        _result("t1", "new", [0.4]),  # no spread yet: short of seeds for the grid's reason too
+    ]
+    results = correct(rows, stopped)  # the one place that says it: the claims' open outcome
+    assert [r.open_outcome for r in results] == ["not enough seeds", "not enough seeds", "1 seed"]
+    state, noisy, new = claim_states(results, stopped)
     assert (state.state, state.detail) == ("not enough seeds", why)
     assert state.to_json()["detail"] == why and state.to_json()["state"] == "not enough seeds"
+    assert noisy.state == "not enough seeds" and noisy.detail.startswith("needs ")
+    assert (new.state, new.detail) == ("not enough seeds", why)
+    assert [s.state for s in claim_states(correct(rows, SEQUENTIAL), SEQUENTIAL)] == [
+        "undecided",
+        "not enough seeds",
+        "undecided",
+    ]
+
+
+def test_the_grids_decider_builds_the_claims_under_its_analysis_and_stop() -> None:
+    """``decide(stopped=why)``: the claims built again under the grid's analysis with the stop, so
+    :func:`correct` alone turns open claims into not enough seeds."""
+    seen: list[Analysis] = []
+
+    def build(analysis: Analysis) -> list[ClaimResult]:
+        seen.append(analysis)
+        return correct([_result("t1", "open", [0.3, 0.8, -0.1, 0.6, 0.2], delta=2.0)], analysis)
+
+    decide = decider(build, SEQUENTIAL)
+    assert decide().counts["undecided"] == 1 and seen[-1] == SEQUENTIAL
+    stopped = decide(stopped="no runs left to do up to --max-seeds")
+    assert stopped.counts["not enough seeds"] == 1 and seen[-1].stopped.startswith("no runs left")
 
 
 def test_not_enough_seeds_is_judged_on_the_lower_bound_of_the_sd() -> None:
@@ -75,7 +106,7 @@ def test_not_enough_seeds_is_judged_on_the_lower_bound_of_the_sd() -> None:
     s = results[0].summary
     assert s.sd is not None
     assert (sequential_seeds_for_power(0.9, s.sd) or 0) > 20  # on the sample sd: beyond 20 seeds
-    (state,) = claim_states(results, Effect(), 20, SEQUENTIAL)
+    (state,) = claim_states(results, SEQUENTIAL)
     assert state.state == "undecided"
 
 
@@ -86,9 +117,9 @@ def test_a_repeat_open_in_another_family_keeps_the_comparison_open() -> None:
     rows = [first, _result("t2", "x", shaky, same_as="t1: x"), _result("t2", "y", [0.3, -0.2, 0.4, 0.1, 0.2])]
     results = correct(rows, SEQUENTIAL)
     assert [r.corrected_verdict for r in results[:2]] == ["holds", "inconclusive"]
-    assert claim_states(results, Effect(), 20, SEQUENTIAL)[0].state == "undecided"
+    assert claim_states(results, SEQUENTIAL)[0].state == "undecided"
     alone = correct(rows[:1], SEQUENTIAL)
-    assert claim_states(alone, Effect(), 20, SEQUENTIAL)[0].state == "decided"
+    assert claim_states(alone, SEQUENTIAL)[0].state == "decided"
 
 
 def test_parse_effect() -> None:

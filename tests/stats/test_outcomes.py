@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
+import pytest
+
+from harness.errors import ConfigError
 from harness.reporting.claims import render_markdown, to_json
 from harness.specs.claim import Claim
 from harness.stats.correction import Analysis, correct, correct_json_rows
-from harness.stats.outcomes import Effect, open_outcome, ruled_out
+from harness.stats.outcomes import Effect, open_outcome, parse_effect, ruled_out
 from harness.stats.paired import ClaimResult, summarise
 from harness.stats.sequential import sequential_summary
 from tests.helpers import claim_result
@@ -71,3 +75,23 @@ def test_with_fixed_seeds_a_claim_is_ruled_out_or_inconclusive() -> None:
     text = render_markdown(results, "smoke", analysis)
     assert "E = 0.3 points" in text and "inconclusive = neither decided nor ruled out" in text
     assert "not enough seeds" not in text
+
+
+def test_an_effect_is_checked_once_when_it_is_made() -> None:
+    """One rule, at the effect's making (``--effect``, a design read back, the Python API): the
+    places that use it trust it."""
+    bad_effects: list[dict[str, float | None]] = [
+        {"points": 0.0, "share": None},
+        {"points": -0.3},
+        {"points": math.nan},
+        {"share": 0.0},
+        {"share": 10.5},
+        {"share": None},
+    ]
+    for bad in bad_effects:
+        with pytest.raises(ConfigError, match=r"^--effect must be a difference in score points > 0"):
+            Effect(**bad)
+    with pytest.raises(ConfigError, match=r"got '-0\.3'$"):
+        parse_effect("-0.3")
+    assert Effect(points=0.3, share=None).of(-2.0) == 0.3 and Effect(share=0.5).of(-2.0) == 1.0
+    assert parse_effect("1000%").share == 10.0 and parse_effect("0.3 points").points == 0.3

@@ -11,13 +11,16 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from harness.errors import DataError
 from harness.stats.paired import adjust_pvalues, paired_power, seeds_for_power, summarise
 from harness.stats.sequential import (
     MIXTURE_C,
+    Design,
     anytime_p,
     cannot_reach,
     confidence_sequence,
     mixture_ratios,
+    read_design,
     sd_lower_bound,
     sequential_critical,
     sequential_seeds_for_power,
@@ -184,3 +187,13 @@ def test_the_sd_bound_covers_the_true_sd_nine_times_in_ten(n: int) -> None:
     bounds = [sd_lower_bound(float(sd), n) for sd in x.std(axis=1, ddof=1)]
     assert abs(float(np.mean(np.array(bounds) < 2.0)) - 0.9) < 0.01  # 20,000 draws: sd of the share 0.002
     assert sd_lower_bound(1.0, 1) == 0.0 and sd_lower_bound(0.0, 5) == 0.0
+
+
+def test_a_written_design_is_read_by_one_rule() -> None:
+    assert read_design({}, "x") == Design(None, MIXTURE_C)
+    assert read_design({"max_seeds": None, "mixture_c": None}, "x") == Design(None, MIXTURE_C)
+    assert read_design({"max_seeds": 12, "mixture_c": 2}, "x") == Design(12, 2.0)
+    for field, value in (("max_seeds", 0), ("max_seeds", True), ("max_seeds", "12"), ("mixture_c", 0),
+                         ("mixture_c", math.inf), ("mixture_c", False), ("mixture_c", "0.5")):  # fmt: skip
+        with pytest.raises(DataError, match=rf"^runs/sequential\.json: design: {field} must be "):
+            read_design({field: value}, "runs/sequential.json: design")

@@ -142,7 +142,7 @@ def _states(store: Path, state: dict, data_root: Path) -> Counter[str]:
         data_root=data_root,
         analysis=analysis,
     )
-    return Counter(s.state for s in claim_states(results, effect, design["max_seeds"], analysis, stopped))
+    return Counter(s.state for s in claim_states(results, analysis))
 
 
 def _store(tmp: Path, folders: list[Path], state: Path) -> Path:

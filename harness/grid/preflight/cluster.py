@@ -9,17 +9,23 @@ from typing import Any
 
 import harness
 from harness.errors import HarnessError
-from harness.grid.options import ClusterOptions
+from harness.grid.capacity import trial_fit_problems, trial_request
+from harness.grid.options import ClusterOptions, decide_trial_gpus
 from harness.grid.preflight.machine import Report, check_data, check_model, longest_lengths
 from harness.run.data import read_corpus
 from harness.store.provenance import code_version
 
 
-def check_ray(cluster: ClusterOptions, report: Report, needs: NodeNeeds | None = None) -> None:
-    """The cluster at ``address``: reachable, its CPUs and GPUs against the per-trial request, and
-    every alive node visited (:func:`node_facts`): its data, models and versions against this one's."""
+def check_ray(
+    cluster: ClusterOptions, report: Report, needs: NodeNeeds | None = None
+) -> dict[str, float] | None:
+    """The cluster at ``address``: reachable and its head answering (the one check of the address a
+    grid makes), each trial's request against its nodes
+    (:func:`~harness.grid.capacity.trial_fit_problems`), and every alive node visited
+    (:func:`node_facts`): its data, models and versions against this one's. Returns the cluster's
+    resources (None: it could not be reached)."""
 
-    address, cpus, gpus = str(cluster.address), cluster.cpus_per_trial, cluster.gpus_per_trial
+    address = str(cluster.address)
     try:
         from harness.grid.tune.cluster import check_address, visit_nodes
 
@@ -27,16 +33,16 @@ def check_ray(cluster: ClusterOptions, report: Report, needs: NodeNeeds | None =
         resources, visits = visit_nodes(address, node_facts, needs or NodeNeeds())
     except HarnessError as exc:
         report.problem(str(exc))
-        return
+        return None
     have_cpu, have_gpu = float(resources.get("CPU", 0)), float(resources.get("GPU", 0))
     report.ok(f"Ray at {address}: {have_cpu:g} CPU(s), {have_gpu:g} GPU(s), {len(visits)} node(s)")
-    if cpus > have_cpu:
-        report.problem(f"--cpus-per-trial {cpus} is more than the cluster's {have_cpu:g} CPU(s)")
-    if gpus is not None and gpus > have_gpu:
-        report.problem(f"--gpus-per-trial {gpus:g} is more than the cluster's {have_gpu:g} GPU(s)")
+    request = trial_request(cluster.cpus, decide_trial_gpus(cluster, have_gpu), cluster.trial_resources)
+    for problem in trial_fit_problems(resources, request, [v["resources"] for v in visits] or None):
+        report.problem(problem)
     mine = node_facts(NodeNeeds())  # this machine's versions
     for visit in visits:
         _report_node(visit, mine, report)
+    return resources
 
 
 @dataclass(frozen=True)

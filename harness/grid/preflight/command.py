@@ -67,7 +67,7 @@ def run_preflight(options: GridOptions) -> int:
     ):
         report.problem(problem)
     check_disk(Path(options.runs_dir), report)
-    check_gpus(options.cluster.gpus_per_trial, report)
+    check_gpus(options.cluster, report)
     for problem in trial_arithmetic_problems(configs, options.cluster, options.compile):
         report.problem(problem)
     if options.cluster.address:

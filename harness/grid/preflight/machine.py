@@ -28,6 +28,8 @@ from harness.errors import HarnessError
 from harness.evaluation.preread import data_problems
 from harness.evaluation.tasks import sts_files, stsb_dev_file
 from harness.evaluation.tasks import transfer_files as files
+from harness.grid.capacity import trial_fit_problems
+from harness.grid.options import ClusterOptions
 from harness.grid.relay import index_path
 from harness.run.checkpoint import checkpoint_path
 
@@ -141,17 +143,23 @@ def check_disk(path: Path, report: Report) -> None:
         report.ok(text)
 
 
-def check_gpus(gpus_per_trial: float | None, report: Report) -> None:
+def check_gpus(cluster: ClusterOptions, report: Report) -> None:
+    """This machine's CUDA GPUs against ``--gpus-per-trial`` where the trials run here (no
+    ``address``; on a cluster its nodes' GPUs are judged instead:
+    :func:`~harness.grid.preflight.cluster.check_ray`)."""
+    if cluster.address is not None:
+        return
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count:
         names = sorted({torch.cuda.get_device_name(i) for i in range(count)})
         report.ok(f"GPUs here: {count} ({', '.join(names)})")
-    elif gpus_per_trial:
-        report.problem(f"--gpus-per-trial {gpus_per_trial:g} but this machine has no CUDA GPU")
-    else:
+    elif not cluster.gpus_per_trial:
         report.note("no CUDA GPU here: trials run on the CPU")
+    gpus = {"GPU": float(cluster.gpus_per_trial or 0.0)}
+    for problem in trial_fit_problems({"GPU": float(count)}, gpus, where="this machine's"):
+        report.problem(problem)
 
 
 def check_data(data_root: Path, configs: list[Any], report: Report, read_corpus: Any) -> dict[str, int]:

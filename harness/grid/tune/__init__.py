@@ -27,8 +27,10 @@
   cluster; no node needs the driver's runs folder, every node reads the data root at the driver's
   path). ``smoke=True`` starts a small local Ray (no GPUs) for tests and CI.
 * Resources per trial: ``cpus_per_trial`` CPUs (also the trial's torch thread count) and
-  ``gpus_per_trial`` GPUs (fractions share a GPU between small trials; default 1 when Ray sees a
-  GPU, else 0), plus ``trial_resources`` (custom Ray resources: trials go only to nodes offering them).
+  ``gpus_per_trial`` GPUs (fractions share a GPU between small trials; default 1 where the trials'
+  machine has a GPU, else 0, decided once by the grid: ``GridRequest.trial_gpus``), plus
+  ``trial_resources`` (custom Ray resources: trials go only to nodes offering them). A request no
+  alive node can take is refused at once (:func:`harness.grid.capacity.trial_fit_problems`).
 * A failing trial does not stop the others (``fail_fast=False``; no retry unless ``max_failures``).
   ``train_run`` records its own failures; a trial that dies before or outside it (an import error, a worker
   killed for memory) gets a ``failed`` record written by the trial wrapper or, failing that, by the
@@ -46,9 +48,10 @@
 * Progress: a line per trial start and end, per evaluation point and at least every 30 s (done /
   running / failed / remaining, with an ETA from the cost model's estimates), written by
   :class:`harness.grid.progress.report.GridProgress`; ``TuneProgress`` only adapts it to Tune's callbacks.
-* Each trial gets one frozen :class:`TrialSpec` (data root, device, threads, the train function) and
-  its :class:`~harness.store.run_config.RunConfig` itself, already validated by the grid; it works
-  in a folder of its own, ``<tmp>/harness-trial-<worker pid>-*`` on its node, removed when it ends.
+* Each trial gets one frozen :class:`TrialSpec` (data root, device, threads, the resume checkpoints'
+  interval the driver read, the train function) and its :class:`~harness.store.run_config.RunConfig`
+  itself, already validated by the grid; it works in a folder of its own,
+  ``<tmp>/harness-trial-<worker pid>-*`` on its node, removed when it ends.
 * Record bookkeeping (a ``failed`` record for a trial that died, ``interrupted`` marks) lives in
   :mod:`harness.store.bookkeeping`; SIGTERM handling in :mod:`harness.grid.signals`.
 * Resuming is the grid's job: killed and started again, it skips runs with a finished record

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from harness.errors import ConfigError, HarnessError
+from harness.grid.capacity import trial_fit_problems, trial_request
 from harness.grid.cleanup import TEMP_PREFIX, pids_using, remove_stale_temp_dirs, start_times, stop_processes
 from harness.grid.plan.memory import estimate_bytes
 from harness.grid.progress.report import Log
@@ -44,27 +45,20 @@ def trial_slots(
     return max(1, min(by_cpu, by_gpu, *by_custom))
 
 
-def check_fits_cluster(cpus_per_trial: int, gpus: float, custom: Mapping[str, float] | None = None) -> None:
-    """A trial that asks for more than the cluster has would wait for ever: refuse it at once."""
-    resources = ray.cluster_resources()
-    for key, amount in (custom or {}).items():
-        if amount > float(resources.get(key, 0)):
-            raise ConfigError(
-                f"--trial-resources {key}={amount:g} is more than the {float(resources.get(key, 0)):g} "
-                f"the Ray cluster offers (a node offers it with `ray start --resources '{{\"{key}\": N}}'`); "
-                "no trial could start"
-            )
-    have_cpu = float(resources.get("CPU", 0))
-    have_gpu = float(resources.get("GPU", 0))
-    if gpus > have_gpu:
-        raise ConfigError(
-            f"--gpus-per-trial {gpus:g} is more than the {have_gpu:g} GPU(s) Ray sees; no trial could start"
-        )
-    if cpus_per_trial > have_cpu:
-        raise ConfigError(
-            f"--cpus-per-trial {cpus_per_trial} is more than the {have_cpu:g} CPU(s) Ray sees; no trial "
-            "could start"
-        )
+def check_fits_cluster(
+    cpus_per_trial: int, gpus: float, custom: Mapping[str, float] | None = None, *, local: bool = False
+) -> None:
+    """A trial that no alive node can take would wait for ever: refuse it at once, judged by
+    :func:`~harness.grid.capacity.trial_fit_problems` on the Ray session's nodes (``local``: a Ray
+    this driver started, the machine's own)."""
+    totals = {k: float(v) for k, v in ray.cluster_resources().items()}
+    nodes = [
+        {k: float(v) for k, v in (n.get("Resources") or {}).items()} for n in ray.nodes() if n.get("Alive")
+    ]
+    where = "the local Ray's" if local else "the cluster's"
+    problems = trial_fit_problems(totals, trial_request(cpus_per_trial, gpus, custom), nodes or None, where)
+    if problems:
+        raise ConfigError(f"{'; '.join(problems)}; no trial could start")
 
 
 def _use_cluster_token() -> None:
@@ -208,7 +202,7 @@ def _ask_quietly(address: str, timeout_s: float) -> Answer:
 
 
 @contextlib.contextmanager
-def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: int = 1) -> Iterator[float]:
+def ray_session(*, address: str | None = None, smoke: bool = False) -> Iterator[float]:
     """Start (or connect to) Ray unless it already runs; yield the start-up seconds; shut down after.
 
     A session opened around several :func:`run_trials` calls (tests do this) pays Ray's start-up
@@ -224,7 +218,7 @@ def ray_session(*, address: str | None = None, smoke: bool = False, min_cpus: in
         # "local": always a fresh Ray of our own, even when a head runs on this machine or
         # RAY_ADDRESS is set (ray.init() would otherwise join that cluster and refuse num_cpus).
         kwargs["address"] = "local"
-        kwargs["num_cpus"] = max(os.cpu_count() or 1, min_cpus)
+        kwargs["num_cpus"] = os.cpu_count() or 1  # a trial asks for no more (ClusterOptions)
         if smoke:
             kwargs["num_gpus"] = 0
             kwargs["object_store_memory"] = 80 * 1024 * 1024

@@ -18,7 +18,7 @@ from harness.atomic import FULL_DISK_BYTES, free_bytes
 from harness.errors import HarnessError
 from harness.grid.capacity import CapacityWatch
 from harness.grid.lock import release_held_locks
-from harness.grid.options import ClusterOptions, GridRequest
+from harness.grid.options import ClusterOptions, GridRequest, decide_trial_gpus
 from harness.grid.progress.report import (
     CapacityLost,
     GridInterrupted,
@@ -49,6 +49,7 @@ from harness.grid.tune.cluster import (
 )
 from harness.grid.tune.head_watch import watching_head
 from harness.grid.tune.trial import TrialSpec, default_train_fn, trial_body
+from harness.run.checkpoint import every_from_env
 from harness.store.bookkeeping import (
     ensure_failed_record,
     ensure_interrupted_record,
@@ -120,10 +121,11 @@ def _run_grid(
 ) -> GridReport:
     """Check the request, open the Ray session, fit; whatever stops the grid marks what it left."""
     cluster = request.cluster
-    check_address(None if cluster.smoke else cluster.address)
+    if not request.address_checked:  # the grid's own check (launch.check_cluster) is trusted
+        check_address(None if cluster.smoke else cluster.address)
     wall0 = time.perf_counter()
     try:
-        session = ray_session(address=cluster.address, smoke=cluster.smoke, min_cpus=cluster.cpus_per_trial)
+        session = ray_session(address=cluster.address, smoke=cluster.smoke)
         with session as start_s:
             report.ray_start_s = start_s
             # the address this driver reached the head at (the head's own may name another interface)
@@ -174,14 +176,12 @@ def _fit(
     """Build the Tuner, run it, read the results back into ``report``."""
     cluster = request.cluster
     log = request.log or print_line
-    gpus = (
-        float(cluster.gpus_per_trial)
-        if cluster.gpus_per_trial is not None
-        else (1.0 if ray.cluster_resources().get("GPU", 0) >= 1 and not cluster.smoke else 0.0)
-    )
+    gpus = request.trial_gpus
+    if gpus is None:  # not decided by a grid (the Python API): the same rule, on the Ray joined
+        gpus = decide_trial_gpus(cluster, float(ray.cluster_resources().get("GPU", 0)))
     custom = dict(cluster.trial_resources)
-    check_fits_cluster(cluster.cpus_per_trial, gpus, custom)
-    report.slots = trial_slots(cluster.cpus_per_trial, gpus, custom)
+    check_fits_cluster(cluster.cpus, gpus, custom, local=cluster.smoke or cluster.address is None)
+    report.slots = trial_slots(cluster.cpus, gpus, custom)
     name = f"{request.name}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     board = SlotBoard.for_grid(f"{name}-{os.getpid()}") if gpus == 0 else None
     spec = TrialSpec(
@@ -189,16 +189,19 @@ def _fit(
         data_root=Path(data_root).resolve(),
         store_root=Path(store.root).resolve(),
         device="cuda" if gpus > 0 else "cpu",
-        num_threads=int(cluster.cpus_per_trial),
+        num_threads=cluster.cpus,
         save_model=request.save_model,
         driver_node=ray.get_runtime_context().get_node_id(),
         compile=request.compile,
         slot_board=str(board.path) if board is not None else None,
+        checkpoint_every_s=every_from_env()
+        if request.checkpoint_every_s is None
+        else request.checkpoint_every_s,
     )
     _register_by_value(spec.train_fn)
     trainable = tune.with_resources(
         tune.with_parameters(trial_body, spec=spec),
-        resources_fn(configs, cluster.cpus_per_trial, gpus, report.slots, log, custom),
+        resources_fn(configs, cluster.cpus, gpus, report.slots, log, custom),
     )
     progress = TuneProgress(
         len(configs), store, log, request.estimates, report.slots, steps_shares=request.steps_shares

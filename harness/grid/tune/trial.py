@@ -21,6 +21,7 @@ from harness.grid.cleanup import TRIAL_PREFIX, remove_stale_trial_dirs
 from harness.grid.progress.tracking import final_keys, final_metrics
 from harness.grid.relay import decode_record, encode_record, storage_filesystem
 from harness.grid.slots import SlotBoard
+from harness.run.checkpoint import DEFAULT_EVERY_S, checkpoint_every
 from harness.run.process_memory import release_freed
 from harness.run.training import train_run
 from harness.store.bookkeeping import ensure_failed_record
@@ -113,6 +114,8 @@ class TrialSpec:
         compile: compile the training forward (None: where it helps, on a GPU).
         slot_board: the grid's :class:`~harness.grid.slots.SlotBoard` folder on each node (a CPU
             grid's; None: no threads handed to the last runs).
+        checkpoint_every_s: the least seconds between two resume checkpoints, as the driver read
+            them (``$HARNESS_CHECKPOINT_EVERY_S``; a node's own environment is not read).
     """
 
     train_fn: TrainFn
@@ -124,6 +127,7 @@ class TrialSpec:
     driver_node: str | None = None
     compile: bool | None = None
     slot_board: str | None = None
+    checkpoint_every_s: float = DEFAULT_EVERY_S
 
     def cache_root(self) -> Path:
         """Where this node's trials share their step-0 probe cache: the driver's runs folder on the
@@ -227,7 +231,10 @@ def trial_body(tune_config: dict[str, Any], *, spec: TrialSpec) -> None:
             extra: dict[str, Any] = {"save_checkpoint": True} if spec.save_model else {}
             if spec.compile is not None:
                 extra["compile"] = spec.compile
-            with board.joined() if board is not None else contextlib.nullcontext():
+            with (
+                board.joined() if board is not None else contextlib.nullcontext(),
+                checkpoint_every(spec.checkpoint_every_s),
+            ):
                 if board is not None:
                     extra["final_threads"] = functools.partial(board.threads, spec.num_threads)
                 record = spec.train_fn(

@@ -10,7 +10,8 @@ import torch
 
 import harness
 from harness.cli import main
-from harness.grid.preflight.cluster import NodeNeeds, _report_node, node_facts
+from harness.grid.options import ClusterOptions
+from harness.grid.preflight.cluster import NodeNeeds, _report_node, check_ray, node_facts
 from harness.grid.preflight.machine import Report
 from tests.helpers import check_argv, smoke_config
 
@@ -55,3 +56,31 @@ def test_this_machines_facts_name_what_it_lacks(copied_root: Path, tmp_path: Pat
     assert lacking["problems"] == [f"data root not found: {tmp_path / 'elsewhere'}"]
     missing = node_facts(NodeNeeds(str(copied_root), (config,)))
     assert any("SentEval file missing:" in p and "sts-dev.csv" in p for p in missing["problems"])
+
+
+def test_a_trial_larger_than_any_one_node_is_a_problem_before_anything_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Within the cluster's totals but beyond every node (two 8-CPU nodes, 12 CPUs a trial): the
+    check says so, by the same rule as the driver, instead of the trial waiting for a node."""
+    from harness.grid.tune import cluster as tune_cluster
+
+    mine = node_facts(NodeNeeds())
+    node = {"resources": {"CPU": 8.0, "memory": 2**33}, "result": mine}
+    nodes = [{"ip": f"10.0.0.{i}", "node_id": f"{i}" * 16, **node} for i in (1, 2)]
+    checked: list[str] = []
+    monkeypatch.setattr(tune_cluster, "check_address", checked.append)
+    monkeypatch.setattr(tune_cluster, "visit_nodes", lambda *_: ({"CPU": 16.0, "memory": 2**34}, nodes))
+    report = Report()
+    resources = check_ray(ClusterOptions(address="10.0.0.1:6379", cpus_per_trial=12), report)
+    assert checked == ["10.0.0.1:6379"] and resources == {"CPU": 16.0, "memory": 2**34}
+    assert report.problems == [
+        "--cpus-per-trial 12 is more than any one Ray node offers (at most 8 CPU(s) on a node): a trial runs "
+        "on one node"
+    ]
+    fits = Report()
+    check_ray(ClusterOptions(address="10.0.0.1:6379", cpus_per_trial=8), fits)
+    assert fits.problems == []
+    more = Report()
+    check_ray(ClusterOptions(address="10.0.0.1:6379", gpus_per_trial=1.0), more)
+    assert more.problems == ["--gpus-per-trial 1 is more than the cluster's 0 GPU(s)"]

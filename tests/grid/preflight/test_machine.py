@@ -11,6 +11,7 @@ import torch
 
 from harness.config.models import packaged_model_dir
 from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
+from harness.grid.options import ClusterOptions
 from harness.grid.preflight import machine
 from harness.grid.preflight.machine import Report, check_disk, check_gpus, check_model, needed_data_files
 
@@ -78,11 +79,31 @@ def test_the_disk_under_the_runs_folder_needs_room(tmp_path: Path, monkeypatch: 
 def test_gpus_asked_for_on_a_machine_without_one_are_a_problem(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     report = Report()
-    check_gpus(None, report)
-    check_gpus(0.0, report)
+    check_gpus(ClusterOptions(), report)
+    check_gpus(ClusterOptions(gpus_per_trial=0.0), report)
     assert report.lines == ["  note     no CUDA GPU here: trials run on the CPU"] * 2 and not report.problems
-    check_gpus(0.5, report)
-    assert report.problems == ["--gpus-per-trial 0.5 but this machine has no CUDA GPU"]
+    check_gpus(ClusterOptions(gpus_per_trial=0.5), report)
+    assert report.problems == ["--gpus-per-trial 0.5 is more than this machine's 0 GPU(s)"]
+
+
+def test_more_gpus_than_this_machine_has_are_a_problem_unless_the_trials_run_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A local grid's trials get this machine's GPUs: ``--gpus-per-trial 8`` on one GPU could never
+    start. With ``--address`` the trials run on the cluster (this may be a CPU login node): no local
+    check; the cluster's nodes are judged (:func:`~harness.grid.preflight.cluster.check_ray`)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA H200")
+    report = Report()
+    check_gpus(ClusterOptions(gpus_per_trial=1.0), report)
+    assert report.lines == ["  ok       GPUs here: 1 (NVIDIA H200)"] and not report.problems
+    check_gpus(ClusterOptions(gpus_per_trial=8.0), report)
+    assert report.problems == ["--gpus-per-trial 8 is more than this machine's 1 GPU(s)"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    elsewhere = Report()
+    check_gpus(ClusterOptions(address="10.0.0.1:6379", gpus_per_trial=8.0), elsewhere)
+    assert elsewhere.lines == [] and not elsewhere.problems
 
 
 def test_a_model_is_checked_as_every_command_checks_it(tmp_path: Path) -> None:

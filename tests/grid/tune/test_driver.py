@@ -23,6 +23,7 @@ from harness.grid.tune import driver
 from harness.specs.cells import expand
 from harness.specs.parse import load_table_spec
 from harness.store.record import new_record
+from harness.store.run_config import RunConfig
 from harness.store.run_store import RunStore
 from tests.helpers import FIXTURES, SMOKE_CLUSTER, fake_train, make_corpus_root, make_record
 
@@ -75,19 +76,17 @@ def test_ray_grid_records_failures_and_resumes(ray_up: float, tmp_path: Path) ->
     # impossible resource requests fail at once instead of waiting for ever
     from harness.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="more than the 0 GPU"):
+    # (the CPUs and --smoke's GPUs are refused when the options are built: tests/grid/test_options.py)
+    with pytest.raises(
+        ConfigError, match=r"^--gpus-per-trial 1000 is more than the local Ray's 0 GPU\(s\); no"
+    ):
+        driver.run_trials([plan.runs[0].config], data_root, store, GridRequest(trial_gpus=1000))
+    with pytest.raises(ConfigError, match=r"^--trial-resources big=2 is more than the local Ray's 0 big"):
         driver.run_trials(
             [plan.runs[0].config],
             data_root,
             store,
-            GridRequest(ClusterOptions(smoke=True, gpus_per_trial=1000)),
-        )
-    with pytest.raises(ConfigError, match="--cpus-per-trial 100000 is more than"):
-        driver.run_trials(
-            [plan.runs[0].config],
-            data_root,
-            store,
-            GridRequest(ClusterOptions(smoke=True, cpus_per_trial=100000)),
+            GridRequest(ClusterOptions(smoke=True, trial_resources={"big": 2.0})),
         )
     records = store.records()
     assert sorted(r["run_id"] for r in records) == sorted(ids)
@@ -332,3 +331,35 @@ def test_a_resume_note_naming_a_folder_of_the_user_never_costs_the_folder(
     assert report.finished == 1, report.failed
     assert (user / "chapter1.tex").read_text() == "mine"
     assert not (store.root / "resume").exists()
+
+
+def interval_train(config: RunConfig, data_root: Path, store: RunStore, **kwargs: Any) -> Any:
+    """:func:`fake_train` that notes the resume checkpoints' interval its run would use."""
+    from harness.run.checkpoint import CheckpointClock
+
+    (Path(data_root) / f"every-{config.run_id()}.json").write_text(json.dumps(CheckpointClock().every_s))
+    return fake_train(config, data_root, store, **kwargs)
+
+
+def test_the_driver_trusts_the_grids_checks_and_hands_its_interval_to_the_trials(
+    ray_up: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grid checked its address once (the driver does not ask the head again) and read
+    ``$HARNESS_CHECKPOINT_EVERY_S`` once: each trial's run uses that value, not its worker's
+    environment (here unset: the default)."""
+
+    def asked_again(address: str | None) -> None:
+        raise AssertionError(f"the address was checked again: {address}")
+
+    monkeypatch.setattr(driver, "check_address", asked_again)
+    data_root = make_corpus_root(tmp_path / "data")
+    store = RunStore(tmp_path / "runs")
+    plan = expand([load_table_spec(FIXTURES / "specs" / "smoke_grid.toml")], "smoke", data_root=data_root)
+    config = plan.runs[0].config
+    request = GridRequest(
+        SMOKE_CLUSTER, interval_train, lambda _line: None, address_checked=True, checkpoint_every_s=7.0
+    )
+    assert driver.run_trials([config], data_root, store, request).finished == 1
+    assert json.loads((data_root / f"every-{config.run_id()}.json").read_text()) == 7.0
+    with pytest.raises(AssertionError, match="checked again"):  # a request no grid checked
+        driver.run_trials([config], data_root, store, GridRequest(SMOKE_CLUSTER, interval_train))
