@@ -222,14 +222,17 @@ def corpus_fit_problems(configs: Sequence[Any], sizes: dict[str, int]) -> list[s
 def trial_device(cluster: Any) -> str | None:
     """The device this machine's trials train on: ``cuda`` with GPUs per trial (asked, or by default
     where torch sees a CUDA GPU and the grid is not ``--smoke``), else ``cpu``; None on a cluster
-    (``--address``), whose nodes decide."""
+    (``--address``), whose nodes decide, and None where GPUs are asked of a machine without one (the
+    GPU count's own line says so; there is no GPU whose arithmetic could be judged)."""
     import torch
 
     if cluster.address is not None:
         return None
     gpus = cluster.gpus_per_trial
     local = torch.cuda.is_available() and not cluster.smoke
-    return "cuda" if (gpus or 0) > 0 or (gpus is None and local) else "cpu"
+    if (gpus or 0) > 0:
+        return "cuda" if torch.cuda.is_available() else None
+    return "cuda" if gpus is None and local else "cpu"
 
 
 def trial_arithmetic_problems(configs: Sequence[Any], cluster: Any, compile: bool | None) -> list[str]:
