@@ -26,12 +26,11 @@ from harness.atomic import check_output_dir
 from harness.config.inputs import check_spec_paths, is_regular_file
 from harness.config.models import check_model_inputs
 from harness.config.paths import resolve_data_root, senteval_dir
-from harness.config.settings import resolve_settings
 from harness.errors import ConfigError, DataError, HarnessError
 from harness.evaluation.preread import data_problems
 from harness.grid.cleanup import remove_stale_temp_dirs
 from harness.grid.lock import GridLock
-from harness.grid.options import ClusterOptions, GridOptions, GridRequest, decide_trial_gpus
+from harness.grid.options import ClusterOptions, GridOptions, GridRequest, check_options, decide_trial_gpus
 from harness.grid.plan.calibrate_here import MIN_GRID_S, calibrate, uncalibrated
 from harness.grid.plan.calibration_files import CALIBRATION_DIR, load_calibrations
 from harness.grid.plan.cost import CostModel
@@ -44,11 +43,11 @@ from harness.grid.preflight.machine import (
     runs_folder_problems,
     trial_arithmetic_problems,
 )
-from harness.grid.progress.tracking import Tracking, check_trackers
+from harness.grid.progress.tracking import Tracking
 from harness.grid.signals import sigterm_as_interrupt
 from harness.run.data import read_corpus
 from harness.run.footprint import FootprintCache
-from harness.specs.cells import GridPlan, PlannedRun, check_seed_count, expand
+from harness.specs.cells import GridPlan, PlannedRun, expand
 from harness.specs.find import load_plot_specs, load_table_specs
 from harness.specs.model import TableSpec
 from harness.store.run_config import RunConfig
@@ -74,36 +73,6 @@ class PlannedGrid:
     @property
     def profile(self) -> str:
         return self.options.resolved_profile
-
-
-def check_options(options: GridOptions) -> None:
-    """The values a grid or a pre-flight check takes that nothing else checks (the cluster options
-    and ``$HARNESS_CHECKPOINT_EVERY_S`` checked themselves when the options were built): overrides,
-    the seed count (planning trusts it), and the trials' CPUs against the runs' threads."""
-    check_seed_count(options.seeds)
-    # the settings' own bounds (steps, threads, ...) of every override, before anything is planned
-    root = Path(options.data_dir) if options.data_dir else None
-    settings = resolve_settings(options.resolved_profile, options.overrides, root, require_corpus=False)
-    check_threads(options, settings.threads)
-    check_trackers(list(options.track))
-
-
-def check_threads(options: GridOptions, threads: int | None) -> None:
-    """A ``--cpus-per-trial`` given is each trial's torch threads, unless the runs fix their own
-    (``threads``, part of the run id; the CPU profiles set 1): then the two must agree, or each trial
-    would hold CPUs it does not train on (or train on more threads than it holds).
-
-    Raises:
-        ConfigError: they differ, naming both and the fix.
-    """
-    cpus = options.cluster.cpus_per_trial
-    if cpus is None or threads is None or cpus == threads:
-        return
-    raise ConfigError(
-        f"--cpus-per-trial {cpus} but the runs train on {threads} thread(s) (their threads setting under "
-        f"profile {options.resolved_profile}; it is part of the run id): give --override threads={cpus} "
-        f"as well, or --cpus-per-trial {threads}"
-    )
 
 
 def plan_grid(options: GridOptions) -> PlannedGrid:

@@ -15,10 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.coerce import read_number
+from harness.config.settings import resolve_settings
 from harness.errors import ConfigError
 from harness.grid.capacity import DEFAULT_LOST_NODE_WAIT_S, MAX_LOST_NODE_WAIT_S
+from harness.grid.progress.tracking import check_trackers
 from harness.grid.relay import storage_filesystem
 from harness.run.checkpoint import every_from_env
+from harness.specs.cells import check_seed_count
 
 if TYPE_CHECKING:
     from harness.grid.progress.tracking import Tracking
@@ -256,3 +259,33 @@ class GridRequest:
     trial_gpus: float | None = None
     address_checked: bool = False
     checkpoint_every_s: float | None = None
+
+
+def check_options(options: GridOptions) -> None:
+    """The values a grid or a pre-flight check takes that nothing else checks (the cluster options
+    and ``$HARNESS_CHECKPOINT_EVERY_S`` checked themselves when the options were built): overrides,
+    the seed count (planning trusts it), and the trials' CPUs against the runs' threads."""
+    check_seed_count(options.seeds)
+    # the settings' own bounds (steps, threads, ...) of every override, before anything is planned
+    root = Path(options.data_dir) if options.data_dir else None
+    settings = resolve_settings(options.resolved_profile, options.overrides, root, require_corpus=False)
+    check_threads(options, settings.threads)
+    check_trackers(list(options.track))
+
+
+def check_threads(options: GridOptions, threads: int | None) -> None:
+    """A ``--cpus-per-trial`` given is each trial's torch threads, unless the runs fix their own
+    (``threads``, part of the run id; the CPU profiles set 1): then the two must agree, or each trial
+    would hold CPUs it does not train on (or train on more threads than it holds).
+
+    Raises:
+        ConfigError: they differ, naming both and the fix.
+    """
+    cpus = options.cluster.cpus_per_trial
+    if cpus is None or threads is None or cpus == threads:
+        return
+    raise ConfigError(
+        f"--cpus-per-trial {cpus} but the runs train on {threads} thread(s) (their threads setting under "
+        f"profile {options.resolved_profile}; it is part of the run id): give --override threads={cpus} "
+        f"as well, or --cpus-per-trial {threads}"
+    )

@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli import main
 from harness.config.paths import resolve_data_root
-from harness.grid.launch import PlannedGrid, check_cluster, check_options, cost_model
+from harness.grid.launch import PlannedGrid, check_cluster, cost_model
 from harness.grid.options import ClusterOptions, GridOptions, GridRequest
 from harness.grid.progress.report import GridReport
 from harness.run.checkpoint import EVERY_ENV
@@ -104,30 +104,6 @@ def test_a_gpu_dry_run_prices_with_the_visible_gpus_calibration_and_names_it(
             assert H100 not in out
     # every footprint came from the table shipped with the code: nothing measured, nothing to keep
     assert not (runs / "footprint_cache").exists()
-
-
-def test_cpus_per_trial_given_must_match_the_threads_the_runs_train_on(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """``--cpus-per-trial`` is each trial's torch threads unless the runs fix their own (the CPU and
-    smoke profiles: ``threads = 1``, part of the run id): a mismatch is one line naming both and the
-    fix, for the grid and the check alike, instead of CPUs reserved and not trained on."""
-    runs = str(tmp_path / "runs")
-    common = [str(SMOKE_SPEC), "--profile", "smoke", "--runs-dir", runs, "--cpus-per-trial", "1"]
-    expected = (
-        "--cpus-per-trial 1 but the runs train on 2 thread(s) (their threads setting under profile smoke; "
-        "it is part of the run id): give --override threads=1 as well, or --cpus-per-trial 2"
-    )
-    for argv in (["grid", *common, "--dry-run"], ["check", *common]):
-        assert main([*argv, "--override", "threads=2"]) == 2
-        captured = capsys.readouterr()
-        assert captured.out == "" and captured.err.strip().endswith(expected), captured.err
-    agreed = GridOptions(specs=(str(SMOKE_SPEC),), profile="smoke", cluster=ClusterOptions(cpus_per_trial=1))
-    check_options(agreed)  # threads = 1 and one CPU: agreed
-    check_options(
-        GridOptions(specs=(str(SMOKE_SPEC),), profile="smoke", overrides={"threads": 2})
-    )  # not given
-    check_options(GridOptions(specs=("x",), profile="paper", cluster=ClusterOptions(cpus_per_trial=1)))
 
 
 def test_the_cluster_is_checked_once_and_decides_the_gpus_of_the_estimate_and_the_trials(

@@ -11,7 +11,13 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.grid.options import ClusterOptions, decide_trial_gpus, parse_trial_resources
+from harness.grid.options import (
+    ClusterOptions,
+    GridOptions,
+    check_options,
+    decide_trial_gpus,
+    parse_trial_resources,
+)
 from tests.helpers import SMOKE_SPEC, make_data_root
 
 
@@ -134,3 +140,27 @@ def test_the_gpus_each_trial_gets_follow_one_rule() -> None:
     assert decide_trial_gpus(ClusterOptions(address="10.0.0.1:6379"), 8) == 1.0
     assert decide_trial_gpus(ClusterOptions(smoke=True), 2) == 0.0
     assert ClusterOptions(smoke=True, gpus_per_trial=0).gpus_per_trial == 0  # none asked: not refused
+
+
+def test_cpus_per_trial_given_must_match_the_threads_the_runs_train_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--cpus-per-trial`` is each trial's torch threads unless the runs fix their own (the CPU and
+    smoke profiles: ``threads = 1``, part of the run id): a mismatch is one line naming both and the
+    fix, for the grid and the check alike, instead of CPUs reserved and not trained on."""
+    runs = str(tmp_path / "runs")
+    common = [str(SMOKE_SPEC), "--profile", "smoke", "--runs-dir", runs, "--cpus-per-trial", "1"]
+    expected = (
+        "--cpus-per-trial 1 but the runs train on 2 thread(s) (their threads setting under profile smoke; "
+        "it is part of the run id): give --override threads=1 as well, or --cpus-per-trial 2"
+    )
+    for argv in (["grid", *common, "--dry-run"], ["check", *common]):
+        assert main([*argv, "--override", "threads=2"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.strip().endswith(expected), captured.err
+    agreed = GridOptions(specs=(str(SMOKE_SPEC),), profile="smoke", cluster=ClusterOptions(cpus_per_trial=1))
+    check_options(agreed)  # threads = 1 and one CPU: agreed
+    check_options(
+        GridOptions(specs=(str(SMOKE_SPEC),), profile="smoke", overrides={"threads": 2})
+    )  # not given
+    check_options(GridOptions(specs=("x",), profile="paper", cluster=ClusterOptions(cpus_per_trial=1)))

@@ -23,9 +23,9 @@ from harness.config.inputs import check_spec_paths
 from harness.config.paths import resolve_data_root
 from harness.config.profiles import PROFILES
 from harness.errors import HarnessError
-from harness.grid.launch import check_options, distrust_scoreless
+from harness.grid.launch import distrust_scoreless
 from harness.grid.lock import GridLock
-from harness.grid.options import GridOptions
+from harness.grid.options import GridOptions, check_options
 from harness.grid.plan.status import attach_status
 from harness.grid.preflight.cluster import NodeNeeds, check_ray
 from harness.grid.preflight.machine import (
