@@ -147,6 +147,23 @@ def test_the_mirror_rule_finds_a_module_without_its_tests(tmp_path: Path) -> Non
     ]
 
 
+MODULE_LINES_MAX = 450
+"""The most lines a source module may have (CONTRIBUTING.md): beyond it, split it by job."""
+
+
+def too_long(sources: list[str], root: Path = REPO_ROOT) -> list[str]:
+    """The source modules (paths from ``root``) over :data:`MODULE_LINES_MAX` lines, with their count."""
+    counts = {source: len((root / source).read_text(encoding="utf-8").splitlines()) for source in sources}
+    return [f"{source}: {n} lines" for source, n in counts.items() if n > MODULE_LINES_MAX]
+
+
+def test_no_source_module_is_over_the_line_limit(tmp_path: Path) -> None:
+    assert too_long(_sources()) == [], f"split these by job (at most {MODULE_LINES_MAX} lines a module)"
+    (tmp_path / "long.py").write_text("x = 1\n" * (MODULE_LINES_MAX + 1))
+    (tmp_path / "short.py").write_text("x = 1\n" * MODULE_LINES_MAX)
+    assert too_long(["long.py", "short.py"], tmp_path) == [f"long.py: {MODULE_LINES_MAX + 1} lines"]
+
+
 def test_every_test_folder_is_a_package() -> None:
     """tests/ is a package tree (modules ``tests.<folder>.test_<module>``), so that the test modules of
     two source modules of one name (tests/encoder/test_model.py, tests/specs/test_model.py) import
