@@ -63,7 +63,7 @@ bench: $(STAMP)
 
 # Run first whenever a GPU is at hand (minutes of device time): a paper-profile trial, the
 # calibration file the grid's cost model reads (runs/calibration/), trials per GPU, a night
-# rehearsal through the grid, then probes, launch proxies and transfer (benchmarks/gpu_check.py).
+# rehearsal through the grid, then the dev evaluation, launch proxies and transfer (benchmarks/gpu_check.py).
 # Numbers: results/gpu_check/gpu_check.json.
 gpu-check: $(STAMP)
 	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check --runs-dir runs

@@ -12,12 +12,12 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
    their share of the peak follow;
 3. a full ``paper``-profile SimCSE trial of a few hundred steps (random bert-base weights, the real
    tokenizer, the compiled step, the profile's precision), every stage on the device: training,
-   STS-B dev probes, the final STS pass; its record gives the steady step apart from the first
-   (compilation, warm-up), each probe's seconds and the evaluation throughput;
+   STS-B dev evaluations, the final STS pass; its record gives the steady step apart from the first
+   (compilation, warm-up), each dev evaluation's seconds and the evaluation throughput;
 4. the grid's calibration, for each precision (``--precisions``): each method's step beside
-   SimCSE's (``--methods``; eager, as the grid's estimate scales them), the dev probe and the final
+   SimCSE's (``--methods``; eager, as the grid's estimate scales them), the dev evaluation and the final
    STS pass (:func:`harness.grid.plan.calibrate_here.measure_parts`); the trial's precision takes the trial's
-   own step, first step, probe, STS and transfer seconds. One file per precision and encoder class
+   own step, first step, dev evaluation, STS and transfer seconds. One file per precision and encoder class
    in ``<runs>/calibration/`` (:mod:`harness.grid.plan.calibration_files`, format version 2), written as soon
    as this stage ends;
 5. trials per GPU: steps per second of 1, 2 and 4 trials sharing the device, each built and compiled
@@ -29,8 +29,10 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
    estimate of it from this check's calibration beside what it took, by part, then ``harness
    tables`` on the records; and what the one-seed paper grid would take on this device by the same
    calibration (:func:`rehearsal`);
-7. the STS-B dev probe alone, as runs probed before and as they probe now, at the trial's precision
-   and in fp32 (``benchmarks/bench_probe.py``; target: 0.5 s for bert-base);
+7. the STS-B dev evaluation alone, as runs made it before and as they make it now, at the trial's
+   precision and in fp32 (``benchmarks/bench_dev_eval.py``; target: 0.5 s for bert-base); the stage
+   and the dev evaluation's seconds keep their first names in gpu_check.json (``probe``,
+   ``probe_s``, ``first_probe_s``);
 8. the proxies of a launch-bound step (``benchmarks/bench_step_proxies.py``): graph breaks, host
    reads and operator launches per step, for SimCSE eager and compiled and, eager, for every
    registered method (``--proxy-methods``; each smoke setting with ``--proxy-settings``);
@@ -67,8 +69,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_dev_eval
 import bench_gpu_trials
-import bench_probe
 import bench_step_proxies
 import bench_train_step
 
@@ -294,12 +296,14 @@ def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
     # the steady step: the first one (compilation, CUDA graphs' warm-up) is timed apart
     first_s = float(record.get("first_step_s") or 0.0)
     step_ms = 1000 * (float(record["train_time_s"]) - first_s) / max(args.steps - 1, 1)
-    # a probe after the first (which builds the token cache and warms the evaluation path)
+    # a dev evaluation after the first (which builds the token cache and warms the evaluation path)
     later = [float(p["probe_s"]) for p in record["trajectory"][1:] if "probe_s" in p]
     final_s = float(record.get("final_time_s") or 0.0)
-    probes = len(record["trajectory"]) - (1 if record.get("step0_probe_cached") else 0)
-    probe_s = statistics.median(later) if later else (float(record["eval_time_s"]) - final_s) / max(probes, 1)
-    first_probe = [p.get("probe_s") for p in record["trajectory"][:1]]
+    dev_evals = len(record["trajectory"]) - (1 if record.get("step0_probe_cached") else 0)
+    dev_eval_s = (
+        statistics.median(later) if later else (float(record["eval_time_s"]) - final_s) / max(dev_evals, 1)
+    )
+    first_dev_eval = [p.get("probe_s") for p in record["trajectory"][:1]]
     sts_s = float((record.get("final_seconds") or {}).get("sts") or final_s)
     transfer_s = (record.get("final_seconds") or {}).get("transfer")
     return {
@@ -310,8 +314,8 @@ def trial(args: argparse.Namespace, runs: Path, out: Path) -> dict[str, Any]:
         "compiled": prov.get("compiled"),
         "step_ms": round(step_ms, 2),
         "first_step_s": round(first_s, 2),
-        "probe_s": round(probe_s, 3),
-        "first_probe_s": first_probe[0] if first_probe else None,
+        "probe_s": round(dev_eval_s, 3),
+        "first_probe_s": first_dev_eval[0] if first_dev_eval else None,
         "sts_s": round(sts_s, 2),
         "sts_sentences_per_s": round(sts_sentences() / sts_s, 1) if sts_s > 0 else None,
         "sts_avg": (record.get("final") or {}).get("sts", {}).get("avg"),
@@ -401,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rehearsal == "on" or (args.rehearsal == "auto" and args.device.startswith("cuda")):
         check.stage("night rehearsal", lambda: rehearsal(args, runs))
     # what the estimates need comes first, the explaining stages after it, the longest last
-    check.stage("probe", lambda: probe(args))
+    check.stage("probe", lambda: dev_eval(args))
     check.stage("proxies", lambda: _proxies(args, out))
     if args.proxy_methods:
         check.stage("proxies per method", lambda: _method_proxies(args))
@@ -416,13 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def probe(args: argparse.Namespace) -> dict[str, Any]:
-    """Seconds per STS-B dev probe, before and now, at the trial's precision and in fp32."""
+def dev_eval(args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds per STS-B dev evaluation, before and now, at the trial's precision and in fp32."""
     precisions = ["bf16", "fp32"] if args.device.startswith("cuda") else ["fp32"]
     out: dict[str, Any] = {}
     for precision in precisions:
         argv = ["--model", args.model, "--device", args.device, "--precision", precision, "--repeats", "3"]
-        result = bench_probe.measure(bench_probe.parse_args([*argv, *_data_dir(args)]), log=print)
+        result = bench_dev_eval.measure(bench_dev_eval.parse_args([*argv, *_data_dir(args)]), log=print)
         out[precision] = {k: result[k] for k in ("before_s", "run_s", "speedup", "max_abs_diff")}
     return out
 
@@ -504,7 +508,7 @@ def rehearsal(args: argparse.Namespace, runs: Path) -> dict[str, Any]:
     The :data:`REHEARSAL_SPEC` table's runs under the paper profile on the check's model, ``--steps``
     steps each, four trials sharing the GPU (on a CPU one thread per trial), final STS and transfer
     (``fasttest``): the grid's estimate of it from this check's calibration (its first line, as a
-    user sees it) beside the grid's wall time, by part (training, probes, final evaluation) against
+    user sees it) beside the grid's wall time, by part (training, dev evaluations, final evaluation) against
     the records' own seconds; then ``harness tables`` on them. Last, ``harness grid all --profile
     paper --seeds 1`` estimated with the same calibration, by part."""
     import shutil
@@ -534,7 +538,7 @@ def rehearsal(args: argparse.Namespace, runs: Path) -> dict[str, Any]:
     ran = subprocess.run([*harness, "grid", *argv], capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     records = {r["run_id"]: r for r in RunStore(folder).records()}
-    measured = {"training": 0.0, "probes": 0.0, "final": 0.0}
+    measured = {"training": 0.0, "probes": 0.0, "final": 0.0}  # the parts as CostModel.run_parts names them
     per_run = {}
     for run_id, estimate in estimates.items():
         record = records.get(run_id, {})
@@ -609,7 +613,7 @@ def precisions(args: argparse.Namespace) -> list[str]:
 
 
 def calibration_parts(args: argparse.Namespace) -> dict[str, Any]:
-    """For each precision: SimCSE's and each method's step, the dev probe and the final STS pass."""
+    """For each precision: SimCSE's and each method's step, the dev evaluation and the final STS pass."""
     data_root = resolve_data_root(args.data_dir)
     methods = [m for m in args.methods.split(",") if m]
     out = {}
@@ -627,7 +631,7 @@ def calibrations(
     shared: dict[str, Any] | None,
 ) -> list[dict[str, Any]]:
     """The calibration files' contents (format version 2), one per measured precision: the trial's
-    own step, probe, STS and transfer seconds for its precision (the loop's compiled step), the
+    own step, dev evaluation, STS and transfer seconds for its precision (the loop's compiled step), the
     calibration stage's for the others; each method's step from the stage."""
     trial = trialled if trialled and trialled.get("status") == "finished" else None
     on_gpu = args.device.startswith("cuda")

@@ -6,7 +6,7 @@ Readers (a table reporter, another Ray trial, a resumed run) therefore see eithe
 whole new one, never half of it, and a full disk never costs a user the file that was there before.
 A target that is a symlink is written through: the file (or folder) it points to is replaced and
 the link stays, as the user asked by giving the link.
-Used by the run store, the training checkpoint, the probe cache, ``harness eval --output``, the
+Used by the run store, the training checkpoint, the dev cache, ``harness eval --output``, the
 tables, claims, plots and report, and ``harness export`` (a whole folder, :func:`atomic_folder`).
 
 A write that fails for a reason of the machine (a full disk, a read-only folder, a path under a
@@ -53,7 +53,7 @@ class WriteError(HarnessError, OSError):
     """A file or folder that could not be written: one line naming the path and the cause.
 
     A :class:`~harness.errors.HarnessError` (the command line prints it as one line) that is still an
-    :class:`OSError` (callers that tolerate a failed write, such as the probe cache, keep doing so).
+    :class:`OSError` (callers that tolerate a failed write, such as the dev cache, keep doing so).
 
     Args:
         message: the whole line.
@@ -341,9 +341,9 @@ def check_output_dir(folder: str | os.PathLike[str], what: str, *, need_bytes: i
         raise WriteError(f"{what} {path} is a file, not a folder", path, errno.ENOTDIR)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=path)
+        fd, test_file = tempfile.mkstemp(prefix=".write-test-", dir=path)
         os.close(fd)
-        os.unlink(probe)
+        os.unlink(test_file)
     except OSError as exc:
         raise WriteError(f"{what} {path} cannot be written: {cause_of(exc)}", path, exc.errno or 0) from None
     free = free_bytes(path)

@@ -21,8 +21,8 @@ momentum encoder, a negative queue) needs no change to the loop:
    is not loaded by the method: ``load(name)`` asks the harness for it (same device, same tokenizer
    checked). A method reads the encoder and updates it through the optimiser; it registers no hooks
    on it and swaps none of its modules, so evaluation (the encoder alone) is a function of the
-   encoder's weights, which is what lets runs share their step-0 probe
-   (:mod:`harness.run.probe_cache`).
+   encoder's weights, which is what lets runs share their step-0 dev
+   evaluation (:mod:`harness.run.dev_cache`).
 3. each step: ``compute_loss(encode, batch, step)``; the optimiser steps over
    ``encoder.parameters()`` and :meth:`Method.trainable_parameters`; then ``after_step(step)``
    (momentum updates, queue bookkeeping) returns metrics to log. Metrics are detached tensors (or
@@ -231,7 +231,7 @@ class Method(nn.Module, Generic[P]):
         (``hidden`` as :class:`TokenFeatures` has it: the encoder's last layer, padding zeroed).
 
         None (default): a run is evaluated through the encoder's ``eval_pooler``. A head replaces the
-        pooler everywhere a run embeds sentences: the dev probes, the final STS and transfer tasks and
+        pooler everywhere a run embeds sentences: the dev evaluations, the final STS and transfer tasks and
         the post-whitening fitted on them (in eval mode, at the run's precisions). Being a sub-module,
         its trained weights are part of :meth:`snapshot_state`, so the best step's head is restored
         with the best encoder before the final evaluation. A saved encoder cannot hold it: ``harness
@@ -246,7 +246,7 @@ class Method(nn.Module, Generic[P]):
 
         It goes with :meth:`sentence_head` (the head reads the token states of that text; a run of a
         method that returns an input but no head stops before training) and applies wherever the head
-        does: the dev probes, the final tasks and the post-whitening fitted on them. Called after
+        does: the dev evaluations, the final tasks and the post-whitening fitted on them. Called after
         :meth:`bind` (the text may depend on the encoder's tokenizer, e.g. its mask token).
         """
         return None

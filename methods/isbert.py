@@ -23,7 +23,7 @@ One training step (one encoder call, dropout on, ``encode.tokens(batch)``):
        E_neg = (1 / (N (B - 1))) sum_t sum_{j != i(t)} [softplus(-s(t, j)) + s(t, j) - log 2]
        loss  = E_neg - E_pos
 
-The sentence embedding (dev probes, final tasks) is ``g`` computed in eval mode: the method's
+The sentence embedding (dev evaluations, final tasks) is ``g`` computed in eval mode: the method's
 :meth:`~methods.base.Method.sentence_head`, not an encoder pooler.
 """
 

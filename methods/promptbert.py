@@ -24,7 +24,7 @@ of token ids ``s_i`` (the loop's batch, special tokens stripped):
 3. ``loss = InfoNCE(mlp(z_1), mlp(z_2))`` at ``temperature``, in-batch negatives; the MLP (Linear +
    Tanh) in training only (``--mlp_only_train``).
 
-The sentence embedding (dev probes, final tasks): the [MASK] state of ``template`` around the
+The sentence embedding (dev evaluations, final tasks): the [MASK] state of ``template`` around the
 sentence in eval mode, with no denoising and no MLP, and a full stop added to a sentence that ends
 without ``. ? " '``: exactly ``evaluation.py``'s batcher with the ``unsup-bert`` flags of run.sh and
 eval_only.sh. The loop embeds the text :meth:`PromptBERT.sentence_input` makes of each sentence
@@ -178,8 +178,8 @@ class PromptBERT(ContrastiveMethod[PromptBERTParams]):
 
         first = self.templates[0]
         self.mask_state.from_end = len(first.suffix) - first.mask_at
-        probe = tokenizer(text("a sentence"))["input_ids"]
-        if probe.count(mask_id) != 1 or probe[len(probe) - 1 - self.mask_state.from_end] != mask_id:
+        ids = tokenizer(text("a sentence"))["input_ids"]
+        if ids.count(mask_id) != 1 or ids[len(ids) - 1 - self.mask_state.from_end] != mask_id:
             raise ConfigError(
                 f"promptbert: {self.params.template!r} does not tokenize around a sentence as a prefix, "
                 "the sentence and a suffix holding the [MASK] with this encoder's tokenizer"

@@ -25,8 +25,8 @@ from tests.helpers import (
     TRAIN_CORPUS,
     TRANSFER_SCORES,
     corpus_text,
+    fake_dev_eval,
     fake_final,
-    fake_probe,
     fixture_tables,
     make_corpus_root,
     make_data_root,
@@ -110,11 +110,11 @@ def train_root(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fakes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The training loop's STS-B dev probe and final evaluation replaced by small deterministic
-    stand-ins (:func:`tests.helpers.fake_probe`, :func:`tests.helpers.fake_final`)."""
+    """The training loop's STS-B dev evaluation and final evaluation replaced by small deterministic
+    stand-ins (:func:`tests.helpers.fake_dev_eval`, :func:`tests.helpers.fake_final`)."""
     import harness.run.training as train_mod
 
-    monkeypatch.setattr(train_mod, "make_probe", fake_probe)
+    monkeypatch.setattr(train_mod, "make_dev_eval", fake_dev_eval)
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: fake_final)
 
 

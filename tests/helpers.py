@@ -78,7 +78,7 @@ def copy_packaged_tokenizer(folder: Path) -> None:
 STS15 = Path("STS") / "STS15-en-test"
 """STS15's folder in a SentEval data folder."""
 STSB_DEV = Path("STS") / "STSBenchmark" / "sts-dev.csv"
-"""The STS-B dev file (the dev probe's) in a SentEval data folder."""
+"""The STS-B dev file (the dev evaluation's) in a SentEval data folder."""
 
 
 def replace_line(path: Path, number: int, text: str) -> None:
@@ -162,31 +162,31 @@ def blobs(n: int, d: int, c: int, seed: int, noise: float = 2.0) -> tuple[np.nda
 
 
 # -- the training loop with stand-in evaluators -----------------------------------------------------
-PROBE_SENTENCES = [
+DEV_SENTENCES = [
     "a man is playing a guitar .",
     "a man plays the guitar .",
     "a woman is slicing an onion .",
     "the cat sleeps on the sofa .",
 ]
-"""The four sentences :func:`fake_probe` and :func:`fake_final` embed."""
+"""The four sentences :func:`fake_dev_eval` and :func:`fake_final` embed."""
 TRAIN_CORPUS = [
     f"the {w} number {i} walks to the {v} ."
     for i, (w, v) in enumerate(zip(["dog", "cat"] * 40, ["park", "shop"] * 40))
 ]
 """The 80-sentence corpus of the training-loop tests (the ``train_root`` fixture)."""
 DOG_CORPUS = [f"the dog number {i} walks to the park ." for i in range(80)]
-"""An 80-sentence corpus of one shape (the run tests' ``probed_root``; its first 40: a method's)."""
+"""An 80-sentence corpus of one shape (the run tests' ``fake_dev_root``; its first 40: a method's)."""
 
 
-def fake_probe(
+def fake_dev_eval(
     data_root: Path, token_lengths: Any = None
 ) -> Callable[[Callable[[list[str]], np.ndarray]], dict[str, float]]:
-    """A stand-in for the STS-B dev probe: deterministic scores from the embeddings of
-    :data:`PROBE_SENTENCES` (so that the training-loop tests exercise the loop, not the evaluator)."""
+    """A stand-in for the STS-B dev evaluation: deterministic scores from the embeddings of
+    :data:`DEV_SENTENCES` (so that the training-loop tests exercise the loop, not the evaluator)."""
 
-    def probe(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
-        x = embed(list(PROBE_SENTENCES)).astype(np.float64)
-        assert x.shape[0] == len(PROBE_SENTENCES)
+    def dev_eval(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
+        x = embed(list(DEV_SENTENCES)).astype(np.float64)
+        assert x.shape[0] == len(DEV_SENTENCES)
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         sq = ((x[:, None] - x[None]) ** 2).sum(-1)
         iu = np.triu_indices(len(x), 1)
@@ -196,11 +196,11 @@ def fake_probe(
             "uniform": float(np.log(np.exp(-2 * sq[iu]).mean())),
         }
 
-    return probe
+    return dev_eval
 
 
-def probe_scores(x: np.ndarray) -> dict[str, float]:
-    """A stand-in probe's scores of :data:`PROBE_SENTENCES`' embeddings ``x`` (align, uniform 0)."""
+def dev_scores(x: np.ndarray) -> dict[str, float]:
+    """A stand-in dev evaluation's scores of :data:`DEV_SENTENCES`' embeddings ``x`` (align, uniform 0)."""
     x = x.astype(np.float64) / np.linalg.norm(x, axis=1, keepdims=True)
     return {"stsb_dev": float(100 * (x[0] @ x[1] - x[2] @ x[3])), "align": 0.0, "uniform": 0.0}
 
@@ -208,8 +208,8 @@ def probe_scores(x: np.ndarray) -> dict[str, float]:
 def fake_final(
     embed: Callable[[list[str]], np.ndarray], data_root: Path, tasks: str, mode: str
 ) -> dict[str, Any]:
-    """A stand-in for the final evaluation: one "STSB" score from :data:`PROBE_SENTENCES`."""
-    x = embed(list(PROBE_SENTENCES))
+    """A stand-in for the final evaluation: one "STSB" score from :data:`DEV_SENTENCES`."""
+    x = embed(list(DEV_SENTENCES))
     return {"sts": {"STSB": float(x[0] @ x[1]), "avg": float(x[0] @ x[1])}, "tasks": tasks, "mode": mode}
 
 

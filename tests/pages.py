@@ -85,17 +85,17 @@ def headless_chromium(exe: str, *args: str, home: Path, timeout: float = 120) ->
     return proc.stdout
 
 
-def probed_page(page: Path, script: str, prefix: str) -> Path:
+def scripted_page(page: Path, script: str, prefix: str) -> Path:
     """A copy of the HTML ``page`` beside it (``<prefix>-<name>``) with ``script`` before ``</body>``."""
-    probe = page.with_name(f"{prefix}-{page.name}")
-    probe.write_text(
+    scripted = page.with_name(f"{prefix}-{page.name}")
+    scripted.write_text(
         page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8"
     )
-    return probe
+    return scripted
 
 
 def dumped_json(dom: str, element_id: str) -> Any:
-    """The JSON a probe script wrote into ``<pre id="element_id">``, read from Chromium's ``--dump-dom``."""
+    """The JSON a page script wrote into ``<pre id="element_id">``, read from Chromium's ``--dump-dom``."""
     text = dom.split(f'<pre id="{element_id}">', 1)[1].split("</pre>", 1)[0]
     return json.loads(text.replace("&quot;", '"').replace("&amp;", "&"))
 

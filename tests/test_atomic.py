@@ -75,11 +75,11 @@ def test_a_failure_keeps_the_old_file_and_removes_the_temporary_one(tmp_path: Pa
 
 def test_bytes_for_torch_save_and_a_chosen_prefix(tmp_path: Path) -> None:
     target = tmp_path / "state.pt"
-    with atomic_write(target, "wb", prefix=".probe-") as handle:
-        assert list(tmp_path.glob(".probe-*.tmp"))
+    with atomic_write(target, "wb", prefix=".scratch-") as handle:
+        assert list(tmp_path.glob(".scratch-*.tmp"))
         torch.save({"x": torch.arange(3)}, handle)
     assert torch.equal(torch.load(target)["x"], torch.arange(3))
-    assert not list(tmp_path.glob(".probe-*"))
+    assert not list(tmp_path.glob(".scratch-*"))
 
 
 def test_a_failed_write_leaves_the_earlier_file_and_no_temporary_file(tmp_path: Path) -> None:

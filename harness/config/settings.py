@@ -74,7 +74,7 @@ class RunSettings:
         threads: torch CPU threads of the run (part of the id: it changes CPU numbers); ``None`` =
             torch's default (GPU profiles, where it does not matter).
         train_pooler: the raw feature the method's head sits on during training.
-        eval_pooler: the pooler of every evaluation (dev probe and final tasks).
+        eval_pooler: the pooler of every evaluation (dev evaluation and final tasks).
         final_tasks: what the best checkpoint is evaluated on at the end.
         transfer_mode: SentEval parameter set of the transfer tasks.
         post_whiten: post-processing of the evaluation embeddings, fitted on corpus sentences:
@@ -83,7 +83,7 @@ class RunSettings:
         post_whiten_sentences: how many corpus sentences (the file's first) fit the post-processing:
             at most the corpus's, and for ``zca``/``pca`` more than the encoder's width (fewer make
             the covariance singular).
-        precision: the arithmetic of training and of the STS-B dev probes (model selection):
+        precision: the arithmetic of training and of the STS-B dev evaluations (model selection):
             ``fp32``, ``tf32`` (fp32 with TF32 matrix products on a GPU), ``bf16`` or ``fp16``
             (autocast; fp16 with loss scaling), as :mod:`harness.encoder.precision` says. A profile
             or override may say ``auto``: bf16 where the run's device has native bf16
@@ -302,8 +302,8 @@ def _coerce_field(name: str, value: Any, hint: Any) -> Any:
 
 
 STEPS_MAX = 10_000_000
-"""The most optimiser steps (and warm-up steps, steps between probes) a run may ask for: 640 epochs of
-the papers' 1M-sentence corpus at batch 64; more is a typo (``1e15``), not a run."""
+"""The most optimiser steps (and warm-up steps, steps between dev evaluations) a run may ask for: 640
+epochs of the papers' 1M-sentence corpus at batch 64; more is a typo (``1e15``), not a run."""
 COUNT_MAX = 2**31 - 1
 """The most sentences, tokens or buckets any count setting may hold (torch indexes with 32 bits)."""
 SEED_MAX = 2**32 - 1

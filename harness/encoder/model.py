@@ -137,7 +137,7 @@ class SentenceEncoder(nn.Module):
         """Compile the model's forward for training calls (``torch.compile``, static shapes).
 
         The compiled callable is kept beside the model, not as a sub-module (the state dict, saved
-        folders and probe-cache keys are the model's own); :meth:`features` uses it when asked
+        folders and dev-cache keys are the model's own); :meth:`features` uses it when asked
         (``compiled=True``: the run's training calls), evaluation keeps the eager model. ``mode``
         is torch.compile's (``reduce-overhead``: CUDA graphs on a GPU).
         """
@@ -362,7 +362,7 @@ class SentenceEncoder(nn.Module):
 
 
 class TokenCache:
-    """Tokenised batches on the encoder's device, by their sentences: a run's dev probes embed the
+    """Tokenised batches on the encoder's device, by their sentences: a run's dev evaluations embed the
     same batches at every evaluation point, so each is tokenised and copied to the device once.
 
     Args:

@@ -1,10 +1,11 @@
-"""Alignment and uniformity (Wang and Isola, 2020) and the STS-B dev probe the training loop calls.
+"""Alignment and uniformity (Wang and Isola, 2020) and the STS-B dev evaluation the training loop
+calls.
 
 * ``alignment(x, y) = mean_i ||x_i - y_i||^2`` on L2-normalised rows (positive pairs).
 * ``uniformity(x) = log mean_{i<j} exp(-t ||x_i - x_j||^2)`` (t = 2) on L2-normalised rows, over
   the distinct pairs i < j, computed as a log-sum-exp so that it never under- or overflows.
 
-:class:`StsbDevProbe` is what model selection runs every N training steps (METHODS.md section 1):
+:class:`StsbDevEval` is what model selection runs every N training steps (METHODS.md section 1):
 Spearman of cosine on the STS-B dev split, alignment over the dev pairs with gold >= 4.0 and
 uniformity over the dev sentences.
 
@@ -12,10 +13,10 @@ Choice made here: uniformity is taken over the UNIQUE dev sentences (after white
 normalisation), not over the 2 x 1500 sentence slots. Wang and Isola's ``pdist`` over a batch that
 holds a sentence twice would count a pair at distance 0 that says nothing about how the encoder
 spreads the data; dropping repeats makes "all distinct sentence pairs" literal. Each distinct
-sentence is also embedded only once, which is what keeps the probe fast.
+sentence is also embedded only once, which is what keeps the dev evaluation fast.
 
-On an accelerator the probe stays on the device: the encoder hands over device tensors (no read-back
-per batch), cosine, alignment and uniformity are computed there (:func:`cosine_scores_torch`,
+On an accelerator the dev evaluation stays on the device: the encoder hands over device tensors (no
+read-back per batch), cosine, alignment and uniformity are computed there (:func:`cosine_scores_torch`,
 :func:`alignment_torch`, :func:`uniformity_torch`, the same formulas in the same dtypes), and one copy
 brings the similarities and the two numbers back for scipy's Spearman. On the CPU the encoder hands
 over NumPy arrays and the NumPy functions below compute the numbers as they always have.
@@ -42,9 +43,9 @@ from harness.evaluation.sts import (
     cosine_scores,
     distinct_by_length,
 )
-from harness.evaluation.tasks import STSB_DEV_PROBE, sts_task
+from harness.evaluation.tasks import STSB_DEV_EVAL, sts_task
 
-ProbeEmbedFn = Callable[[list[str]], "np.ndarray | torch.Tensor"]
+DevEmbedFn = Callable[[list[str]], "np.ndarray | torch.Tensor"]
 """``embed(sentences) -> [n, d]`` float32: a NumPy array (scored with NumPy, on the host) or a tensor
 (scored with torch where it lies, e.g. on the run's GPU)."""
 
@@ -180,7 +181,7 @@ def cosine_scores_torch(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(dots / norms)
 
 
-class StsbDevProbe:
+class StsbDevEval:
     """STS-B dev Spearman, alignment and uniformity of an encoder, for use during training.
 
     The dev split is read once, here; each call embeds each distinct dev sentence once, in
@@ -205,7 +206,7 @@ class StsbDevProbe:
         batch_size: int = BATCH_SIZE,
         token_lengths: LengthsFn | None = None,
     ) -> None:
-        task, split = STSB_DEV_PROBE
+        task, split = STSB_DEV_EVAL
         self.pairs = sts_task(task).read(senteval_path, (split,))[split]
         self.threshold = threshold
         self.batch_size = batch_size
@@ -219,17 +220,17 @@ class StsbDevProbe:
         self._rows2 = np.array([index[s] for s in self.pairs.sent2], dtype=np.int64)
 
     def cache_token(self) -> str:
-        """sha256 of everything this probe computes from besides the encoder: the dev sentences in
-        embedding order, the pairs' rows and gold scores, the threshold and the batch size (the
-        step-0 probe cache keys on it, :mod:`harness.run.probe_cache`)."""
+        """sha256 of everything this dev evaluation computes from besides the encoder: the dev
+        sentences in embedding order, the pairs' rows and gold scores, the threshold and the batch size
+        (the step-0 dev evaluation cache keys on it, :mod:`harness.run.dev_cache`)."""
         h = hashlib.sha256()
         h.update(json.dumps([self.threshold, self.batch_size, list(self.sentences)]).encode())
         for array in (self._rows1, self._rows2, np.asarray(self.pairs.gold, dtype=np.float64)):
             h.update(np.ascontiguousarray(array).tobytes())
         return h.hexdigest()
 
-    def __call__(self, embed: ProbeEmbedFn) -> dict[str, float]:
-        """Probe an encoder.
+    def __call__(self, embed: DevEmbedFn) -> dict[str, float]:
+        """Evaluate an encoder on STS-B dev.
 
         Args:
             embed: the encoder, ``list[str]`` of length n -> ``[n, d]`` (eval mode is its business):
@@ -249,7 +250,8 @@ class StsbDevProbe:
         return self.scores(np.concatenate([_checked(out, n) for out, n in outputs]))  # type: ignore[arg-type]
 
     def scores(self, emb: np.ndarray) -> dict[str, float]:
-        """The probe's numbers from the embeddings of :attr:`sentences` (in that order), with NumPy."""
+        """The dev evaluation's numbers from the embeddings of :attr:`sentences` (in that order), with
+        NumPy."""
         e1, e2 = emb[self._rows1], emb[self._rows2]
         scores = cosine_scores(e1, e2)
         return {

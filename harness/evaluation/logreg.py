@@ -1,4 +1,4 @@
-"""SentEval's logistic-regression probe, bit for bit, in two implementations.
+"""SentEval's logistic-regression classifier, bit for bit, in two implementations.
 
 SentEval (``senteval/tools/classifier.py``) trains ``nn.Sequential(nn.Linear(d, C))`` with
 cross-entropy, a PyTorch optimiser whose ``weight_decay`` is the L2 strength, minibatches drawn from

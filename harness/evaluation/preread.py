@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from harness.errors import DataError
-from harness.evaluation.tasks import STS_REGISTRY, STSB_DEV_PROBE, TRANSFER_REGISTRY, sts_task
+from harness.evaluation.tasks import STS_REGISTRY, STSB_DEV_EVAL, TRANSFER_REGISTRY, sts_task
 
 _READ_OK: set[tuple[str, str, tuple[tuple[str, int, int], ...]]] = set()
 """What :func:`data_problems` read without a problem, by task, part and its files' (path, size,
@@ -44,7 +44,7 @@ def data_problems(senteval: Path, final_tasks: Iterable[str]) -> tuple[int, list
     Args:
         senteval: the SentEval root.
         final_tasks: the runs' ``final_tasks`` values (``"sts"``, ``"transfer"``, ``"all"``,
-            ``"none"``); the STS-B dev probe is read whatever they are.
+            ``"none"``); the STS-B dev evaluation's file is read whatever they are.
 
     Returns:
         How many parts and tasks were read, and one line per problem (``file:line: ...``): a
@@ -53,8 +53,8 @@ def data_problems(senteval: Path, final_tasks: Iterable[str]) -> tuple[int, list
     """
     groups = set(final_tasks)
     jobs: list[tuple[str, str, list[Path], Callable[[], object]]] = []
-    probe_task, probe_split = STSB_DEV_PROBE
-    sts_parts = {(probe_task, p.name): p for p in sts_task(probe_task).parts_for((probe_split,))}
+    dev_task, dev_split = STSB_DEV_EVAL
+    sts_parts = {(dev_task, p.name): p for p in sts_task(dev_task).parts_for((dev_split,))}
     if groups & {"sts", "all"}:
         sts_parts.update({(t.name, p.name): p for t in STS_REGISTRY.values() for p in t.parts_for()})
     for (name, part_name), part in sts_parts.items():

@@ -281,8 +281,8 @@ field existed). History: never edit it when adding a task."""
 LEGACY_TRANSFER_TASKS: tuple[str, ...] = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 """What the ``avg`` of a record without ``final.transfer_tasks`` covers. History, as above."""
 
-STSB_DEV_PROBE = ("STSBenchmark", "dev")
-"""The task and split the training's dev probe reads (:mod:`harness.evaluation.geometry`)."""
+STSB_DEV_EVAL = ("STSBenchmark", "dev")
+"""The task and split the training's dev evaluation reads (:mod:`harness.evaluation.geometry`)."""
 
 
 # -- derived views ---------------------------------------------------------------------------------
@@ -421,6 +421,6 @@ def transfer_files(senteval: Path, tasks: Sequence[str] | None = None) -> list[P
 
 
 def stsb_dev_file(senteval: Path) -> Path:
-    """The file of the training's STS-B dev probe."""
-    task, split = STSB_DEV_PROBE
+    """The file of the training's STS-B dev evaluation."""
+    task, split = STSB_DEV_EVAL
     return sts_task(task).files(senteval, (split,))[0]

@@ -234,7 +234,7 @@ def run_pending(grid: PlannedGrid, pending: list[PlannedRun], ordered: list[RunC
 
 
 def steps_shares(model: CostModel, configs: Sequence[RunConfig]) -> dict[str, float]:
-    """The share of each run's estimate that its steps and dev probes take (the rest: final tasks)."""
+    """The share of each run's estimate that its steps and dev evaluations take (the rest: final tasks)."""
     shares = {}
     for config in configs:
         training = model.run_seconds(dataclasses.replace(config, final_tasks="none", post_whiten="none"))

@@ -9,7 +9,7 @@ Two kinds of figure, both read from the trajectories that runs log at every eval
   at every evaluated step when there are few (else round ticks, the evaluated steps as minor
   ticks), so no line suggests a trajectory between samples; the step axis ends at the last step;
 * ``joint``: alignment on x, uniformity on y, one trajectory per series. It stays readable at
-  paper scale (126 probes per run): markers are thinned to at most 12 per series, their shading
+  paper scale (126 dev evaluations per run): markers are thinned to at most 12 per series, their shading
   goes from light (early) to full (late) instead of per-point labels (the legend draws them so),
   a few arrows show the direction of training; the shared first step is labelled once (the series
   start from one encoder) and the last step of each series only where they end apart, inside the

@@ -1,4 +1,4 @@
-"""How a run embeds sentences for its dev probes and its final tasks: through the method's sentence
+"""How a run embeds sentences for its dev evaluations and its final tasks: through the method's sentence
 head where it has one (on the text its sentence input makes of each sentence), else the evaluation
 pooler; and the method's head copied into the encoder's pooler."""
 
@@ -19,13 +19,13 @@ if TYPE_CHECKING:
 
 
 class RunEmbedding:
-    """A run's two embeddings: :meth:`probe` for the dev probes, :meth:`final` for the final tasks."""
+    """A run's two embeddings: :meth:`dev` for the dev evaluations, :meth:`final` for the final tasks."""
 
     def __init__(self, encoder: SentenceEncoder, method: Method, config: RunConfig) -> None:
         self.encoder = encoder
         self.method = method
         self.config = config
-        self.probe_tokens = TokenCache(encoder)  # the dev probes' batches, tokenised once
+        self.dev_tokens = TokenCache(encoder)  # the dev evaluations' batches, tokenised once
         dense = encoder.parts().get("pooler_dense")
         self.pooler_dense = dense if isinstance(dense, nn.Linear) else None
         """Where :meth:`head_into_pooler` copies the method's head (None: the model has no pooler layer)."""
@@ -35,10 +35,11 @@ class RunEmbedding:
                 f"encoder {encoder.name} has no pooler Linear(d, d) to hold it: choose another eval_pooler"
             )
 
-    def probe(self, batch: list[str]) -> np.ndarray | torch.Tensor:
-        """Embeddings for the dev probes: the training precision, each batch tokenised once per run.
-        On an accelerator they stay there (the probe scores them on the device); on the CPU, NumPy."""
-        out = self._embed(batch, self.config.precision, self.probe_tokens)
+    def dev(self, batch: list[str]) -> np.ndarray | torch.Tensor:
+        """Embeddings for the dev evaluations: the training precision, each batch tokenised once per
+        run. On an accelerator they stay there (the dev evaluation scores them on the device); on the
+        CPU, NumPy."""
+        out = self._embed(batch, self.config.precision, self.dev_tokens)
         return out if out.device.type != "cpu" else out.numpy()
 
     def final(self, batch: list[str]) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""A run's evaluation points: the STS-B dev probe, the trajectory point, the best state, the checkpoint.
+"""A run's evaluation points: the STS-B dev evaluation, the trajectory point, the best state, the checkpoint.
 
 :class:`EvaluationPoints` is the part of :class:`~harness.run.training.TrainingRun` that runs at step
 0 and at every ``eval_every`` steps; the run builds it once its encoder, method and step exist and
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from harness.evaluation.geometry import ProbeEmbedFn
+from harness.evaluation.geometry import DevEmbedFn
 from harness.run import checkpoint as ckpt
-from harness.run.probe_cache import ProbeCache, probe_key
+from harness.run.dev_cache import DevCache, dev_cache_key
 from harness.run.step import TrainStep
 from harness.run.trajectory import PendingSteps, trajectory_point
 from harness.store.record import RunRecord
@@ -69,7 +69,7 @@ class RunCalls:
 
 
 class EvaluationPoints:
-    """The probe of one evaluation point and what follows it: trajectory point, selection of the
+    """The dev evaluation of one evaluation point and what follows it: trajectory point, selection of the
     best state by STS-B dev, the record saved, a log line, the hook, the resume checkpoint."""
 
     def __init__(
@@ -81,12 +81,12 @@ class EvaluationPoints:
         encoder: SentenceEncoder,
         method: Method,
         step_fn: TrainStep,
-        probe_fn: Callable[[ProbeEmbedFn], dict[str, float]],
+        dev_eval_fn: Callable[[DevEmbedFn], dict[str, float]],
         calls: RunCalls,
         best: dict[str, Any],
         times: RunTimes,
         pending: PendingSteps,
-        probe_cache: ProbeCache | None = None,
+        dev_cache: DevCache | None = None,
         resume_path: Path | None = None,
         on_point: PointHook | None = None,
         on_checkpoint: CheckpointHook | None = None,
@@ -98,24 +98,24 @@ class EvaluationPoints:
         self.encoder = encoder
         self.method = method
         self.step_fn = step_fn
-        self.probe_fn = probe_fn
+        self.dev_eval_fn = dev_eval_fn
         self.calls = calls
         self.best = best
         self.times = times
         self.pending = pending
-        self.probe_cache = probe_cache
+        self.dev_cache = dev_cache
         self.resume_path = resume_path
         self.clock = ckpt.CheckpointClock()
         self.on_point = on_point
         self.on_checkpoint = on_checkpoint
 
-    def probe(self, step: int) -> None:
-        """One evaluation point: STS-B dev probe, trajectory point, selection, log line, checkpoint."""
+    def evaluate(self, step: int) -> None:
+        """One evaluation point: STS-B dev evaluation, trajectory point, selection, log line, checkpoint."""
         t0 = time.perf_counter()
-        if self.config.eval_pooler == "cls":  # the probe reads the head as trained so far
+        if self.config.eval_pooler == "cls":  # the dev evaluation reads the head as trained so far
             self.calls.head_into_pooler()
         cached_before = bool(self.record.get("step0_probe_cached"))
-        scores = self._probe_scores(step)
+        scores = self._dev_scores(step)
         self.step_fn.train()
         took = time.perf_counter() - t0
         self.times.eval_s += took
@@ -142,15 +142,15 @@ class EvaluationPoints:
             best = self.record.get("best_stsb_dev")
             self.on_point({**point, "total_steps": self.total, "best_stsb_dev": best, **extra})
 
-    def _probe_scores(self, step: int) -> dict[str, float]:
+    def _dev_scores(self, step: int) -> dict[str, float]:
         """The STS-B dev scores; the starting encoder's (step 0, shared by every run) may be cached,
         unless the method embeds with its own sentence head (whose fresh weights the key does not see)."""
-        cache = self.probe_cache
+        cache = self.dev_cache
         key = None
         if step == 0 and cache is not None and self.method.sentence_head() is None:  # a head: no sharing
-            key = probe_key(
+            key = dev_cache_key(
                 self.encoder.model,
-                self.probe_fn,
+                self.dev_eval_fn,
                 pooler=self.config.eval_pooler,
                 precision=self.config.precision,
                 device=self.encoder.device,
@@ -159,17 +159,19 @@ class EvaluationPoints:
         if cached is not None:
             self.record["step0_probe_cached"] = True
             return cached
-        scores = self.probe_fn(self.calls.embed)
+        scores = self.dev_eval_fn(self.calls.embed)
         if cache is not None and key is not None:
             cache.put(key, scores, run_id=self.run_id, model=self.config.model)
         return scores
 
-    def _trajectory_point(self, step: int, scores: dict[str, float], probe_s: float | None) -> dict[str, Any]:
-        """The trajectory point of ``step``: the probe's scores and seconds, the steps' mean loss
+    def _trajectory_point(
+        self, step: int, scores: dict[str, float], dev_eval_s: float | None
+    ) -> dict[str, Any]:
+        """The trajectory point of ``step``: the dev evaluation's scores and seconds, the steps' mean loss
         and metrics."""
         loss, metrics = self.pending.summary()
         elapsed = time.perf_counter() - self.times.elapsed0
-        return trajectory_point(step, scores, loss, metrics, self.step_fn.lr, elapsed, probe_s)
+        return trajectory_point(step, scores, loss, metrics, self.step_fn.lr, elapsed, dev_eval_s)
 
     def select(self, step: int, point: Mapping[str, Any]) -> None:
         """Keep the state of ``step`` (on the CPU) when its STS-B dev beats the best so far.

@@ -1,4 +1,4 @@
-"""What a run evaluates with: the STS-B dev probe, the final tasks, post-whitening."""
+"""What a run evaluates with: the STS-B dev evaluation, the final tasks, post-whitening."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 from harness.config.paths import senteval_dir
 from harness.evaluation.embed import EmbedFn, LengthsFn
-from harness.evaluation.geometry import ProbeEmbedFn, StsbDevProbe
+from harness.evaluation.geometry import DevEmbedFn, StsbDevEval
 from harness.evaluation.runner import run_evaluation
 from harness.postprocess.flow import fit_flow, reading_of
 from harness.postprocess.whitening import apply_post_whitening, fit_post_whitening
@@ -22,19 +22,19 @@ EMBED_BATCH = 128
 
 
 # -- evaluation hooks (looked up at call time so tests can replace them) --------------------------
-def make_probe(
+def make_dev_eval(
     data_root: Path, token_lengths: LengthsFn | None = None
-) -> Callable[[ProbeEmbedFn], dict[str, float]]:
-    """The STS-B dev probe: ``probe(embed) -> {"stsb_dev", "align", "uniform"}``.
+) -> Callable[[DevEmbedFn], dict[str, float]]:
+    """The STS-B dev evaluation: ``dev_eval(embed) -> {"stsb_dev", "align", "uniform"}``.
 
-    ``token_lengths`` (the encoder tokenizer's counts) lets the probe batch the dev sentences by token
-    length, as ``harness eval`` does; without it batches are sorted by characters and pad far more.
+    ``token_lengths`` (the encoder tokenizer's counts) lets the dev evaluation batch the dev sentences by
+    token length, as ``harness eval`` does; without it batches are sorted by characters and pad far more.
     """
 
-    probe: Callable[[ProbeEmbedFn], dict[str, float]] = StsbDevProbe(
+    dev_eval: Callable[[DevEmbedFn], dict[str, float]] = StsbDevEval(
         senteval_dir(data_root), token_lengths=token_lengths
     )
-    return probe
+    return dev_eval
 
 
 FinalEvaluator = Callable[[EmbedFn, Path, str, str], dict[str, Any]]

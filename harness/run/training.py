@@ -12,14 +12,14 @@ The shared recipe of METHODS.md section 1, method-agnostic:
 * AdamW (fused where PyTorch has the kernel) over the encoder's and the method's parameters,
   linear decay to 0 over the run (optional linear warm-up, 0 by default), gradient-norm clipping
   at ``grad_clip``;
-* every ``eval_every`` steps (and at the last step) the STS-B dev probe (Spearman x100, alignment,
-  uniformity) with the evaluation pooler, in eval mode; the best state by STS-B dev is kept on the
-  CPU. Step 0 is probed too, for the trajectory plots, but it is not a model-selection candidate
+* every ``eval_every`` steps (and at the last step) the STS-B dev evaluation (Spearman x100,
+  alignment, uniformity) with the evaluation pooler, in eval mode; the best state by STS-B dev is kept
+  on the CPU. Step 0 is evaluated too, for the trajectory plots, but it is not a model-selection candidate
   (SimCSE never selects the untrained encoder) unless the run has no training steps;
 * at the end the best state is loaded, the method's head is copied into the model's pooler (so the
   ``cls`` pooler uses it) and the final tasks are evaluated, optionally on post-whitened embeddings.
   A method with its own sentence head (:meth:`~methods.base.Method.sentence_head`, IS-BERT's CNN)
-  is embedded through that head instead of the pooler, in the dev probes and the final tasks alike,
+  is embedded through that head instead of the pooler, in the dev evaluations and the final tasks alike,
   on the text :meth:`~methods.base.Method.sentence_input` makes of each sentence where the method
   has one (PromptBERT's template).
 
@@ -32,7 +32,7 @@ fails, the record is written with ``status: failed``, the error text and the tra
 the error propagates. The record is also written at the start and after every evaluation.
 
 :func:`train_run` is the entry point; the run itself is a :class:`TrainingRun`, whose state lives on
-the object and whose steps (setup, start, probe, select, checkpoint, train loop, final evaluation)
+the object and whose steps (setup, start, dev evaluation, select, checkpoint, train loop, final evaluation)
 are its methods.
 """
 
@@ -53,18 +53,18 @@ from harness.config.settings import corpus_problems
 from harness.encoder.loading import check_loaded, load_encoder
 from harness.encoder.precision import describe
 from harness.errors import ConfigError
-from harness.evaluation.geometry import ProbeEmbedFn
+from harness.evaluation.geometry import DevEmbedFn
 from harness.evaluation.runner import encoder_functions
 from harness.evaluation.tasks import sts_files, stsb_dev_file, transfer_files
 from harness.run import checkpoint as ckpt
 from harness.run import process_memory as memory
 from harness.run.data import batches, read_corpus, seed_everything, total_steps
+from harness.run.dev_cache import CACHE_DIR as DEV_CACHE_DIR
+from harness.run.dev_cache import DevCache
 from harness.run.embedding import RunEmbedding
 from harness.run.evaluation_point import CheckpointHook, EvaluationPoints, Log, PointHook, RunCalls, RunTimes
 from harness.run.final import FinalStage, ThreadsHook
-from harness.run.hooks import FinalEvaluator, cpu_bf16_slowdown, make_final_evaluator, make_probe
-from harness.run.probe_cache import CACHE_DIR as PROBE_CACHE_DIR
-from harness.run.probe_cache import ProbeCache
+from harness.run.hooks import FinalEvaluator, cpu_bf16_slowdown, make_dev_eval, make_final_evaluator
 from harness.run.step import TrainStep
 from harness.run.trajectory import PendingSteps
 from harness.store.provenance import now_iso
@@ -160,9 +160,9 @@ class TrainingRun:
       deleted when the run finished;
     * :meth:`setup`: corpus, encoder, method, step function and evaluators, in the order that fixes
       the run's random draws;
-    * :meth:`start`: continue from the resume checkpoint, or probe the starting encoder (step 0);
+    * :meth:`start`: continue from the resume checkpoint, or evaluate the starting encoder (step 0);
     * :meth:`train_loop`: the optimiser steps, with an evaluation point every ``eval_every`` steps
-      (:attr:`points`, an :class:`~harness.run.evaluation_point.EvaluationPoints`: the probe, the
+      (:attr:`points`, an :class:`~harness.run.evaluation_point.EvaluationPoints`: the dev evaluation, the
       trajectory point, the best state by STS-B dev, the log line, the resume checkpoint);
     * the end (:attr:`end`, a :class:`~harness.run.final.FinalStage`): the best state loaded, the head
       copied into the pooler, the optional ``save_pretrained``, post-whitening and the final tasks.
@@ -170,7 +170,7 @@ class TrainingRun:
     The run owns its state; the evaluation points and the end are parts it builds in :meth:`setup`,
     sharing its record, its best state and its clocks (:class:`~harness.run.evaluation_point.RunTimes`).
 
-    The hooks :func:`make_probe`, :func:`make_final_evaluator` and :func:`cpu_bf16_slowdown` are
+    The hooks :func:`make_dev_eval`, :func:`make_final_evaluator` and :func:`cpu_bf16_slowdown` are
     looked up in this module when they are called, so tests can replace them.
     """
 
@@ -180,7 +180,7 @@ class TrainingRun:
     encoder: SentenceEncoder
     method: Method
     step_fn: TrainStep
-    probe_fn: Callable[[ProbeEmbedFn], dict[str, float]]
+    dev_eval_fn: Callable[[DevEmbedFn], dict[str, float]]
     final_evaluate: FinalEvaluator | None
     points: EvaluationPoints
     end: FinalStage
@@ -216,7 +216,7 @@ class TrainingRun:
         self.run_id = self.record["run_id"]
         self.wall0 = time.perf_counter()  # the record's wall time
         self.resume_path = ckpt.checkpoint_path(store.root, config.run_id()) if store is not None else None
-        self.probe_cache = ProbeCache(store.cache_root / PROBE_CACHE_DIR) if store is not None else None
+        self.dev_cache = DevCache(store.cache_root / DEV_CACHE_DIR) if store is not None else None
         self.best: dict[str, Any] = {"score": -math.inf, "step": None, "encoder": None, "method": None}
         self.times = RunTimes()  # elapsed0 is set by start()
         self.pending = PendingSteps()
@@ -308,7 +308,7 @@ class TrainingRun:
         if self.method.sentence_input() is not None and self.method.sentence_head() is None:
             raise RuntimeError(f"{config.method}: sentence_input() needs a sentence_head() to read its text")
         _, token_lengths = encoder_functions(self.encoder, config.eval_pooler)
-        self.probe_fn = make_probe(self.data_root, token_lengths)
+        self.dev_eval_fn = make_dev_eval(self.data_root, token_lengths)
         final_tasks = config.final_tasks != "none"
         device = self.encoder.device
         self.final_evaluate = make_final_evaluator(token_lengths, device=device) if final_tasks else None
@@ -326,10 +326,10 @@ class TrainingRun:
             encoder=self.encoder,
             method=self.method,
             step_fn=self.step_fn,
-            probe_fn=self.probe_fn,
-            calls=RunCalls(self.save, self.say, self.embedding.head_into_pooler, embed=self.embedding.probe),
+            dev_eval_fn=self.dev_eval_fn,
+            calls=RunCalls(self.save, self.say, self.embedding.head_into_pooler, embed=self.embedding.dev),
             pending=self.pending,
-            probe_cache=self.probe_cache,
+            dev_cache=self.dev_cache,
             resume_path=self.resume_path,
             on_point=self.on_point,
             on_checkpoint=self.on_checkpoint,
@@ -376,9 +376,9 @@ class TrainingRun:
                 "than fp32 here): bf16 will make this run much slower, not faster"
             )
 
-    # -- start: resume or probe step 0 -----------------------------------------------------------
+    # -- start: resume or evaluate step 0 --------------------------------------------------------
     def start(self) -> int:
-        """Continue from the resume checkpoint when there is one; else probe step 0. The first step."""
+        """Continue from the resume checkpoint when there is one; else evaluate step 0. The first step."""
 
         self.times.elapsed0 = time.perf_counter()
         resumed, why_not = (
@@ -390,7 +390,7 @@ class TrainingRun:
             self.say(f"[{self.run_id}] starting from step 0: {why_not}")
         if resumed is not None and self.resume:
             return self._restore(resumed)
-        self.points.probe(0)
+        self.points.evaluate(0)
         return 0
 
     def _restore(self, resumed: dict[str, Any]) -> int:
@@ -441,5 +441,5 @@ class TrainingRun:
             if step % config.eval_every == 0 or step == self.total:
                 self.pending.check()  # the steps' losses, read once: the device finishes them here
                 self.times.train_s += time.perf_counter() - t0
-                self.points.probe(step)
+                self.points.evaluate(step)
                 t0 = time.perf_counter()

@@ -123,10 +123,11 @@ def trajectory_point(
     metrics: Mapping[str, float],
     lr: float,
     elapsed_s: float,
-    probe_s: float | None = None,
+    dev_eval_s: float | None = None,
 ) -> dict[str, Any]:
-    """The trajectory point of ``step``: the probe's scores, the steps' mean loss and metrics, and
-    the seconds the probe took (``probe_s``; absent where the scores came from the cache)."""
+    """The trajectory point of ``step``: the dev evaluation's scores, the steps' mean loss and metrics,
+    and the seconds the dev evaluation took (``probe_s``, the key keeps its first name; absent where the
+    scores came from the cache)."""
     point: dict[str, Any] = {
         "step": step,
         "loss": loss,
@@ -136,8 +137,8 @@ def trajectory_point(
         "lr": lr,
         "elapsed_s": round(elapsed_s, 3),
     }
-    if probe_s is not None:
-        point["probe_s"] = round(probe_s, 3)
+    if dev_eval_s is not None:
+        point["probe_s"] = round(dev_eval_s, 3)
     for key in sorted(scores):
         if key not in point:
             point[key] = float(scores[key])

@@ -107,7 +107,8 @@ class RunRecord(TypedDict):
     host: str
     checkpoint: NotRequired[str]
     resumed_from_step: NotRequired[int]  # continued from a resume checkpoint (harness.run.checkpoint)
-    # the step-0 probe came from the store's cache (harness.run.probe_cache)
+    # the step-0 dev evaluation came from the store's cache (harness.run.dev_cache; the key keeps its
+    # first name)
     step0_probe_cached: NotRequired[bool]
     attempt: NotRequired[int]  # only in records/<run_id>.attempts/<n>.json (harness.store)
 

@@ -57,7 +57,7 @@ class RunStore:
         root: the store folder; created on the first write.
 
     Attributes:
-        cache_root: where runs keep what they share (the step-0 probe cache): ``root``, except in a
+        cache_root: where runs keep what they share (the step-0 dev evaluation cache): ``root``, except in a
             grid's trial, whose store is a relay (:mod:`harness.grid.tune`).
     """
 

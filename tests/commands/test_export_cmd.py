@@ -19,7 +19,7 @@ import torch
 from harness.cli import main
 from harness.config.paths import senteval_dir
 from harness.encoder.loading import load_encoder
-from harness.evaluation.geometry import StsbDevProbe
+from harness.evaluation.geometry import StsbDevEval
 from harness.evaluation.runner import run_evaluation
 from harness.run.training import train_run
 from harness.store.run_config import resolve_config
@@ -49,7 +49,7 @@ def test_export_loads_in_transformers_and_sentence_transformers(
     store, run_id, root, best = trained
     out = tmp_path / "exported"
     assert main(["export", run_id, str(out), "--runs-dir", str(store.root)]) == 0
-    probe = StsbDevProbe(senteval_dir(root))
+    dev_eval = StsbDevEval(senteval_dir(root))
 
     model = AutoModel.from_pretrained(str(out)).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(out))
@@ -61,17 +61,17 @@ def test_export_loads_in_transformers_and_sentence_transformers(
 
     # the exported weights are the record's best state: the harness's own forward gives its score
     ours = load_encoder(str(out))
-    assert probe(lambda b: ours.embed(b))["stsb_dev"] == pytest.approx(best, abs=1e-4)
+    assert dev_eval(lambda b: ours.embed(b))["stsb_dev"] == pytest.approx(best, abs=1e-4)
     # transformers' plain forward gives the same embeddings (the harness computes the last layer at
     # [CLS] only: equal up to float rounding, which can move a random model's near-tied ranks)
-    sentences = probe.sentences[:200]
+    sentences = dev_eval.sentences[:200]
     np.testing.assert_allclose(hf_embed(sentences), ours.embed(sentences), atol=1e-5)
     st = SentenceTransformer(str(out), device="cpu")
 
     def st_embed(batch: list[str]) -> np.ndarray:
         return np.asarray(st.encode(batch, batch_size=len(batch), convert_to_numpy=True))
 
-    assert probe(st_embed)["stsb_dev"] == pytest.approx(probe(hf_embed)["stsb_dev"], abs=1e-4)
+    assert dev_eval(st_embed)["stsb_dev"] == pytest.approx(dev_eval(hf_embed)["stsb_dev"], abs=1e-4)
 
 
 OTHER_SENTENCE_TRANSFORMERS = ("3.0.1", "5.1.2")
@@ -97,7 +97,7 @@ def test_export_loads_in_older_sentence_transformers(
     )
     if installed.returncode:
         pytest.skip(f"sentence-transformers {version} not installable here: {installed.stderr[-300:]}")
-    sentences = StsbDevProbe(senteval_dir(root)).sentences[:64]
+    sentences = StsbDevEval(senteval_dir(root)).sentences[:64]
     (tmp_path / "sentences.json").write_text(json.dumps(sentences), encoding="utf-8")
     script = (
         "import json, sys, numpy as np, sentence_transformers as st\n"
@@ -160,12 +160,13 @@ def test_export_errors_name_the_problem(
 #
 # Each case trains a two-step smoke run (a tiny random BERT) with ``--save-model`` on the mini data
 # root and then scores the exported folder through sentence-transformers itself (its own tokenizer,
-# modules and forward) with the harness's STS-B dev probe and STS evaluator. STS-B is whole (1,500 dev
-# and 1,379 test pairs), so that a score compares embeddings rather than a few near-tied ranks of a
-# random model; the other STS files are cut short for speed. Through sentence-transformers' forward
-# (the harness computes the last layer at [CLS] only) the embeddings agree to float rounding, which
-# moves a random model's near-tied ranks: its scores agree to 0.05 (``harness eval`` on the folder
-# too: the run scored with its training copy of the encoder, whose CPU kernels round differently).
+# modules and forward) with the harness's STS-B dev evaluation and STS evaluator. STS-B is whole
+# (1,500 dev and 1,379 test pairs), so that a score compares embeddings rather than a few near-tied
+# ranks of a random model; the other STS files are cut short for speed. Through
+# sentence-transformers' forward (the harness computes the last layer at [CLS] only) the embeddings
+# agree to float rounding, which moves a random model's near-tied ranks: its scores agree to 0.05
+# (``harness eval`` on the folder too: the run scored with its training copy of the encoder, whose
+# CPU kernels round differently).
 
 
 @pytest.fixture(scope="module")
@@ -252,14 +253,14 @@ def test_the_exported_model_scores_what_the_record_says(
     # float rounding between the two forwards (sentence-transformers' full last layer against the
     # harness's [CLS]-only one) reorders a few pairs (0.051 seen with the "cls" pooler)
     assert final == pytest.approx(record["final"]["sts"]["STSBenchmark"], abs=0.1)
-    probe = StsbDevProbe(senteval_dir(root))
-    sentences = probe.sentences[:300]
+    dev_eval = StsbDevEval(senteval_dir(root))
+    sentences = dev_eval.sentences[:300]
     ours = _run_embed(tmp_path / "runs", record, root)
     # what the scores read: the cosine of every two sentences (whitening stretches the directions of
     # least variance, so single coordinates there differ more than the cosines do)
     np.testing.assert_allclose(_cosines(embed(sentences)), _cosines(ours(sentences)), atol=2e-3)
-    if "post_whiten" not in settings:  # the dev probe scores the unwhitened embedding
-        assert probe(embed)["stsb_dev"] == pytest.approx(record["best_stsb_dev"], abs=0.05)
+    if "post_whiten" not in settings:  # the dev evaluation scores the unwhitened embedding
+        assert dev_eval(embed)["stsb_dev"] == pytest.approx(record["best_stsb_dev"], abs=0.05)
 
     # harness eval on the folder pools and transforms as the folder says (no --pooler given)
     result = tmp_path / "eval.json"

@@ -131,7 +131,7 @@ def test_embed_with_a_head_reads_token_states_and_without_is_unchanged(tiny):
 
 
 def test_token_cache_embeds_bit_for_bit_and_tokenises_each_batch_once(tiny, monkeypatch):
-    """A run's probe batches through the cache: the very embeddings of tokenising every call, and
+    """A run's dev evaluation batches through the cache: the very embeddings of tokenising every call, and
     each distinct batch tokenised once however often it is embedded."""
     from harness.encoder.model import TokenCache
 

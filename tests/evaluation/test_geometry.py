@@ -1,4 +1,4 @@
-"""Alignment, uniformity and the STS-B dev probe: closed forms and slow loop references."""
+"""Alignment, uniformity and the STS-B dev evaluation: closed forms and slow loop references."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from scipy.stats import spearmanr
 
 from harness.evaluation.geometry import (
-    StsbDevProbe,
+    StsbDevEval,
     alignment,
     alignment_torch,
     cosine_scores_torch,
@@ -82,7 +82,7 @@ def test_bad_shapes() -> None:
         alignment(np.ones((2, 3)), np.ones((3, 3)))
 
 
-def test_probe_against_direct_computation(mini_data_root: Path) -> None:
+def test_dev_eval_against_direct_computation(mini_data_root: Path) -> None:
     senteval = mini_data_root / "senteval"
     calls: list[list[str]] = []
     rng = np.random.default_rng(0)
@@ -92,8 +92,8 @@ def test_probe_against_direct_computation(mini_data_root: Path) -> None:
         calls.append(sentences)
         return np.stack([table.setdefault(s, rng.standard_normal(8).astype(np.float32)) for s in sentences])
 
-    probe = StsbDevProbe(senteval, batch_size=16)
-    got = probe(embed)
+    dev_eval = StsbDevEval(senteval, batch_size=16)
+    got = dev_eval(embed)
     pairs = read_stsb(senteval, "dev")
     embedded = [s for call in calls for s in call]
     assert len(embedded) == len(set(embedded)) == len(set(pairs.sent1) | set(pairs.sent2))
@@ -109,7 +109,7 @@ def test_probe_against_direct_computation(mini_data_root: Path) -> None:
     distinct = np.stack([table[s] for s in sorted(set(pairs.sent1) | set(pairs.sent2))]).astype(float)
     assert got["uniform"] == pytest.approx(uniformity_loop(distinct), rel=1e-9)
     # A second call re-embeds (the encoder changes during training) and gives the same numbers here.
-    assert probe(embed) == pytest.approx(got)
+    assert dev_eval(embed) == pytest.approx(got)
 
 
 @pytest.mark.parametrize(("n", "d", "t", "block"), [(2, 3, 2.0, 1024), (40, 16, 2.0, 7), (33, 8, 0.5, 1024)])
@@ -128,8 +128,8 @@ def test_torch_geometry_equals_numpy(n: int, d: int, t: float, block: int) -> No
     assert cosines[0] == 0.0
 
 
-def test_probe_on_the_device_path_equals_the_host_path(mini_data_root: Path) -> None:
-    """The packaged encoder probed as a run on a GPU probes it (tokens cached, tensors left where they
+def test_dev_eval_on_the_device_path_equals_the_host_path(mini_data_root: Path) -> None:
+    """The packaged encoder evaluated as a run on a GPU evaluates it (tokens cached, tensors left where they
     lie, scores computed by torch; here on the CPU) gives today's numbers within float tolerance, and
     the run's CPU path (cached tokens, NumPy scores) gives them bit for bit. (The tiny random encoder
     would not do: its cosines span 1e-4, where float32 rounding alone reorders the pairs.)"""
@@ -139,16 +139,16 @@ def test_probe_on_the_device_path_equals_the_host_path(mini_data_root: Path) -> 
 
     encoder = load_encoder("minilm")
     embed, token_lengths = encoder_functions(encoder, "cls_before_pooler")
-    probe = StsbDevProbe(mini_data_root / "senteval", batch_size=16, token_lengths=token_lengths)
-    today = probe(embed)
+    dev_eval = StsbDevEval(mini_data_root / "senteval", batch_size=16, token_lengths=token_lengths)
+    today = dev_eval(embed)
     cache = TokenCache(encoder)
 
     def on_device(batch: list[str]) -> torch.Tensor:
         return encoder.embed_tensor(batch, "cls_before_pooler", tokens=cache)
 
-    assert probe(lambda batch: on_device(batch).numpy()) == today
+    assert dev_eval(lambda batch: on_device(batch).numpy()) == today
     for _ in range(2):  # the second call embeds from the cached tokens
-        got = probe(on_device)
+        got = dev_eval(on_device)
         assert got["stsb_dev"] == pytest.approx(today["stsb_dev"], abs=1e-6)
         assert got["align"] == pytest.approx(today["align"], rel=1e-9)
         assert got["uniform"] == pytest.approx(today["uniform"], rel=1e-9)

@@ -37,4 +37,4 @@ def test_check_passes_the_real_data_and_a_second_read_is_remembered(
     replace_line(gold, 2, "oops")  # a changed file is read again
     count, problems = data_problems(senteval, ["sts"])
     assert problems == [f"{gold}:2: gold score 'oops' is not a number"]
-    assert data_problems(senteval, ["none"])[0] == 1  # the STS-B dev probe only
+    assert data_problems(senteval, ["none"])[0] == 1  # the STS-B dev evaluation's file only

@@ -166,8 +166,8 @@ def test_default_views_are_the_features_of_the_manual_augmentation(encoder, batc
     identity = torch.arange(length).expand(n, -1)
     assert torch.equal(rows["position_ids"][0::2], identity[0::2])  # view 1 is not shuffled
     assert not torch.equal(rows["position_ids"][1::2], identity[1::2])
-    probe = torch.ones(n, length, encoder.hidden_size)
-    kept = edit.output(probe, rows["attention_mask"], torch.arange(n))
+    states = torch.ones(n, length, encoder.hidden_size)
+    kept = edit.output(states, rows["attention_mask"], torch.arange(n))
     zeroed = (kept[0::2, 0] == 0).sum(dim=1)
     assert (zeroed == int(encoder.hidden_size * 0.2)).all()
     assert bool((kept[1::2] == 1).all())  # view 2 is not cut

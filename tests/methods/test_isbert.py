@@ -1,7 +1,7 @@
 """IS-BERT: the Jensen-Shannon MI loss against a loop from the equations, the CNN against a loop
 from the convolution's definition (padding never reaches the mean), the method's sentence head in
-the training loop (dev probes, final tasks, best-step restore, no shared step-0 probe), and the
-refusal of ``harness export`` / ``harness eval`` for its saved encoder."""
+the training loop (dev evaluations, final tasks, best-step restore, no shared step-0 dev evaluation),
+and the refusal of ``harness export`` / ``harness eval`` for its saved encoder."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ from harness.cli import main
 from harness.encoder.saved import SENTENCE_HEAD_FILE
 from harness.encoder.training_encode import TrainingEncode
 from harness.errors import ConfigError
+from harness.run.dev_cache import CACHE_DIR
 from harness.run.footprint import footprint
-from harness.run.probe_cache import CACHE_DIR
 from harness.run.training import train_run
 from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 from methods import build_params
 from methods.isbert import ISBERT, ISBERTParams, TokenCNN, jsd_local_global_loss
-from tests.helpers import PROBE_SENTENCES, SENTS, probe_scores
+from tests.helpers import DEV_SENTENCES, SENTS, dev_scores
 
 LOG2 = math.log(2.0)
 
@@ -187,7 +187,7 @@ def test_loss_is_the_jsd_of_the_cnn_on_one_token_call(encoder):
     encoder.zero_grad()
 
 
-def test_probe_embedding_is_the_cnn_mean_of_the_encoders_token_states(encoder):
+def test_evaluation_embedding_is_the_cnn_mean_of_the_encoders_token_states(encoder):
     """The evaluation embedding with the method's head: its CNN over the encoder's last layer (eval
     mode), meaned over each sentence's own tokens, computed here one sentence at a time by hand."""
     torch.manual_seed(0)
@@ -226,27 +226,27 @@ def test_snapshot_covers_the_cnn():
 # -- the training loop --------------------------------------------------------------------------
 @pytest.fixture
 def loop(monkeypatch: pytest.MonkeyPatch, train_root: Path) -> dict[str, Any]:
-    """Fake dev probe and final tasks that record the embedding width they are handed."""
-    seen: dict[str, Any] = {"probe": [], "final": []}
+    """Fake dev evaluation and final tasks that record the embedding width they are handed."""
+    seen: dict[str, Any] = {"dev": [], "final": []}
 
-    class Probe:
+    class FakeDevEval:
         def __call__(self, embed: Any) -> dict[str, float]:
-            x = embed(list(PROBE_SENTENCES))
-            seen["probe"].append(x.shape[1])
-            return probe_scores(x)
+            x = embed(list(DEV_SENTENCES))
+            seen["dev"].append(x.shape[1])
+            return dev_scores(x)
 
-        def cache_token(self) -> str:  # cacheable, as the real probe is
-            return "isbert-test-probe"
+        def cache_token(self) -> str:  # cacheable, as the real dev evaluation is
+            return "isbert-test-dev-eval"
 
-    def make_probe(data_root: Path, token_lengths: Any = None) -> Any:
-        return Probe()
+    def make_dev_eval(data_root: Path, token_lengths: Any = None) -> Any:
+        return FakeDevEval()
 
     def final(embed: Any, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
-        x = embed(list(PROBE_SENTENCES))
-        seen["final"].append((x.shape[1], probe_scores(x)["stsb_dev"]))
+        x = embed(list(DEV_SENTENCES))
+        seen["final"].append((x.shape[1], dev_scores(x)["stsb_dev"]))
         return {"sts": {"avg": 0.0}}
 
-    monkeypatch.setattr(train_mod, "make_probe", make_probe)
+    monkeypatch.setattr(train_mod, "make_dev_eval", make_dev_eval)
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     seen["root"] = train_root
     return seen
@@ -255,13 +255,13 @@ def loop(monkeypatch: pytest.MonkeyPatch, train_root: Path) -> dict[str, Any]:
 PARAMS = {"kernel_sizes": (1, 3), "channels": 8}
 
 
-def test_loop_probes_and_final_tasks_use_the_head_and_the_best_step(loop, tmp_path):
+def test_loop_dev_evaluations_and_final_tasks_use_the_head_and_the_best_step(loop, tmp_path):
     root = loop["root"]
     config = resolve_config("isbert", PARAMS, "smoke", {"max_steps": 4, "eval_every": 1}, data_root=root)
     store = RunStore(tmp_path / "runs")
     record = train_run(config, root, store, log=None, save_checkpoint=True)
     assert record["status"] == "finished"
-    assert loop["probe"] == [16] * 5  # 2 kernels x 8 channels, not the encoder's 64
+    assert loop["dev"] == [16] * 5  # 2 kernels x 8 channels, not the encoder's 64
     ((width, final_score),) = loop["final"]
     assert width == 16
     assert final_score == pytest.approx(record["best_stsb_dev"], abs=1e-4)  # the best step's encoder AND CNN
@@ -300,13 +300,13 @@ def test_export_and_eval_refusals_are_one_line(loop, tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "harness eval" in err and "Traceback" not in err
 
 
-def test_a_method_without_a_head_shares_its_step0_probe_and_saves_no_head_file(loop, tmp_path):
+def test_a_method_without_a_head_shares_its_step0_dev_evaluation_and_saves_no_head_file(loop, tmp_path):
     """The other side of the two tests above (they can fail): SimCSE caches step 0 and its saved
     encoder has no head file."""
     root = loop["root"]
     config = resolve_config("simcse", None, "smoke", {"max_steps": 1, "eval_every": 1}, data_root=root)
     store = RunStore(tmp_path / "runs")
     train_run(config, root, store, log=None, save_checkpoint=True)
-    assert loop["probe"] == [64, 64]
+    assert loop["dev"] == [64, 64]
     assert any((store.cache_root / CACHE_DIR).glob("**/*"))
     assert not (store.checkpoint_dir(config.run_id()) / SENTENCE_HEAD_FILE).exists()

@@ -83,10 +83,10 @@ def test_snapshots_leave_out_frozen_copies_and_buffers(registered: None, data_ro
 def test_train_run_completes_with_the_stateful_method(
     registered: None, data_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def probe(data_root: Path, token_lengths: Any = None) -> Any:
+    def dev_eval(data_root: Path, token_lengths: Any = None) -> Any:
         return lambda embed: {"stsb_dev": float(embed(["a b", "c d"]).sum()), "align": 0.0, "uniform": 0.0}
 
-    monkeypatch.setattr(train_mod, "make_probe", probe)
+    monkeypatch.setattr(train_mod, "make_dev_eval", dev_eval)
     cfg = resolve_config(
         "momentum_queue", None, "smoke", {"max_steps": 4, "eval_every": 2, "final_tasks": "none"}, data_root
     )

@@ -1,6 +1,6 @@
 """Checkpoint/resume: a run killed after an evaluation point continues with the SAME numbers.
 
-Smoke profile (tiny random BERT) on the mini STS data, with the real STS-B dev probe and the real
+Smoke profile (tiny random BERT) on the mini STS data, with the real STS-B dev evaluation and the real
 final STS evaluation. The in-process tests "kill" the run right after its first checkpoint (an
 exception no ``except Exception`` catches, as a signal would), resume it, and compare the record
 with an uninterrupted run's: trajectory (timings aside), best step and score, final numbers. The

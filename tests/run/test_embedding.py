@@ -1,6 +1,6 @@
-"""A run's embeddings (harness.run.embedding): the dev probes' and the final tasks' agree in fp32, the
-probe's tokens are cached, the method's sentence input is applied, a missing head is no error, a head
-the pooler cannot hold is found when the run is built."""
+"""A run's embeddings (harness.run.embedding): the dev evaluations' and the final tasks' agree in
+fp32, the dev evaluations' tokens are cached, the method's sentence input is applied, a missing head
+is no error, a head the pooler cannot hold is found when the run is built."""
 
 from __future__ import annotations
 
@@ -48,14 +48,14 @@ def _embedding(tiny: SentenceEncoder, method: _Method) -> RunEmbedding:
     return RunEmbedding(tiny, method, config)  # type: ignore[arg-type]
 
 
-def test_probe_and_final_embed_alike_and_the_probe_tokenises_once(tiny: SentenceEncoder) -> None:
+def test_dev_and_final_embed_alike_and_the_dev_evaluation_tokenises_once(tiny: SentenceEncoder) -> None:
     tiny.eval()
     embedding = _embedding(tiny, _Method())
-    probe, final = embedding.probe(SENTS[:4]), embedding.final(SENTS[:4])
-    assert isinstance(probe, np.ndarray) and probe.shape == final.shape == (4, tiny.hidden_size)
-    np.testing.assert_allclose(probe, final, rtol=1e-5, atol=1e-6)
-    again = embedding.probe(SENTS[:4])  # from the cached tokens
-    np.testing.assert_allclose(again, probe, rtol=1e-6, atol=1e-7)
+    dev, final = embedding.dev(SENTS[:4]), embedding.final(SENTS[:4])
+    assert isinstance(dev, np.ndarray) and dev.shape == final.shape == (4, tiny.hidden_size)
+    np.testing.assert_allclose(dev, final, rtol=1e-5, atol=1e-6)
+    again = embedding.dev(SENTS[:4])  # from the cached tokens
+    np.testing.assert_allclose(again, dev, rtol=1e-6, atol=1e-7)
     embedding.head_into_pooler()  # no head to copy: nothing to do, no error
 
 

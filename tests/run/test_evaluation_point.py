@@ -40,7 +40,7 @@ def _points(total: int) -> EvaluationPoints:
         encoder=nn.Linear(2, 2),  # type: ignore[arg-type]
         method=_Method(),  # type: ignore[arg-type]
         step_fn=_Step(),  # type: ignore[arg-type]
-        probe_fn=lambda embed: {},
+        dev_eval_fn=lambda embed: {},
         calls=RunCalls(lambda: None, lambda line: None, lambda: None, embed=lambda batch: None),
         best={"score": -math.inf, "step": None, "encoder": None, "method": None},
         times=RunTimes(),
@@ -91,7 +91,7 @@ def test_every_point_is_saved_logged_and_handed_to_the_hook(
 
 
 @pytest.mark.parametrize("step", [0, 1])
-def test_a_point_s_trajectory_entry_carries_the_probe_s_scores(step: int) -> None:
+def test_a_point_s_trajectory_entry_carries_the_dev_evaluation_s_scores(step: int) -> None:
     points = _points(total=1)
     point = points._trajectory_point(step, {"stsb_dev": 61.0, "align": 0.2, "uniform": -2.0}, 0.5)
     assert (point["step"], point["stsb_dev"], point["align"], point["uniform"]) == (step, 61.0, 0.2, -2.0)

@@ -21,22 +21,22 @@ from harness.run.hooks import FINAL_SECONDS
 from harness.run.training import train_run
 from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
-from tests.helpers import TRAIN_CORPUS, corpus_text, fake_probe, final_with, make_corpus_root, smoke_config
+from tests.helpers import TRAIN_CORPUS, corpus_text, fake_dev_eval, final_with, make_corpus_root, smoke_config
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf])
 def test_a_run_with_non_finite_final_scores_is_failed_not_finished(
-    value: float, probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    value: float, fake_dev_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
         train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final_with(value)
     )
-    config = smoke_config(probed_root, max_steps=2, eval_every=1)
+    config = smoke_config(fake_dev_root, max_steps=2, eval_every=1)
     store = RunStore(tmp_path / "runs")
     with pytest.raises(
         TrainingError, match=rf"final scores are not finite numbers: sts.STSB={value}, sts.avg"
     ):
-        train_run(config, probed_root, store, log=None)
+        train_run(config, fake_dev_root, store, log=None)
     saved = store.load(config.run_id())
     assert saved is not None and saved["status"] == "failed"
     assert saved["error"].startswith("TrainingError: final scores are not finite numbers")
@@ -45,7 +45,7 @@ def test_a_run_with_non_finite_final_scores_is_failed_not_finished(
 
 
 def test_finite_final_scores_finish(
-    probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_dev_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     devices: list[Any] = []
 
@@ -54,9 +54,9 @@ def test_finite_final_scores_finish(
         return final_with(71.5)
 
     monkeypatch.setattr(train_mod, "make_final_evaluator", make_final_evaluator)
-    config = smoke_config(probed_root, max_steps=2, eval_every=1)
+    config = smoke_config(fake_dev_root, max_steps=2, eval_every=1)
     store = RunStore(tmp_path / "runs")
-    assert train_run(config, probed_root, store, log=None)["status"] == "finished"
+    assert train_run(config, fake_dev_root, store, log=None)["status"] == "finished"
     assert store.finished_ids() == {config.run_id()}
     assert devices == [torch.device("cpu")]  # the run's device: where the transfer classifiers train
 
@@ -99,7 +99,7 @@ def test_final_scores_come_from_the_best_checkpoint(
     seen: list[float] = []
 
     def final(embed: Callable[[list[str]], np.ndarray], root: Path, tasks: str, mode: str) -> dict[str, Any]:
-        seen.append(fake_probe(root)(embed)["stsb_dev"])
+        seen.append(fake_dev_eval(root)(embed)["stsb_dev"])
         return {"sts": {"avg": 0.0}}
 
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
@@ -169,13 +169,13 @@ def test_post_flow_evaluates_the_flows_latents(
 SENTENCES = ["a man plays a guitar .", "a man is playing music .", "a cat sleeps .", "rain falls ."]
 
 
-def _probe(data_root: Path, token_lengths: Any = None) -> Callable[..., dict[str, float]]:
-    def probe(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
+def _dev_eval(data_root: Path, token_lengths: Any = None) -> Callable[..., dict[str, float]]:
+    def dev_eval(embed: Callable[[list[str]], np.ndarray]) -> dict[str, float]:
         x = embed(list(SENTENCES)).astype(np.float64)
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         return {"stsb_dev": float(100 * x[0] @ x[1]), "align": 0.0, "uniform": 0.0}
 
-    return probe
+    return dev_eval
 
 
 def test_the_final_evaluation_alone_runs_on_the_threads_handed_out(
@@ -190,7 +190,7 @@ def test_the_final_evaluation_alone_runs_on_the_threads_handed_out(
         x = embed(list(SENTENCES)).astype(np.float64)
         return {"sts": {"STSB": float(x[0] @ x[1]), "avg": float(x[0] @ x[1])}}
 
-    monkeypatch.setattr(train_mod, "make_probe", _probe)
+    monkeypatch.setattr(train_mod, "make_dev_eval", _dev_eval)
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     data_root = make_corpus_root(tmp_path / "data", corpus_text(SENTENCES * 10))
     config = resolve_config("simcse", None, "smoke", {"max_steps": 2, "eval_every": 2}, data_root=data_root)

@@ -1,9 +1,9 @@
 """The training loop on the tiny random encoder (seconds per run).
 
-The STS-B dev probe and the final evaluation are replaced by small deterministic stand-ins (a
-function of the embeddings of four fixed sentences, ``tests.helpers.fake_probe``), so these tests
-exercise the loop, not the evaluator; one test (slow) runs the real probe. A method's own sentence
-input is here; a run's end in tests/run/test_final.py, its evaluation points in
+The STS-B dev evaluation and the final evaluation are replaced by small deterministic stand-ins (a
+function of the embeddings of four fixed sentences, ``tests.helpers.fake_dev_eval``), so these tests
+exercise the loop, not the evaluator; one test (slow) runs the real dev evaluation. A method's own
+sentence input is here; a run's end in tests/run/test_final.py, its evaluation points in
 tests/run/test_evaluation_point.py, its losses in tests/run/test_trajectory.py."""
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ import harness.run.training as train_mod
 from harness.encoder.model import SentenceEncoder
 from harness.encoder.saved import SENTENCE_HEAD_FILE
 from harness.errors import ConfigError, DataError, TrainingError
-from harness.run.probe_cache import CACHE_DIR
+from harness.run.dev_cache import CACHE_DIR
 from harness.run.training import train_run
 from harness.store.run_config import resolve_config
 from harness.store.run_store import RunStore
 from methods.simcse import SimCSE
-from tests.helpers import PROBE_SENTENCES, final_with, probe_scores, smoke_config
+from tests.helpers import DEV_SENTENCES, dev_scores, final_with, smoke_config
 
 
 def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, tmp_path: Path) -> None:
@@ -48,10 +48,10 @@ def test_smoke_run_end_to_end_and_deterministic(fakes: None, train_root: Path, t
     assert record["final"]["tasks"] == "sts" and record["final"]["mode"] == "fasttest"
     for key in ("wall_time_s", "train_time_s", "eval_time_s"):
         assert record[key] > 0
-    # the first step (compilation, warm-up) is part of the training time; each probe is timed
+    # the first step (compilation, warm-up) is part of the training time; each dev evaluation is timed
     assert 0 < record["first_step_s"] <= record["train_time_s"]
-    probes = [p["probe_s"] for p in record["trajectory"]]
-    assert all(s >= 0 for s in probes) and sum(probes) <= record["eval_time_s"]
+    dev_evals = [p["probe_s"] for p in record["trajectory"]]
+    assert all(s >= 0 for s in dev_evals) and sum(dev_evals) <= record["eval_time_s"]
     if Path("/proc/self/status").exists():  # the run's peak resident memory (harness.grid.plan.memory)
         assert 50 < record["peak_rss_mb"] < 64 * 1024
     assert record["started_at"] and record["finished_at"] and record["host"] and record["code_version"]
@@ -99,7 +99,7 @@ def test_what_the_encoder_and_corpus_cannot_give_stops_the_run_before_step_0(
     monkeypatch.setattr(train_mod, "load_encoder", no_pooler)
     with pytest.raises(ConfigError, match=r"^train_pooler 'cls' reads the model's pooler layer"):
         train_run(smoke_config(train_root, train_pooler="cls"), train_root, log=lines.append)
-    assert not any("step 0/" in line for line in lines)  # before step 0's probe, not at a step
+    assert not any("step 0/" in line for line in lines)  # before step 0's dev evaluation, not at a step
     monkeypatch.setattr(train_mod, "load_encoder", load)
     too_many = smoke_config(train_root, post_whiten="pca", post_whiten_sentences=81)  # 80 sentences
     with pytest.raises(ConfigError, match=r"^post_whiten_sentences 81 is more than the 80 sentences"):
@@ -107,7 +107,7 @@ def test_what_the_encoder_and_corpus_cannot_give_stops_the_run_before_step_0(
 
 
 @pytest.mark.slow
-def test_real_probe_when_the_evaluator_exists(train_root: Path) -> None:
+def test_real_dev_evaluation_when_the_evaluator_exists(train_root: Path) -> None:
     from harness.config.paths import resolve_data_root
 
     try:
@@ -185,7 +185,7 @@ def test_training_does_not_depend_on_the_final_tasks_precision(
 
 
 @pytest.mark.parametrize(("precision", "eval_precision"), [("bf16", "fp32"), ("fp32", "bf16")])
-def test_dev_probes_use_the_training_precision_and_final_tasks_their_own(
+def test_dev_evaluations_use_the_training_precision_and_final_tasks_their_own(
     fakes: None, train_root: Path, monkeypatch: pytest.MonkeyPatch, precision: str, eval_precision: str
 ) -> None:
     from harness.encoder.model import SentenceEncoder
@@ -203,22 +203,22 @@ def test_dev_probes_use_the_training_precision_and_final_tasks_their_own(
         train_root, max_steps=2, eval_every=1, precision=precision, eval_precision=eval_precision
     )
     train_run(config, train_root, log=lambda _: None)
-    # fake_probe embeds once per probe (steps 0, 1, 2); fake_final embeds once at the end
+    # fake_dev_eval embeds once per dev evaluation (steps 0, 1, 2); fake_final embeds once at the end
     assert seen == [precision] * 3 + [eval_precision]
 
 
 def test_a_singular_whitening_error_is_one_short_line_and_the_record_keeps_the_eigenvalues(
-    probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_dev_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
         train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final_with(71.5)
     )
     config = resolve_config(
-        "whitenedcse", {"num_groups": 1, "eps": 0.0}, "smoke", {"max_steps": 2}, data_root=probed_root
+        "whitenedcse", {"num_groups": 1, "eps": 0.0}, "smoke", {"max_steps": 2}, data_root=fake_dev_root
     )
     store = RunStore(tmp_path / "runs")
     with pytest.raises(TrainingError) as caught:
-        train_run(config, probed_root, store, log=None)
+        train_run(config, fake_dev_root, store, log=None)
     line = str(caught.value)
     assert "step 1: " in line and "block 0, group 0 is singular or non-finite" in line
     assert len(line) < 250 and "[" not in line, line  # not the eigenvalues themselves
@@ -233,30 +233,30 @@ def test_a_singular_whitening_error_is_one_short_line_and_the_record_keeps_the_e
 #
 # A method whose sentence embedding needs another input than the sentence (PromptBERT: a template
 # around it, read at its [MASK] by the method's sentence head) returns ``text(sentence)``; the loop
-# embeds that text through the head in the dev probes and the final tasks, never shares its step-0
-# probe, and refuses a method that returns a text but no head. Methods without one embed the sentence
-# itself, as before.
+# embeds that text through the head in the dev evaluations and the final tasks, never shares its
+# step-0 dev evaluation, and refuses a method that returns a text but no head. Methods without one
+# embed the sentence itself.
 
-PROBE = [s if i % 2 == 0 else s.removesuffix(" .") for i, s in enumerate(PROBE_SENTENCES)]
-"""The stand-in probe's sentences, every other one without its full stop (evaluation.py adds it)."""
+DEV_TEXTS = [s if i % 2 == 0 else s.removesuffix(" .") for i, s in enumerate(DEV_SENTENCES)]
+"""The stand-in dev evaluation's sentences, every other one without its full stop (evaluation.py adds it)."""
 
 
 @pytest.fixture
 def loop(monkeypatch: pytest.MonkeyPatch, train_root: Path) -> dict[str, Any]:
-    """A fake dev probe and final evaluation, and every text the encoder embeds, recorded."""
-    seen: dict[str, Any] = {"texts": [], "probe": 0, "final": 0}
+    """A fake dev evaluation and final evaluation, and every text the encoder embeds, recorded."""
+    seen: dict[str, Any] = {"texts": [], "dev": 0, "final": 0}
 
-    class Probe:
+    class FakeDevEval:
         def __call__(self, embed: Any) -> dict[str, float]:
-            x = embed(list(PROBE))
-            seen["probe"] += 1
-            return probe_scores(x)
+            x = embed(list(DEV_TEXTS))
+            seen["dev"] += 1
+            return dev_scores(x)
 
         def cache_token(self) -> str:
-            return "sentence-input-test-probe"
+            return "sentence-input-test-dev-eval"
 
     def final(embed: Any, data_root: Path, tasks: str, mode: str) -> dict[str, Any]:
-        embed(list(PROBE))
+        embed(list(DEV_TEXTS))
         seen["final"] += 1
         return {"sts": {"avg": 0.0}}
 
@@ -266,27 +266,27 @@ def loop(monkeypatch: pytest.MonkeyPatch, train_root: Path) -> dict[str, Any]:
         seen["texts"].append(list(sentences))
         return original(self, sentences, *args, **kwargs)
 
-    monkeypatch.setattr(train_mod, "make_probe", lambda data_root, token_lengths=None: Probe())
+    monkeypatch.setattr(train_mod, "make_dev_eval", lambda data_root, token_lengths=None: FakeDevEval())
     monkeypatch.setattr(train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final)
     monkeypatch.setattr(SentenceEncoder, "embed_tensor", recording)
     seen["root"] = train_root
     return seen
 
 
-def test_probes_and_final_tasks_embed_the_template_through_the_head(loop, tmp_path) -> None:
+def test_dev_evaluations_and_final_tasks_embed_the_template_through_the_head(loop, tmp_path) -> None:
     root = loop["root"]
     config = resolve_config("promptbert", None, "smoke", {"max_steps": 2, "eval_every": 1}, data_root=root)
     store = RunStore(tmp_path / "runs")
     record = train_run(config, root, store, log=None, save_checkpoint=True)
     assert record["status"] == "finished"
-    assert (loop["probe"], loop["final"]) == (3, 1)
+    assert (loop["dev"], loop["final"]) == (3, 1)
     expected = [
         'This sentence of "a man is playing a guitar ." means[MASK].',
         'This sentence of "a man plays the guitar." means[MASK].',  # evaluation.py adds the full stop
         'This sentence of "a woman is slicing an onion ." means[MASK].',
         'This sentence of "the cat sleeps on the sofa." means[MASK].',
     ]
-    assert loop["texts"] == [expected] * 4  # three probes, one final evaluation
+    assert loop["texts"] == [expected] * 4  # three dev evaluations, one final evaluation
     assert "step0_probe_cached" not in record
     assert not any((store.cache_root / CACHE_DIR).glob("**/*"))  # a head's step 0 is not shared
     assert (store.checkpoint_dir(config.run_id()) / SENTENCE_HEAD_FILE).exists()  # export/eval refuse it
@@ -296,7 +296,7 @@ def test_a_method_without_an_input_embeds_the_sentences_themselves(loop, tmp_pat
     root = loop["root"]
     config = resolve_config("simcse", None, "smoke", {"max_steps": 1, "eval_every": 1}, data_root=root)
     train_run(config, root, RunStore(tmp_path / "runs"), log=None)
-    assert loop["texts"] == [PROBE] * 3
+    assert loop["texts"] == [DEV_TEXTS] * 3
 
 
 class TextWithoutHead(SimCSE):

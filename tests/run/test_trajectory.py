@@ -60,16 +60,16 @@ class HugeAtStep1(SimCSE):
 
 
 def test_a_loss_that_overflows_float16s_range_fails_the_run_at_its_first_step(
-    probed_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_dev_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
         train_mod, "make_final_evaluator", lambda token_lengths=None, device=None: final_with(71.5)
     )
     monkeypatch.setitem(REGISTRY, "huge_at_1", HugeAtStep1)
-    config = smoke_config(probed_root, "huge_at_1", max_steps=2, eval_every=1)
+    config = smoke_config(fake_dev_root, "huge_at_1", max_steps=2, eval_every=1)
     store = RunStore(tmp_path / "runs")
     with pytest.raises(TrainingError) as caught:
-        train_run(config, probed_root, store, log=None)
+        train_run(config, fake_dev_root, store, log=None)
     line = str(caught.value)
     assert line.startswith("loss ") and " at step 1 is beyond 65504 (float16's range)" in line
     assert "\n" not in line and len(line) < 200
@@ -78,8 +78,8 @@ def test_a_loss_that_overflows_float16s_range_fails_the_run_at_its_first_step(
     assert LOSS_LIMIT == 65504.0
 
 
-def test_a_temperature_that_would_overflow_the_logits_never_reaches_the_loop(probed_root: Path) -> None:
-    config = smoke_config(probed_root, max_steps=2, eval_every=1)
+def test_a_temperature_that_would_overflow_the_logits_never_reaches_the_loop(fake_dev_root: Path) -> None:
+    config = smoke_config(fake_dev_root, max_steps=2, eval_every=1)
     with pytest.raises(ConfigError, match=r"^temperature must be from 0\.001 to 1000 .*got 1e-30$"):
         dataclasses.replace(config, params=SimCSEParams(temperature=1e-30))
 

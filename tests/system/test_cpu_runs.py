@@ -4,7 +4,7 @@ The cases come from :data:`methods.REGISTRY`, so a new method is covered by regi
 case gets a two-step run of the tiny random encoder on a few STS-B dev pairs (default run), its
 cost and memory estimates (default run), and a short real run on the cpu profile with the packaged
 encoder, marked slow (minutes of CPU): ``pytest -m slow tests/system/test_cpu_runs.py``. Each run
-trains two steps, probes STS-B dev, and must finish with finite losses and a record.
+trains two steps, evaluates on STS-B dev, and must finish with finite losses and a record.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ ALLOWED = {
         "harness/run/process_memory.py",
         'Path("/proc/self/clear_refs").write_text(',
     ): "a kernel knob, not a file",
-    ("harness/run/probe_cache.py", "json.dump("): "into an atomic_write handle",
+    ("harness/run/dev_cache.py", "json.dump("): "into an atomic_write handle",
     ("harness/run/checkpoint.py", "torch.save("): "into an atomic_write handle",
     ("harness/encoder/saved.py", "torch.save("): "into an atomic_write handle",
     ("harness/run/final.py", "hf_model.save_pretrained("): "into an atomic_folder",

@@ -191,7 +191,7 @@ def test_the_speed_page_quotes_the_constants_the_code_uses() -> None:
     step, sts, _source = unit_costs.BUILTIN[("cpu", "minilm", "bf16")]
     assert f"the bf16 SimCSE step {step} s and the bf16 final STS pass {sts['bf16']} s" in text
     assert f"the fp32 STS pass, {sts['fp32']} s," in text
-    assert f"`PROBE_SHARE` = {unit_costs.PROBE_SHARE}:" in text
+    assert f"`DEV_EVAL_SHARE` = {unit_costs.DEV_EVAL_SHARE}:" in text
     assert unit_costs.TRANSFER_PER_STS == 415 / 49.8 and "`TRANSFER_PER_STS` = 415 / 49.8:" in text
     assert unit_costs.TRANSFER_FIT_S == {"fasttest": 12.3 * 454.8 / 230.0, "test": 454.8}
     assert "test mode 454.8 s; fasttest 12.3 s with two workers times" in text and "(454.8 / 230.0)" in text

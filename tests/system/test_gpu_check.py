@@ -71,9 +71,9 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
         data_root=data_root,
     )
     model = CostModel(device="cpu", calibrations=[calibration])
-    units, probe = model.units(config)
+    units, dev_eval = model.units(config)
     assert units.source.startswith(f"calibrated on {cpu_id()}") and "gpu_check.py" in units.source
-    assert units.step_s == calibration["step_s"] and probe == calibration["probe_s"]
+    assert units.step_s == calibration["step_s"] and dev_eval == calibration["probe_s"]
     assert units.sts_s["fp32"] == calibration["sts_s"]["fp32"]
     assert CostModel(device="cuda", calibrations=[calibration]).units(config)[0].source != units.source
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO_ROOT
-from tests.pages import chromium, committed_report, dumped_json, headless_chromium, probed_page
+from tests.pages import chromium, committed_report, dumped_json, headless_chromium, scripted_page
 
 NIGHT_SPECS = [
     "cpu_demo",
@@ -35,7 +35,7 @@ NIGHT_SPECS = [
     "whitenedcse_table2",
 ]
 
-PROBE = """<script>
+CELLS_SCRIPT = """<script>
 window.addEventListener("load", () => {
   const hidden = [];
   let checked = 0;
@@ -101,18 +101,20 @@ window.addEventListener("message", (event) => {
 
 
 def _cells(exe: str, page: Path, width: int, home: Path) -> dict:
-    """The cells' layout the probe script reports at ``width`` (below 500 px: inside a phone's frame)."""
-    probe = probed_page(page, PROBE, "cells")
+    """The cells' layout the page script reports at ``width`` (below 500 px: inside a phone's frame)."""
+    scripted = scripted_page(page, CELLS_SCRIPT, "cells")
     if width < 500:
         phone = page.with_name(f"phone-{page.name}")
-        phone.write_text(PHONE.replace("{src}", probe.name).replace("{width}", str(width)), encoding="utf-8")
-        probe = phone
+        phone.write_text(
+            PHONE.replace("{src}", scripted.name).replace("{width}", str(width)), encoding="utf-8"
+        )
+        scripted = phone
     dom = headless_chromium(
         exe,
         f"--window-size={max(width, 500)},1000",
         "--virtual-time-budget=20000",
         "--dump-dom",
-        probe.resolve().as_uri(),
+        scripted.resolve().as_uri(),
         home=home,
         timeout=300,
     )
@@ -137,7 +139,7 @@ def test_no_cell_of_the_report_is_hidden(tmp_path: Path, folder: str, specs: lis
             assert natural > 0 and shown == pytest.approx(min(natural, layout["text"]), abs=40), layout
 
 
-def test_the_probe_sees_a_cell_under_a_sticky_column(tmp_path: Path) -> None:
+def test_the_cells_script_sees_a_cell_under_a_sticky_column(tmp_path: Path) -> None:
     """The check itself: a table whose last column is sticky over a narrow box hides the cells under it."""
     exe = chromium()
     assert exe is not None

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO_ROOT
-from tests.pages import chromium, committed_report, dumped_json, headless_chromium, probed_page
+from tests.pages import chromium, committed_report, dumped_json, headless_chromium, scripted_page
 
 WIDTHS = (1280, 1920)
 
-PROBE = """<script>
+LAYOUT_SCRIPT = """<script>
 window.addEventListener("load", () => {
   const right = (el) => el.getBoundingClientRect().right;
   const out = {
@@ -41,13 +41,13 @@ window.addEventListener("load", () => {
 
 
 def _layout(exe: str, page: Path, width: int, home: Path) -> dict:
-    """The layout the probe script reports at ``width``."""
-    probe = probed_page(page, PROBE, "probe")
+    """The layout the page script reports at ``width``."""
+    scripted = scripted_page(page, LAYOUT_SCRIPT, "layout")
     args = [
         f"--window-size={width},1000",
         "--virtual-time-budget=5000",
         "--dump-dom",
-        probe.resolve().as_uri(),
+        scripted.resolve().as_uri(),
     ]
     return dumped_json(headless_chromium(exe, *args, home=home), "layout")
 
@@ -81,7 +81,7 @@ def test_the_report_fits_the_window(tmp_path: Path, folder: str, specs: list[str
             shutil.copy(shot, Path(keep) / shot.name)
 
 
-def test_the_probe_sees_a_table_spilling_out(tmp_path: Path) -> None:
+def test_the_layout_script_sees_a_table_spilling_out(tmp_path: Path) -> None:
     """The measurement itself: a 3,000 px table outside a scroll box is seen past the window."""
     exe = chromium()
     assert exe is not None

@@ -158,14 +158,15 @@ def _measure_in_processes(config: RunConfig, data_root: Path, processes: int) ->
 
 
 def _measure(config_dict: dict[str, Any], data_root: str) -> dict[str, Any]:
-    """In a fresh process: the setting's step, dev probe and final STS pass, extrapolated from samples."""
+    """In a fresh process: the setting's step, dev evaluation and final STS pass, extrapolated from
+    samples."""
     return measure_parts(RunConfig.from_dict(config_dict), Path(data_root))
 
 
 def measure_parts(
     config: RunConfig, data_root: Path, device: str = "cpu", methods: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """The setting's SimCSE step, dev probe and final STS pass (fp32 and bf16) on ``device``, each
+    """The setting's SimCSE step, dev evaluation and final STS pass (fp32 and bf16) on ``device``, each
     extrapolated from samples; with ``methods``, each one's step at its default parameters and the
     encoder rows it computes (``method_steps``, SimCSE's among them), timed alike."""
     import torch
@@ -173,7 +174,7 @@ def measure_parts(
     from harness.encoder.loading import load_encoder
     from harness.evaluation.runner import encoder_functions
     from harness.evaluation.sts import BATCH_SIZE, distinct_by_length, read_stsb
-    from harness.evaluation.tasks import STSB_DEV_PROBE, sts_sentences
+    from harness.evaluation.tasks import STSB_DEV_EVAL, sts_sentences
 
     if config.threads is not None:
         torch.set_num_threads(config.threads)
@@ -192,7 +193,7 @@ def measure_parts(
     _, token_lengths = encoder_functions(encoder, config.eval_pooler)
     sample = stratified_batches(distinct_by_length([*test.sent1, *test.sent2], token_lengths), BATCH_SIZE)
     rate = {p: _seconds_per_sentence(encoder, config.eval_pooler, p, sample) for p in ("fp32", "bf16")}
-    dev = read_stsb(senteval, STSB_DEV_PROBE[1])
+    dev = read_stsb(senteval, STSB_DEV_EVAL[1])
     dev_sentences = len(dev.sent1) + len(dev.sent2)
     return {
         "step_s": method_steps["simcse"]["step_s"],

@@ -2,12 +2,13 @@
 grid's cost model (:class:`harness.grid.plan.cost.CostModel`) before its built-in table.
 
 A file lives in ``<runs>/calibration/`` and says, for one device, encoder class and precision, what a
-training step (per two encoder rows, as SimCSE's), a dev probe and the final STS pass took, and how
-trials sharing the device slowed down. Version 2 adds, all optional: ``method_steps`` (each measured
-method's step and its encoder rows, beside SimCSE's in the same conditions) and ``transfer_s`` (the
-final transfer tasks, keyed ``"<mode>/<eval precision>"``); a version 1 file reads as one without
-them, a newer version is skipped with one line. The grid's own finished records of the same setting
-still calibrate first: they are the runs themselves.
+training step (per two encoder rows, as SimCSE's), an STS-B dev evaluation (``probe_s``: the key
+keeps its first name) and the final STS pass took, and how trials sharing the device slowed down.
+Version 2 adds, all optional: ``method_steps`` (each measured method's step and its encoder rows,
+beside SimCSE's in the same conditions) and ``transfer_s`` (the final transfer tasks, keyed
+``"<mode>/<eval precision>"``); a version 1 file reads as one without them, a newer version is
+skipped with one line. The grid's own finished records of the same setting still calibrate first:
+they are the runs themselves.
 """
 
 from __future__ import annotations

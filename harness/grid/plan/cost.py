@@ -7,8 +7,8 @@ A run's estimate is the sum of its parts::
                                           NO_GRAD_ROW_COST each, see step_rows)
   + first_step_s                          the first step beyond a steady one (compilation, warm-up;
                                           measured by a calibration or by records, else 0)
-  + probes x probe_s                      STS-B dev probes (one every eval_every; the one at step 0
-                                          only for runs that cannot share it, see computed_probes)
+  + dev_evals x dev_eval_s                STS-B dev evaluations (one every eval_every; the one at step 0
+                                          only for runs that cannot share it, see computed_dev_evals)
   + sts_s [eval_precision]                final STS, when the run scores STS
   + transfer [transfer_mode, precision]   final transfer, when a transfer table uses the run:
                                           embedding its sentences (TRANSFER_PER_STS final STS
@@ -66,25 +66,25 @@ def step_rows(config: RunConfig, footprints: FootprintCache | None = None) -> fl
     return measured.rows + NO_GRAD_ROW_COST * measured.no_grad_rows
 
 
-def probes_of(steps: int, eval_every: int) -> int:
-    """Dev probes of a run: step 0, every ``eval_every`` steps, and the last step."""
+def dev_evals_of(steps: int, eval_every: int) -> int:
+    """Dev evaluations of a run: step 0, every ``eval_every`` steps, and the last step."""
     if steps <= 0:
         return 1
     return 1 + steps // eval_every + (1 if steps % eval_every else 0)
 
 
-def shares_step0_probe(config: RunConfig) -> bool:
-    """Whether a grid run reads its step-0 probe from the store's cache (:mod:`harness.run.probe_cache`)
-    rather than computing it: every training run whose evaluation pooler is not ``cls`` (that one
-    holds the seed's freshly initialised head at step 0). The first run of each starting encoder
-    computes it; one probe per grid, left out of the estimate."""
+def shares_step0_dev_eval(config: RunConfig) -> bool:
+    """Whether a grid run reads its step-0 dev evaluation from the store's cache
+    (:mod:`harness.run.dev_cache`) rather than computing it: every training run whose evaluation
+    pooler is not ``cls`` (that one holds the seed's freshly initialised head at step 0). The first
+    run of each starting encoder computes it; one dev evaluation per grid, left out of the estimate."""
     steps = config.max_steps
     return (steps is None or steps > 0) and config.eval_pooler != "cls"
 
 
-def computed_probes(config: RunConfig, steps: int) -> int:
-    """Dev probes a grid run computes: :func:`probes_of` less a shared step-0 probe."""
-    return probes_of(steps, config.eval_every) - (1 if steps > 0 and shares_step0_probe(config) else 0)
+def computed_dev_evals(config: RunConfig, steps: int) -> int:
+    """Dev evaluations a grid run computes: :func:`dev_evals_of` less a shared step-0 one."""
+    return dev_evals_of(steps, config.eval_every) - (1 if steps > 0 and shares_step0_dev_eval(config) else 0)
 
 
 def _record_steps(record: Mapping[str, Any]) -> int | None:
@@ -192,13 +192,14 @@ class CostModel:
             if isinstance(parts.get("transfer"), int | float):
                 key = f"transfer_{config.transfer_mode}/{config.eval_precision}"
                 bucket.setdefault(key, []).append(float(parts["transfer"]))
-            probes = probes_of(steps, config.eval_every) - (1 if record.get("step0_probe_cached") else 0)
+            cached = 1 if record.get("step0_probe_cached") else 0
+            dev_evals = dev_evals_of(steps, config.eval_every) - cached
             eval_s = float(record.get("eval_time_s") or 0.0) - float(final_s)
             if eval_s > 0:
-                bucket.setdefault(f"probe_{config.precision}", []).append(eval_s / probes)
+                bucket.setdefault(f"dev_eval_{config.precision}", []).append(eval_s / dev_evals)
 
     def units(self, config: RunConfig) -> tuple[UnitCosts, float | None]:
-        """The unit costs for ``config`` and, when measured, its probe seconds (else None)."""
+        """The unit costs for ``config`` and, when measured, its dev evaluation's seconds (else None)."""
         kind = encoder_class(config.model)
         base = BUILTIN.get((self.device, kind, config.precision)) or BUILTIN.get((self.device, kind, "fp32"))
         scale = 1.0
@@ -217,7 +218,7 @@ class CostModel:
             )
         step_s = base[0] * scale
         sts = {k: v * scale for k, v in base[1].items()}
-        calibrated_probe = None
+        calibrated_dev_eval = None
         calibration = self._calibration(config, kind)
         transfer: dict[str, float] = {}
         method_steps: dict[str, Mapping[str, float]] = {}
@@ -231,7 +232,7 @@ class CostModel:
         if calibration is not None:
             step_s = float(calibration["step_s"]) * size
             sts.update({k: float(v) * size for k, v in dict(calibration.get("sts_s") or {}).items()})
-            calibrated_probe = float(calibration["probe_s"]) * size
+            calibrated_dev_eval = float(calibration["probe_s"]) * size
             if size == 1.0:  # the transfer fits run on the host: not scaled with the encoder
                 transfer.update({k: float(v) for k, v in dict(calibration.get("transfer_s") or {}).items()})
             method_steps = dict(calibration.get("method_steps") or {})
@@ -246,7 +247,7 @@ class CostModel:
         machine = _machine_key(config, self.device)
         same = self._same_cpu.get(machine, {})
         measured = same or self._measured.get(machine, {})
-        probe = calibrated_probe
+        dev_eval = calibrated_dev_eval
         if measured:
             n = max(len(v) for v in measured.values())
             where = "on this CPU" if same else "in the store"
@@ -256,8 +257,8 @@ class CostModel:
             for precision in ("fp32", "bf16"):
                 if f"sts_{precision}" in measured:
                     sts[precision] = statistics.median(measured[f"sts_{precision}"])
-            if f"probe_{config.precision}" in measured:
-                probe = statistics.median(measured[f"probe_{config.precision}"])
+            if f"dev_eval_{config.precision}" in measured:
+                dev_eval = statistics.median(measured[f"dev_eval_{config.precision}"])
             if "first_step_s" in measured:
                 first_step = statistics.median(measured["first_step_s"])
             for key, values in measured.items():
@@ -265,7 +266,7 @@ class CostModel:
                     transfer[key.removeprefix("transfer_")] = statistics.median(values)
         calibrated = calibration is not None or bool(measured)
         units = UnitCosts(step_s, sts, transfer, source, calibrated, method_steps, slowdown, first_step)
-        return units, probe
+        return units, dev_eval
 
     def _calibration(self, config: RunConfig, kind: str | None) -> Mapping[str, Any] | None:
         """The newest calibration of this device for the config's encoder class (None: any in
@@ -291,14 +292,15 @@ class CostModel:
         return size // config.batch_size
 
     def run_seconds(self, config: RunConfig) -> float:
-        """Estimated wall seconds of one run (training, probes, final tasks, whitening fit)."""
+        """Estimated wall seconds of one run (training, dev evaluations, final tasks, whitening fit)."""
         return sum(self.run_parts(config).values())
 
     def run_parts(self, config: RunConfig) -> dict[str, float]:
         """Estimated wall seconds of one run by part: ``training`` (its steps, and the first step's
-        compilation once), ``probes`` (the STS-B dev probes), ``final`` (final STS and transfer) and
-        ``post`` (a post-processing fit: whitening or flow)."""
-        units, probe = self.units(config)
+        compilation once), ``probes`` (the STS-B dev evaluations; the part keeps its first name, as
+        gpu_check.json writes it), ``final`` (final STS and transfer) and ``post`` (a post-processing
+        fit: whitening or flow)."""
+        units, dev_eval = self.units(config)
         steps = self.steps(config)
         shared = sharing_slowdown(config.model, self.trials_per_gpu)
         measured = [n for n in units.slowdown if n.isdigit() and int(n) > 1]
@@ -306,7 +308,8 @@ class CostModel:
             k = min(measured, key=lambda n: abs(int(n) - self.trials_per_gpu))
             shared = units.slowdown[k] * self.trials_per_gpu / int(k)
         training = steps * self._step_s(config, units) * shared + (units.first_step_s if steps > 0 else 0.0)
-        probes = computed_probes(config, steps) * (probe or units.probe_s(config.precision)) * shared
+        dev_eval_s = dev_eval or units.dev_eval_s(config.precision)
+        dev_evals = computed_dev_evals(config, steps) * dev_eval_s * shared
         sts = units.sts_s.get(config.eval_precision, units.sts_s["fp32"]) * shared
         final = post = 0.0
         if config.final_tasks in ("sts", "all"):
@@ -317,7 +320,7 @@ class CostModel:
             post += sts * config.post_whiten_sentences / sts_sentences()  # the task registry's count
         if config.post_whiten.startswith("flow"):
             post += FLOW_FIT_S_PER_SENTENCE * config.post_whiten_sentences
-        return {"training": training, "probes": probes, "final": final, "post": post}
+        return {"training": training, "probes": dev_evals, "final": final, "post": post}
 
     def _step_s(self, config: RunConfig, units: UnitCosts) -> float:
         """One step of ``config``: SimCSE's scaled by encoder rows, or, where a calibration timed this
@@ -353,8 +356,8 @@ class CostModel:
 
 __all__ = [
     "CostModel",
-    "computed_probes",
-    "probes_of",
-    "shares_step0_probe",
+    "computed_dev_evals",
+    "dev_evals_of",
+    "shares_step0_dev_eval",
     "step_rows",
 ]

@@ -1,5 +1,5 @@
-"""The unit costs a run's estimate is priced from: what a step, a dev probe, a final STS pass and a
-transfer evaluation cost, the built-in table of them measured on the machines it names, and how
+"""The unit costs a run's estimate is priced from: what a step, a dev evaluation, a final STS pass
+and a transfer evaluation cost, the built-in table of them measured on the machines it names, and how
 trials sharing a GPU slow each other (:mod:`harness.grid.plan.cost` prices runs with them)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from harness.config.models import TINY_MODEL
 
-PROBE_SHARE = 0.14
-"""A dev probe's time as a share of a final STS pass in the same precision (packaged MiniLM, one
+DEV_EVAL_SHARE = 0.14
+"""A dev evaluation's time as a share of a final STS pass in the same precision (packaged MiniLM, one
 CPU thread; the measurement: docs/speed.md, "Where the code's constants come from")."""
 TRANSFER_PER_STS = 415.0 / 49.8
 """Embedding the seven transfer tasks (SentEval's sorted batches, every split) / the final STS pass,
@@ -53,8 +53,8 @@ class UnitCosts:
     first_step_s: float = 0.0
     """What a run's first step costs beyond a steady one (compilation, warm-up), once per run."""
 
-    def probe_s(self, precision: str) -> float:
-        return PROBE_SHARE * self.sts_s.get(precision, self.sts_s.get("fp32", 0.0))
+    def dev_eval_s(self, precision: str) -> float:
+        return DEV_EVAL_SHARE * self.sts_s.get(precision, self.sts_s.get("fp32", 0.0))
 
     def transfer(self, mode: str, precision: str) -> float:
         """Seconds of the final transfer tasks: measured, else embedding (TRANSFER_PER_STS final STS

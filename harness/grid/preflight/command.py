@@ -1,8 +1,8 @@
 """``harness check``: a pre-flight check of everything a grid needs, in seconds, before the night.
 
 For the runs that ``harness grid SPEC... --profile P`` would plan: the data root, every SentEval file
-the runs' probe and final tasks read (read with the runs' own readers: every malformed line, gold
-score that is not a finite number or lies outside the task's range, or gold file that does not pair
+the runs' dev evaluation and final tasks read (read with the runs' own readers: every malformed line,
+gold score that is not a finite number or lies outside the task's range, or gold file that does not pair
 up with its input is listed as ``file:line``), the corpora (read and validated as training reads
 them), the encoders (packaged, random, a local folder, or a hub name found in the local Hugging Face
 cache: never downloaded, never waited on when offline) with their hidden sizes, the runs folder
@@ -184,7 +184,7 @@ def _check_profile_inputs(
 
 
 def _estimate(pending: list[Any], sizes: dict[str, int], report: Report) -> None:
-    """The work the pending runs are: optimiser steps and dev probes, in all and per model."""
+    """The work the pending runs are: optimiser steps and dev evaluations, in all and per model."""
     per_model: dict[str, list[int]] = {}
     for run in pending:
         c = run.config
@@ -194,15 +194,15 @@ def _estimate(pending: list[Any], sizes: dict[str, int], report: Report) -> None
             steps = sizes[str(c.corpus)] // int(c.batch_size)
         else:
             continue  # unreadable corpus: already a problem
-        probes = 1 + (steps // int(c.eval_every) if c.eval_every else 0)
+        dev_evals = 1 + (steps // int(c.eval_every) if c.eval_every else 0)
         totals = per_model.setdefault(str(c.model), [0, 0, 0])
         totals[0] += 1
         totals[1] += steps
-        totals[2] += probes
-    for model, (runs, steps, probes) in sorted(per_model.items()):
+        totals[2] += dev_evals
+    for model, (runs, steps, dev_evals) in sorted(per_model.items()):
         report.ok(
-            f"cost on {model}: {runs} run(s), {steps} optimiser step(s) and {probes} STS-B dev probe(s) in "
-            "all, plus each run's final tasks"
+            f"cost on {model}: {runs} run(s), {steps} optimiser step(s) and {dev_evals} "
+            "STS-B dev evaluation(s) in all, plus each run's final tasks"
         )
 
 

@@ -63,7 +63,7 @@ def transfer_files(senteval: Path, tasks: list[str] | None = None) -> list[Path]
 
 
 def needed_data_files(senteval: Path, final_tasks: set[str]) -> list[Path]:
-    """Every SentEval file the runs read: the STS-B dev probe, then the final tasks'."""
+    """Every SentEval file the runs read: the STS-B dev evaluation's, then the final tasks'."""
 
     files = [stsb_dev_file(senteval)]
     if final_tasks & {"sts", "all"}:
@@ -132,10 +132,10 @@ def _hub_cache_files(name: str) -> list[str]:
 
 
 def check_disk(path: Path, report: Report) -> None:
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    free = shutil.disk_usage(probe).free
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    free = shutil.disk_usage(existing).free
     text = f"free disk under {path}: {free / 1024**3:.1f} GiB"
     if free < CHECKPOINT_ROOM_BYTES:
         report.problem(f"{text} (less than {CHECKPOINT_ROOM_BYTES / 1024**3:.0f} GiB: checkpoints need room)")
@@ -180,8 +180,8 @@ def check_data(data_root: Path, configs: list[Any], report: Report, read_corpus:
         report.problem(text)
     if not missing and not empty and not problems:
         report.ok(
-            f"{len(files)} SentEval file(s) for the probe and final tasks ({', '.join(sorted(tasks))}): "
-            f"{read} task part(s) read as the runs read them"
+            f"{len(files)} SentEval file(s) for the dev evaluation and final tasks "
+            f"({', '.join(sorted(tasks))}): {read} task part(s) read as the runs read them"
         )
     need: dict[str, int] = {}
     for config in configs:
@@ -286,15 +286,15 @@ def runs_folder_problems(
 def _folder_problem(folder: Path, what: str) -> str | None:
     """Why ``folder`` cannot hold what is written there, or None (a missing folder is judged by the
     folder it would be made in)."""
-    probe = folder
-    while not probe.is_dir():
-        if probe.exists() or probe.is_symlink():
-            return f"{what} {folder}: {probe} is a file, not a folder: remove it or choose another folder"
-        if probe == probe.parent:
+    parent = folder
+    while not parent.is_dir():
+        if parent.exists() or parent.is_symlink():
+            return f"{what} {folder}: {parent} is a file, not a folder: remove it or choose another folder"
+        if parent == parent.parent:
             return f"{what} {folder}: no folder to create it in"
-        probe = probe.parent
+        parent = parent.parent
     try:  # proved with a temporary file, as every output folder is
-        fd, name = tempfile.mkstemp(prefix=".write-test-", dir=probe)
+        fd, name = tempfile.mkstemp(prefix=".write-test-", dir=parent)
         os.close(fd)
         with contextlib.suppress(OSError):
             os.unlink(name)

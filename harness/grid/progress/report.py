@@ -94,7 +94,7 @@ class GridProgress:
         log: where the lines go.
         estimates: the cost model's seconds per planned run, by run id.
         slots: trials that run at once.
-        steps_shares: the share of each run's estimate that its steps and probes take (the rest
+        steps_shares: the share of each run's estimate that its steps and dev evaluations take (the rest
             is the final evaluation), by run id; default :data:`LAST_SHARE`.
         clock: seconds (tests pass their own).
     """

@@ -31,7 +31,7 @@ from harness.grid.capacity import DEFAULT_LOST_NODE_WAIT_S, WAIT_LINE_S
 HEAD_GONE_S = 20.0
 """Seconds after which a head whose GCS port refuses connections counts as lost (Ray itself ends the
 driver after 60 s, so this must be well below that)."""
-PROBE_EVERY_S = 2.0
+ASK_EVERY_S = 2.0
 """Seconds between two questions to the head."""
 ANSWER_S = 5.0
 """The deadline of one question: a live head answers in milliseconds."""
@@ -100,7 +100,7 @@ class HeadWatch(threading.Thread):
         on_signal: Callable[[int], None] | None = None,
         signals: socket.socket | None = None,
         gone_after_s: float = HEAD_GONE_S,
-        every_s: float = PROBE_EVERY_S,
+        every_s: float = ASK_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name="harness-head-watch", daemon=True)

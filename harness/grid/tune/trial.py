@@ -106,7 +106,7 @@ class TrialSpec:
         train_fn: the trial body (:func:`default_train_fn`, or a test's fake).
         data_root: the data root (absolute; every node reads it at this path).
         store_root: the driver's run store folder: only a trial on the driver's node uses it (it
-            shares the driver's step-0 probe cache); records go back through Ray.
+            shares the driver's step-0 dev evaluation cache); records go back through Ray.
         device: ``cuda`` or ``cpu``.
         num_threads: torch threads of the trial (its CPUs).
         save_model: keep the run's best encoder (it travels through Tune's storage to the driver).
@@ -130,8 +130,8 @@ class TrialSpec:
     checkpoint_every_s: float = DEFAULT_EVERY_S
 
     def cache_root(self) -> Path:
-        """Where this node's trials share their step-0 probe cache: the driver's runs folder on the
-        driver's node, else a folder of this node's own."""
+        """Where this node's trials share their step-0 dev evaluation cache: the driver's runs
+        folder on the driver's node, else a folder of this node's own."""
         if self.driver_node is None or ray.get_runtime_context().get_node_id() == self.driver_node:
             return self.store_root
         return Path(tempfile.gettempdir()) / "harness-node-cache"

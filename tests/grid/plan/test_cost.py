@@ -10,7 +10,7 @@ import pytest
 
 from harness.config.settings import resolve_settings
 from harness.evaluation.tasks import sts_sentences
-from harness.grid.plan.cost import CostModel, computed_probes, probes_of
+from harness.grid.plan.cost import CostModel, computed_dev_evals, dev_evals_of
 from harness.grid.plan.estimate import estimate_lines, hours
 from harness.grid.plan.unit_costs import FLOW_FIT_S_PER_SENTENCE
 from harness.store.run_config import RunConfig, resolve_config, resolve_run
@@ -23,11 +23,11 @@ def cpu(
     return resolve_config(method, params, "cpu", {"precision": "bf16", **overrides}, data_root=data_root)
 
 
-def test_probes_count_step_zero_every_eval_and_the_last_step() -> None:
-    assert probes_of(0, 25) == 1
-    assert probes_of(100, 25) == 5
-    assert probes_of(40, 25) == 3  # 0, 25, 40
-    assert probes_of(1, 25) == 2
+def test_dev_evaluations_count_step_zero_every_eval_and_the_last_step() -> None:
+    assert dev_evals_of(0, 25) == 1
+    assert dev_evals_of(100, 25) == 5
+    assert dev_evals_of(40, 25) == 3  # 0, 25, 40
+    assert dev_evals_of(1, 25) == 2
 
 
 def test_run_seconds_scale_with_encoder_rows_and_parts(data_root: Path) -> None:
@@ -35,14 +35,14 @@ def test_run_seconds_scale_with_encoder_rows_and_parts(data_root: Path) -> None:
     simcse = cpu(data_root)
     base = model.run_seconds(simcse)
     units, _ = model.units(simcse)
-    # training 100 steps + 4 probes (the step-0 probe comes from the store's cache) + one fp32 STS pass
-    assert base == pytest.approx(100 * units.step_s + 4 * units.probe_s("bf16") + units.sts_s["fp32"])
+    # training 100 steps + 4 dev evaluations (step 0's comes from the store's cache) + one fp32 STS pass
+    assert base == pytest.approx(100 * units.step_s + 4 * units.dev_eval_s("bf16") + units.sts_s["fp32"])
     m3 = model.run_seconds(cpu(data_root, "whitenedcse", {"num_positives": 3}))
     assert m3 - base == pytest.approx(100 * units.step_s * 0.5, rel=1e-6)  # 3 rows instead of 2
     faster_final = model.run_seconds(cpu(data_root, eval_precision="bf16"))
     assert base - faster_final == pytest.approx(units.sts_s["fp32"] - units.sts_s["bf16"])
     untrained = model.run_seconds(cpu(data_root, max_steps=0))
-    assert untrained == pytest.approx(units.probe_s("bf16") + units.sts_s["fp32"])
+    assert untrained == pytest.approx(units.dev_eval_s("bf16") + units.sts_s["fp32"])
 
 
 def test_post_processing_adds_its_embedding_and_a_flow_its_fit(data_root: Path) -> None:
@@ -58,18 +58,18 @@ def test_post_processing_adds_its_embedding_and_a_flow_its_fit(data_root: Path) 
         assert flowed - model.run_seconds(plain) == pytest.approx(embedding / 2 + fit)
 
 
-def test_the_step0_probe_is_shared_except_with_the_cls_pooler(data_root: Path) -> None:
-    from harness.grid.plan.cost import computed_probes, shares_step0_probe
+def test_the_step0_dev_evaluation_is_shared_except_with_the_cls_pooler(data_root: Path) -> None:
+    from harness.grid.plan.cost import computed_dev_evals, shares_step0_dev_eval
 
     simcse = cpu(data_root)
-    assert shares_step0_probe(simcse) and computed_probes(simcse, 100) == 4
+    assert shares_step0_dev_eval(simcse) and computed_dev_evals(simcse, 100) == 4
     cls = simcse.replace(eval_pooler="cls")  # step 0 holds the seed's fresh head: not shared
-    assert not shares_step0_probe(cls) and computed_probes(cls, 100) == 5
+    assert not shares_step0_dev_eval(cls) and computed_dev_evals(cls, 100) == 5
     untrained = simcse.replace(max_steps=0)
-    assert not shares_step0_probe(untrained) and computed_probes(untrained, 0) == 1
+    assert not shares_step0_dev_eval(untrained) and computed_dev_evals(untrained, 0) == 1
     model = CostModel()
-    probe = model.units(simcse)[0].probe_s("bf16")
-    assert model.run_seconds(cls) - model.run_seconds(simcse) == pytest.approx(probe)
+    dev_eval = model.units(simcse)[0].dev_eval_s("bf16")
+    assert model.run_seconds(cls) - model.run_seconds(simcse) == pytest.approx(dev_eval)
 
 
 def _timed_record(config: RunConfig, train: float, eval_s: float, final: float, steps: int = 100) -> dict:
@@ -92,15 +92,15 @@ def test_finished_records_calibrate_the_units_of_matching_runs(data_root: Path) 
     ]
     records.append({**records[0], "status": "failed", "train_time_s": 1e6})  # ignored
     model = CostModel(records)
-    units, probe = model.units(simcse)
+    units, dev_eval = model.units(simcse)
     assert units.step_s == pytest.approx(0.51)  # median of 0.50, 0.51, 0.52 s per step
     assert units.sts_s["fp32"] == pytest.approx(50.0)
-    assert probe == pytest.approx(20.0 / 5)
+    assert dev_eval == pytest.approx(20.0 / 5)
     assert "calibrated from 3 finished run(s)" in model.source(simcse)
     # a WhitenedCSE m=3 run on the same machine settings uses SimCSE's step, scaled by its rows
     m3 = cpu(data_root, "whitenedcse", {"num_positives": 3})
     assert model.run_seconds(m3) == pytest.approx(100 * 0.51 * 1.5 + 4 * 4.0 + 50.0)
-    # a record whose step-0 probe came from the cache computed 4 probes in its evaluation time
+    # a record whose step-0 dev evaluation came from the cache computed 4 in its evaluation time
     cached = [{**r, "eval_time_s": 66.0, "step0_probe_cached": True} for r in records[:3]]
     assert CostModel(cached).units(simcse)[1] == pytest.approx(16.0 / 4)
     # another precision is another machine setting: not calibrated by these records
@@ -254,14 +254,14 @@ def test_a_calibration_of_the_device_prices_every_part_and_is_named(tmp_path: Pa
     path = _gpu_calibration(tmp_path)
     model = CostModel(device="cuda", device_name=H100, calibrations=load_calibrations(tmp_path))
     simcse = _paper(final_tasks="all")
-    units, probe = model.units(simcse)
-    assert units.calibrated and probe == 0.4 and units.transfer("test", "fp32") == 60.0
+    units, dev_eval = model.units(simcse)
+    assert units.calibrated and dev_eval == 0.4 and units.transfer("test", "fp32") == 60.0
     assert units.source.startswith(f"calibrated on {H100} (2026-11-27, benchmarks/gpu_check.py; {path})")
-    probes = computed_probes(simcse, 1000)
-    assert model.run_seconds(simcse) == pytest.approx(1000 * 0.02 + probes * 0.4 + 5.0 + 60.0)
+    dev_evals = computed_dev_evals(simcse, 1000)
+    assert model.run_seconds(simcse) == pytest.approx(1000 * 0.02 + dev_evals * 0.4 + 5.0 + 60.0)
     # WhitenedCSE: SimCSE's step times the measured 3x, scaled from the 3 rows measured to its own
     whitened = _paper("whitenedcse", {"num_positives": 4}, final_tasks="sts")
-    rows = model.run_seconds(whitened) - probes * 0.4 - 5.0
+    rows = model.run_seconds(whitened) - dev_evals * 0.4 - 5.0
     assert rows == pytest.approx(1000 * 0.02 * 3.0 * 4.0 / 3.0)
     # two trials sharing the GPU: the device's measured 1.5x, not the built-in H100's
     shared = CostModel(
@@ -314,9 +314,9 @@ def test_a_compiled_run_s_first_step_is_priced_once_not_in_every_step(data_root:
         for s, f in ((42, 29.0), (43, 30.0), (44, 31.0))
     ]
     model = CostModel(records)
-    units, probe = model.units(simcse)
+    units, dev_eval = model.units(simcse)
     assert units.step_s == pytest.approx(0.50) and units.first_step_s == pytest.approx(30.0)
-    assert probe == pytest.approx(20.0 / 5)
+    assert dev_eval == pytest.approx(20.0 / 5)
     assert model.run_seconds(simcse) == pytest.approx(100 * 0.50 + 4 * 4.0 + 30.0 + 50.0)
     # a calibration file's first step, likewise once per run
     calibration = {
@@ -354,7 +354,9 @@ def test_a_run_s_parts_add_up_to_its_estimate(data_root: Path) -> None:
     assert sum(parts.values()) == pytest.approx(model.run_seconds(config))
     units, _ = model.units(config)
     steps = model.steps(config)
-    assert parts["probes"] == pytest.approx(computed_probes(config, steps) * units.probe_s(config.precision))
+    assert parts["probes"] == pytest.approx(
+        computed_dev_evals(config, steps) * units.dev_eval_s(config.precision)
+    )
     sts_only = model.run_parts(config.replace(final_tasks="sts", post_whiten="none"))
     assert sts_only["post"] == 0 and sts_only["final"] < parts["final"]
 

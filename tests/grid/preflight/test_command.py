@@ -23,9 +23,9 @@ def test_a_complete_setup_passes_and_leaves_nothing_behind(
     assert "planned: 2 distinct run(s): 0 finished, 2 to run" in out
     assert "model random:tiny" in out and "hidden size 64" in out
     assert "corpus " in out and ": 64 sentences" in out
-    # smoke: 4 steps per run, probes at 0, 2 and 4
-    assert "cost on random:tiny: 2 run(s), 8 optimiser step(s) and 6 STS-B dev probe(s)" in out
-    assert not (tmp_path / "new").exists()  # the writability probe removed what it created
+    # smoke: 4 steps per run, dev evaluations at 0, 2 and 4
+    assert "cost on random:tiny: 2 run(s), 8 optimiser step(s) and 6 STS-B dev evaluation(s)" in out
+    assert not (tmp_path / "new").exists()  # the writability test removed what it created
 
 
 def test_every_problem_is_listed_at_once(

@@ -32,7 +32,7 @@ def test_the_report_keeps_its_lines_in_order_and_the_problems_apart() -> None:
 def test_the_files_a_run_reads_follow_its_final_tasks(tmp_path: Path) -> None:
     senteval = tmp_path / "senteval"
     dev = stsb_dev_file(senteval)
-    assert needed_data_files(senteval, {"none"}) == [dev]  # the dev probe only
+    assert needed_data_files(senteval, {"none"}) == [dev]  # the dev evaluation's file only
     sts = needed_data_files(senteval, {"sts"})
     assert sts[0] == dev and set(sts) == {dev, *sts_files(senteval)} and len(sts) == len(set(sts))
     transfer = needed_data_files(senteval, {"transfer"})

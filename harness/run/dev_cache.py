@@ -1,25 +1,25 @@
-"""The step-0 dev probe, computed once per encoder and shared by every run of a store.
+"""The step-0 dev evaluation, computed once per encoder and shared by every run of a store.
 
-Every run probes STS-B dev before its first step (the trajectory's first point: alignment,
+Every run evaluates on STS-B dev before its first step (the trajectory's first point: alignment,
 uniformity and the dev score of the starting encoder). Before any step, the encoder is the same for
 every run that starts from the same weights, whatever the method or the seed, so a grid of 264 runs
-would compute that probe 264 times (7 s each at bf16 on one thread here). The first run computes it
-and writes it under ``<runs>/probe_cache/``; the others read it.
+would compute that dev evaluation 264 times (7 s each at bf16 on one thread here). The first run
+computes it and writes it under ``<runs>/dev_cache/``; the others read it.
 
 A cached value is reused only where recomputing it would give the same numbers. The key hashes:
 
 * the encoder's weights (every tensor of its state, after the training head is copied into the
   pooler for the ``cls`` pooler, so a seed-dependent head is part of the key);
-* the probe's inputs (the dev pairs, the positive threshold, the batch size and embedding order:
-  :meth:`~harness.evaluation.geometry.StsbDevProbe.cache_token`); a probe without ``cache_token``
-  (a test's stand-in) is never cached;
+* the dev evaluation's inputs (the dev pairs, the positive threshold, the batch size and embedding
+  order: :meth:`~harness.evaluation.geometry.StsbDevEval.cache_token`); a dev evaluation without
+  ``cache_token`` (a test's stand-in) is never cached;
 * the evaluation pooler and precision, the thread count, the device and processor
   (:func:`~harness.config.hardware.cpu_id`; bf16 arithmetic differs between processors), the torch and
   transformers versions;
 * the source of the code that computes it (this module's :data:`CODE_FILES`).
 
-So a changed probe, dataset, encoder or machine misses the cache and computes afresh. Writes are
-atomic (a temporary file renamed into place); an unreadable entry is ignored and recomputed.
+So a changed dev evaluation, dataset, encoder or machine misses the cache and computes afresh. Writes
+are atomic (a temporary file renamed into place); an unreadable entry is ignored and recomputed.
 Evaluation embeds with the encoder alone (methods hold it by reference and add no hooks to it,
 see :mod:`methods.base`), which is what makes the value independent of the method; a method that
 embeds with its own sentence head (:meth:`methods.base.Method.sentence_head`) is not cached
@@ -42,7 +42,7 @@ from torch import nn
 from harness.atomic import atomic_write
 from harness.config.hardware import cpu_id
 
-CACHE_DIR = "probe_cache"
+CACHE_DIR = "dev_cache"
 """Folder of the cache inside a run store."""
 CODE_FILES = (
     "encoder/model.py",
@@ -50,10 +50,10 @@ CODE_FILES = (
     "encoder/cpu_kernels.py",
     "evaluation/geometry.py",
     "evaluation/sts.py",
-    "run/probe_cache.py",
+    "run/dev_cache.py",
 )
 """Files under ``harness/`` whose source enters the key: the encoder's forward and pooling, the
-probe and its STS-B reader."""
+dev evaluation and its STS-B reader."""
 
 
 @functools.cache
@@ -77,11 +77,11 @@ def weights_digest(module: nn.Module) -> str:
     return h.hexdigest()
 
 
-def probe_key(
-    model: nn.Module, probe: Any, *, pooler: str, precision: str, device: torch.device
+def dev_cache_key(
+    model: nn.Module, dev_eval: Any, *, pooler: str, precision: str, device: torch.device
 ) -> str | None:
-    """The cache key of the step-0 probe of ``model`` (None: this probe is never cached)."""
-    token = getattr(probe, "cache_token", None)
+    """The cache key of the step-0 dev evaluation of ``model`` (None: this one is never cached)."""
+    token = getattr(dev_eval, "cache_token", None)
     if not callable(token):
         return None
     import transformers
@@ -93,7 +93,7 @@ def probe_key(
         machine += ":" + (cpu_id() or "unknown cpu")
     parts = {
         "weights": weights_digest(model),
-        "probe": str(token()),
+        "dev_eval": str(token()),
         "pooler": pooler,
         "precision": precision,
         "threads": torch.get_num_threads(),
@@ -105,8 +105,8 @@ def probe_key(
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
-class ProbeCache:
-    """Step-0 probe results of one run store, one JSON file per key."""
+class DevCache:
+    """Step-0 dev evaluation results of one run store, one JSON file per key."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -134,10 +134,10 @@ class ProbeCache:
         """Store ``scores`` under ``key`` (atomically; a failure to write only loses the cache)."""
         payload = {"scores": {k: float(v) for k, v in scores.items()}, **about}
         try:
-            with atomic_write(self._path(key), prefix=".probe-") as handle:
+            with atomic_write(self._path(key), prefix=".dev-cache-") as handle:
                 json.dump(payload, handle, indent=1, sort_keys=True)
         except (OSError, TypeError, ValueError):
             return
 
 
-__all__ = ["CACHE_DIR", "CODE_FILES", "ProbeCache", "code_digest", "probe_key", "weights_digest"]
+__all__ = ["CACHE_DIR", "CODE_FILES", "DevCache", "code_digest", "dev_cache_key", "weights_digest"]

@@ -1,13 +1,15 @@
-"""Benchmark: the STS-B dev probe as runs made it before (tokenised every call, read back per batch,
-scored with NumPy) against the run's probe now (each batch tokenised once per run; on an accelerator
-the embeddings stay on the device and are scored there, one copy back), side by side, interleaved.
+"""Benchmark: the STS-B dev evaluation as runs made it before (tokenised every call, read back per
+batch, scored with NumPy) against the run's dev evaluation now (each batch tokenised once per run; on
+an accelerator the embeddings stay on the device and are scored there, one copy back), side by side,
+interleaved.
 
-The same encoder and the same probe object for both; printed: seconds per probe (median and best of
-the repeats), the speed ratio, and how far the two paths' numbers are apart (on the CPU the run's path
-gives today's numbers bit for bit). ``benchmarks/gpu_check.py`` runs :func:`measure` on the GPU.
+The same encoder and the same dev evaluation object for both; printed: seconds per dev evaluation
+(median and best of the repeats), the speed ratio, and how far the two paths' numbers are apart (on
+the CPU the run's path gives today's numbers bit for bit). ``benchmarks/gpu_check.py`` runs
+:func:`measure` on the GPU.
 
-    .venv/bin/python benchmarks/bench_probe.py                         # packaged encoder, CPU
-    .venv/bin/python benchmarks/bench_probe.py --model random:bert-base --device cuda --precision bf16
+    .venv/bin/python benchmarks/bench_dev_eval.py                         # packaged encoder, CPU
+    .venv/bin/python benchmarks/bench_dev_eval.py --model random:bert-base --device cuda --precision bf16
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from harness.config.hardware import cpu_description
 from harness.config.paths import resolve_data_root, senteval_dir
 from harness.encoder.loading import load_encoder
 from harness.encoder.model import SentenceEncoder, TokenCache
-from harness.evaluation.geometry import ProbeEmbedFn, StsbDevProbe
+from harness.evaluation.geometry import DevEmbedFn, StsbDevEval
 from harness.evaluation.runner import encoder_functions
 
 
@@ -37,15 +39,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--pooler", default="cls_before_pooler")
-    parser.add_argument("--repeats", type=int, default=5, help="timed probes per path")
+    parser.add_argument("--repeats", type=int, default=5, help="timed dev evaluations per path")
     parser.add_argument("--data-dir", default=None)
     return parser.parse_args(argv)
 
 
-def probe_paths(encoder: SentenceEncoder, pooler: str, precision: str) -> dict[str, ProbeEmbedFn]:
-    """The two embed functions: ``before`` (``SentenceEncoder.embed``, as runs probed before) and
-    ``run`` (as :meth:`harness.run.embedding.RunEmbedding.probe` probes: cached tokens, tensors
-    on an accelerator, NumPy on the CPU)."""
+def embed_paths(encoder: SentenceEncoder, pooler: str, precision: str) -> dict[str, DevEmbedFn]:
+    """The two embed functions: ``before`` (``SentenceEncoder.embed``, as runs embedded before) and
+    ``run`` (as :meth:`harness.run.embedding.RunEmbedding.dev` embeds: cached tokens, tensors on an
+    accelerator, NumPy on the CPU)."""
     tokens = TokenCache(encoder)
 
     def before(batch: list[str]) -> np.ndarray:
@@ -58,26 +60,26 @@ def probe_paths(encoder: SentenceEncoder, pooler: str, precision: str) -> dict[s
     return {"before": before, "run": run}
 
 
-def _timed(probe: StsbDevProbe, embed: ProbeEmbedFn, device: torch.device) -> tuple[float, dict[str, float]]:
+def _timed(dev_eval: StsbDevEval, embed: DevEmbedFn, device: torch.device) -> tuple[float, dict[str, float]]:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     t0 = time.perf_counter()
-    scores = probe(embed)  # returns floats: the device has finished
+    scores = dev_eval(embed)  # returns floats: the device has finished
     return time.perf_counter() - t0, scores
 
 
 def measure(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Seconds per probe of both paths (interleaved) and their numbers' largest difference."""
+    """Seconds per dev evaluation of both paths (interleaved) and their numbers' largest difference."""
     encoder = load_encoder(args.model, args.device)
     _, token_lengths = encoder_functions(encoder, args.pooler)
-    probe = StsbDevProbe(senteval_dir(resolve_data_root(args.data_dir)), token_lengths=token_lengths)
-    paths = probe_paths(encoder, args.pooler, args.precision)
+    dev_eval = StsbDevEval(senteval_dir(resolve_data_root(args.data_dir)), token_lengths=token_lengths)
+    paths = embed_paths(encoder, args.pooler, args.precision)
     device = encoder.device
-    scores = {name: probe(embed) for name, embed in paths.items()}  # warm-up: kernels, caches
+    scores = {name: dev_eval(embed) for name, embed in paths.items()}  # warm-up: kernels, caches
     seconds: dict[str, list[float]] = {name: [] for name in paths}
     for _ in range(args.repeats):
         for name, embed in paths.items():
-            spent, got = _timed(probe, embed, device)
+            spent, got = _timed(dev_eval, embed, device)
             seconds[name].append(spent)
             if got != scores[name]:
                 log(f"   note: {name} gave other numbers on a repeat: {got} vs {scores[name]}")
@@ -86,7 +88,7 @@ def measure(args: argparse.Namespace, log: Callable[[str], None] = print) -> dic
         "model": args.model,
         "device": str(device),
         "precision": args.precision,
-        "sentences": len(probe.sentences),
+        "sentences": len(dev_eval.sentences),
         "before_s": round(statistics.median(seconds["before"]), 4),
         "run_s": round(statistics.median(seconds["run"]), 4),
         "before_best_s": round(min(seconds["before"]), 4),
@@ -109,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load after timing: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(
         f"{result['model']} on {result['device']} ({result['precision']}), {result['sentences']} sentences, "
-        f"{args.repeats} probes per path, interleaved"
+        f"{args.repeats} dev evaluations per path, interleaved"
     )
     print(f"{'path':>8} {'median s':>9} {'best s':>8}")
     for name in ("before", "run"):
