@@ -1,9 +1,9 @@
-"""The replication night's numbers in ``docs/night.md`` are what the committed run records give.
+"""The replication night's numbers in ``docs/replication.md`` are what the committed run records give.
 
 ``docs/night`` holds the finished records of the night grid's parts that have been run
 (``docs/night/runs``), the specs they cover (``manifest.json``) and the tables and claims rendered
 from them. These tests render them again from the records and check that the committed files and
-``docs/night.md`` (its claims table, its verdict counts, raw and corrected, and the STS averages it
+``docs/replication.md`` (its claims table, its verdict counts, raw and corrected, and the STS averages it
 quotes) say the same,
 so a number on that page cannot drift from its records.
 """
@@ -28,7 +28,7 @@ from harness.store.run_store import RunStore
 from tests.doc_numbers import demo_averages
 from tests.helpers import NIGHT, REPO_ROOT, manifest_of, override_args
 
-PAGE = REPO_ROOT / "docs" / "night.md"
+PAGE = REPO_ROOT / "docs" / "replication.md"
 
 
 def _table_rows(text: str) -> list[str]:
@@ -73,14 +73,14 @@ def test_the_committed_night_tables_and_claims_come_from_its_records(data_root: 
         for row in _table_rows(section)
         if re.match(r"^\| [a-z]+_[a-z0-9_]+ \|", row) and row.count(" | ") == len(CLAIMS_HEADER) - 1
     ]
-    assert quoted, "docs/night.md's claims section quotes no claims rows"
+    assert quoted, "docs/replication.md's claims section quotes no claims rows"
     missing = [row for row in quoted if row not in claims]
     assert not missing, missing
     assert len(quoted) == len(_table_rows(claims))  # the page quotes every claim, not a selection
 
 
 def test_the_night_pages_summary_numbers_are_the_committed_records() -> None:
-    """The record count, the verdict counts and the STS averages that docs/night.md quotes in prose."""
+    """The record count, the verdict counts and the STS averages that docs/replication.md quotes in prose."""
     page = PAGE.read_text(encoding="utf-8")
     records = list((NIGHT / "runs" / "records").glob("*.json"))
     assert f"**All {len(records)} have run**" in page
@@ -110,7 +110,7 @@ def test_the_night_page_quotes_the_corrected_counts() -> None:
     count = {
         v: sum(c["verdict_corrected"] == v for c in distinct) for v in ("holds", "reversed", "inconclusive")
     }
-    page = " ".join((REPO_ROOT / "docs" / "night.md").read_text(encoding="utf-8").split())
+    page = " ".join((REPO_ROOT / "docs" / "replication.md").read_text(encoding="utf-8").split())
     outcome = {v: sum(c["outcome"] == v for c in distinct) for v in ("ruled out", "inconclusive")}
     quoted = (
         f"{count['holds']} hold, {count['reversed']} are reversed and {count['inconclusive']} are not "
@@ -174,7 +174,7 @@ def test_the_until_decided_slices_are_their_records_their_states_and_the_claims_
 ) -> None:
     """docs/night/until-decided: the records the budgeted ``--until-decided`` grids added to the
     night's (the first three slices' in ``records/``, each later slice's in its own folder), each
-    slice's state, the claims rendered from all of them, and the counts docs/night.md quotes."""
+    slice's state, the claims rendered from all of them, and the counts docs/replication.md quotes."""
     until = NIGHT / "until-decided"
     slices = _slices(until)
     assert min(slices) == 4 and sorted(slices) == list(range(4, 4 + len(slices)))

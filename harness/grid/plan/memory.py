@@ -6,7 +6,7 @@ times with gradients, which at batch 64 and length 32 keeps ~5 GB of activations
 MiniLM; and a Ray worker that is reused for the next trial runs it in a new thread, whose allocator
 arena does not reuse the memory the last trial freed in its own: in the replication night two
 reused workers held over 20 GB together when their third K = 10 trial started, and Ray's memory
-monitor killed one (docs/night.md, "How it ran"). :func:`release_freed` after every trial returns
+monitor killed one (docs/replication.md, "How it ran"). :func:`release_freed` after every trial returns
 that memory to the system; :func:`estimate_bytes` lets Ray's scheduler keep the sum of the running
 trials' needs within its ``memory`` resource.
 """
