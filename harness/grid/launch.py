@@ -372,11 +372,7 @@ def check_nodes(grid: PlannedGrid, configs: Sequence[RunConfig]) -> dict[str, fl
     from harness.grid.preflight.cluster import NodeNeeds, check_ray
 
     report = Report()
-    needs = NodeNeeds(
-        data_root=str(grid.data_root.resolve()),
-        configs=tuple(configs),
-        models=tuple(sorted({str(c.model) for c in configs})),
-    )
+    needs = NodeNeeds.of(grid.data_root, configs)
     resources = check_ray(grid.options.cluster, report, needs)
     if len(report.problems) == 1:
         raise DataError(f"{report.problems[0]}: nothing was run")

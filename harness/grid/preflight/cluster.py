@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,13 @@ class NodeNeeds:
     data_root: str | None = None
     configs: tuple[Any, ...] = ()
     models: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, data_root: Path | None, configs: Sequence[Any]) -> NodeNeeds:
+        """A grid's needs: its data root as the driver resolves it, its runs, and every encoder they
+        load (the runs' own and their methods' second ones, :func:`longest_lengths`)."""
+        root = str(data_root.resolve()) if data_root is not None else None
+        return cls(data_root=root, configs=tuple(configs), models=tuple(sorted(longest_lengths(configs))))
 
 
 def node_facts(needs: NodeNeeds) -> dict[str, Any]:

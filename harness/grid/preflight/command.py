@@ -71,11 +71,7 @@ def run_preflight(options: GridOptions) -> int:
     for problem in trial_arithmetic_problems(configs, options.cluster, options.compile):
         report.problem(problem)
     if options.cluster.address:
-        needs = NodeNeeds(
-            data_root=str(data_root.resolve()) if data_root is not None else None,
-            configs=tuple(configs),
-            models=tuple(sorted({str(c.model) for c in configs})),
-        )
+        needs = NodeNeeds.of(data_root, configs)
         check_ray(options.cluster, report, needs)
     return _print_report(report)
 

@@ -58,6 +58,17 @@ def test_this_machines_facts_name_what_it_lacks(copied_root: Path, tmp_path: Pat
     assert any("SentEval file missing:" in p and "sts-dev.csv" in p for p in missing["problems"])
 
 
+def test_a_grid_s_node_needs_name_every_encoder_its_runs_load(copied_root: Path) -> None:
+    """A node is asked for DCLR's complementary encoder too, not only the runs' own model."""
+    plain = smoke_config(copied_root)
+    other = smoke_config(copied_root, "dclr", params={"complementary": "/no/such/model"})
+    needs = NodeNeeds.of(copied_root, [plain, other])
+    assert needs.data_root == str(copied_root.resolve()) and needs.configs == (plain, other)
+    assert needs.models == ("/no/such/model", "random:tiny")
+    assert any("/no/such/model" in p for p in node_facts(needs)["problems"])
+    assert NodeNeeds.of(None, [plain]).data_root is None
+
+
 def test_a_trial_larger_than_any_one_node_is_a_problem_before_anything_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
