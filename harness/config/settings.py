@@ -352,6 +352,12 @@ def check_post_whiten_sentences(name: str, value: int) -> None:
     _within(name, value, POST_WHITEN_SENTENCES_MIN, COUNT_MAX)
 
 
+def steps_per_epoch(num_sentences: int, batch_size: int) -> int:
+    """Full batches in one pass over the corpus (the last partial batch is dropped): a one-epoch
+    run's steps (``max_steps`` none)."""
+    return num_sentences // batch_size
+
+
 def _warmup_beyond(warmup: int, steps: str) -> str:
     return (
         f"warmup_steps {warmup} is more than the run's {steps}: the learning rate would never reach "
@@ -366,8 +372,9 @@ def corpus_problems(settings: RunSettings, sentences: int, width: int | None = N
     corpus holds; for BERT-whitening (``zca``, ``pca``) no more sentences than the width, which leaves
     the covariance singular. One error each, naming the setting."""
     problems = []
-    if settings.max_steps is None and settings.warmup_steps > sentences // settings.batch_size:
-        steps = f"{sentences // settings.batch_size} steps (one epoch of {sentences} sentences)"
+    epoch = steps_per_epoch(sentences, settings.batch_size)
+    if settings.max_steps is None and settings.warmup_steps > epoch:
+        steps = f"{epoch} steps (one epoch of {sentences} sentences)"
         problems.append(ConfigError(_warmup_beyond(settings.warmup_steps, steps)))
     if settings.post_whiten == "none":
         return problems

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from harness.config.inputs import CORPUS_MAX_BYTES, read_input_text
+from harness.config.settings import steps_per_epoch
 from harness.errors import DataError
 from harness.store.run_config import RunConfig
 
@@ -53,11 +54,6 @@ def read_corpus(path: Path, min_sentences: int = 1) -> list[str]:
 _LINE_END = re.compile(r"\r\n|\r|\n")
 """What ends a corpus line: not ``str.splitlines``' other breaks (form feeds, U+2028), which a
 sentence may hold."""
-
-
-def steps_per_epoch(num_sentences: int, batch_size: int) -> int:
-    """Full batches in one pass over the corpus (the last partial batch is dropped)."""
-    return num_sentences // batch_size
 
 
 def total_steps(config: RunConfig, num_sentences: int) -> int:

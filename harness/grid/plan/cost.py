@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from harness.config.hardware import cpu_id as this_cpu
+from harness.config.settings import steps_per_epoch
 from harness.evaluation.tasks import sts_sentences
 from harness.grid.plan.unit_costs import (
     BUILTIN,
@@ -289,7 +290,7 @@ class CostModel:
         if config.max_steps is not None:
             return config.max_steps
         size = self.corpus_sizes.get(config.corpus, 1_000_000)
-        return size // config.batch_size
+        return steps_per_epoch(size, config.batch_size)
 
     def run_seconds(self, config: RunConfig) -> float:
         """Estimated wall seconds of one run (training, dev evaluations, final tasks, whitening fit)."""

@@ -22,6 +22,7 @@ from harness.atomic import check_output_dir
 from harness.config.inputs import check_spec_paths
 from harness.config.paths import resolve_data_root
 from harness.config.profiles import PROFILES
+from harness.config.settings import steps_per_epoch
 from harness.errors import HarnessError
 from harness.grid.launch import distrust_scoreless
 from harness.grid.lock import GridLock
@@ -187,7 +188,7 @@ def _estimate(pending: list[Any], sizes: dict[str, int], report: Report) -> None
         if c.max_steps is not None:
             steps = int(c.max_steps)
         elif str(c.corpus) in sizes:
-            steps = sizes[str(c.corpus)] // int(c.batch_size)
+            steps = steps_per_epoch(sizes[str(c.corpus)], int(c.batch_size))
         else:
             continue  # unreadable corpus: already a problem
         dev_evals = 1 + (steps // int(c.eval_every) if c.eval_every else 0)
