@@ -179,16 +179,10 @@ CUTOFF_KEEPS: dict[str, CutoffKeep] = {
     "feature_cutoff": feature_cutoff_keep,
     "dropout": dropout_keep,
 }
-"""Each cutoff's keep-mask (1 = kept), ``keep(rate, mask [n, L], width)``; the method picks its views'
-once, when it is built."""
+"""Each cutoff's keep-mask (1 = kept) for every row, ``keep(rate, mask [n, L], width)``: ``[n, L, 1]``,
+``[n, 1, d]`` or ``[n, L, d]`` (ConSERT's ``_cutoff_embeddings``: row, column and random directions);
+the method picks its views' once, when it is built."""
 CUTOFFS = tuple(CUTOFF_KEEPS)
-
-
-def cutoff_keep(kind: str, rate: float, mask: torch.Tensor, width: int) -> torch.Tensor:
-    """The keep-mask (1 = kept) of the cutoff ``kind`` for every row: ``[n, L, 1]``, ``[n, 1, d]`` or
-    ``[n, L, d]`` (ConSERT's ``_cutoff_embeddings``: row, column and random directions;
-    :data:`CUTOFF_KEEPS`)."""
-    return CUTOFF_KEEPS[kind](rate, mask, width)
 
 
 class ConSERT(ContrastiveMethod[ConSERTParams]):

@@ -142,13 +142,6 @@ DCLR_LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 """The objective of each ``loss_form``: the method picks its own once, when it is built."""
 
 
-def dclr_loss(
-    logits: torch.Tensor, weights: torch.Tensor, form: Literal["released", "paper"] = "released"
-) -> torch.Tensor:
-    """DCLR's objective ``form`` (:data:`DCLR_LOSSES`) on logits ``[B, B + N]``."""
-    return DCLR_LOSSES[form](logits, weights)
-
-
 # -- the method -------------------------------------------------------------------------------------
 
 

@@ -17,7 +17,6 @@ from methods.consert import (
     RECIPE,
     ConSERT,
     ConSERTParams,
-    cutoff_keep,
     nt_xent_terms,
     shuffled_positions,
 )
@@ -82,16 +81,16 @@ def test_cutoffs_zero_the_counts_consert_zeroes(rate: float) -> None:
     torch.manual_seed(1)
     d = 16
     lengths = MASK.sum(1)
-    token = cutoff_keep("token_cutoff", rate, MASK, d)  # [n, L, 1]
+    token = CUTOFF_KEEPS["token_cutoff"](rate, MASK, d)  # [n, L, 1]
     assert token.shape == (4, 10, 1)
     for i, n in enumerate(lengths.tolist()):
         assert int((token[i, :, 0] == 0).sum()) == math.floor(n * rate)
         assert bool((token[i, n:] == 1).all())  # padding never counts
-    feature = cutoff_keep("feature_cutoff", rate, MASK, d)  # [n, 1, d]
+    feature = CUTOFF_KEEPS["feature_cutoff"](rate, MASK, d)  # [n, 1, d]
     assert feature.shape == (4, 1, d)
     assert ((feature == 0).sum(dim=(1, 2)) == math.floor(d * rate)).all()
     assert not torch.equal(feature[0], feature[1])  # drawn per row
-    element = cutoff_keep("dropout", rate, MASK, d)  # [n, L, d]
+    element = CUTOFF_KEEPS["dropout"](rate, MASK, d)  # [n, L, d]
     for i, n in enumerate(lengths.tolist()):
         assert int((element[i] == 0).sum()) == math.floor(n * d * rate)
         assert bool((element[i, n:] == 1).all())
