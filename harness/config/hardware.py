@@ -133,13 +133,14 @@ def compile_problem(device: str) -> str | None:
     needs Triton, on the CPU a C++ compiler (inductor's code generators); elsewhere it is not
     judged here."""
     kind = torch.device(device).type
-    if kind == "cuda":
+    try:  # torch's own private helpers: a torch without them is not judged here (the run will say)
+        from torch._inductor.cpp_builder import get_cpp_compiler
         from torch.utils._triton import has_triton
-
+    except ImportError:
+        return None
+    if kind == "cuda":
         return None if has_triton() else "torch.compile on a CUDA GPU needs Triton, not installed here"
     if kind == "cpu":
-        from torch._inductor.cpp_builder import get_cpp_compiler
-
         try:
             get_cpp_compiler()
         except Exception:  # inductor raises its own error types when no compiler is found
