@@ -36,6 +36,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any
 
+from scipy import stats
+
 from harness.atomic import write_json
 from harness.config.hardware import cpu_description
 from harness.config.paths import resolve_data_root
@@ -111,9 +113,19 @@ def seed_spread(records: list[Mapping[str, Any]], group_id: str) -> tuple[int, f
     return len(values), statistics.stdev(values) if len(values) > 1 else None
 
 
+def mean_interval(values: list[float]) -> dict[str, float | None]:
+    """Mean and 95% t-interval of paired differences (no interval from one value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return {"mean": mean, "low": None, "high": None}
+    half = float(stats.t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / len(values) ** 0.5
+    return {"mean": mean, "low": mean - half, "high": mean + half}
+
+
 def summarise(rows: list[dict[str, Any]], records: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per configuration: the mean fp32 - bf16 difference against the seeds' spread; per
-    configuration beside SimCSE: its difference to SimCSE on shared seeds in each arm."""
+    """Per configuration: each arm's mean STS avg and fp32 - bf16 over its seeds, against the
+    spread of its seeds in the records folder; per configuration beside SimCSE: its difference to
+    SimCSE on shared seeds in each arm (what a claim against SimCSE estimates)."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         groups[row["group_id"]].append(row)
@@ -124,7 +136,8 @@ def summarise(rows: list[dict[str, Any]], records: list[Mapping[str, Any]]) -> d
         configs[group_id] = {
             "method": members[0]["method"],
             "seeds": sorted(m["seed"] for m in members),
-            "mean_fp32_minus_bf16_sts_avg": statistics.fmean(diffs),
+            "sts_avg": {arm: statistics.fmean(m["sts_avg"][arm] for m in members) for arm in ARMS},
+            "fp32_minus_bf16_sts_avg": mean_interval(diffs),
             "max_abs_fp32_minus_bf16_sts_avg": max(abs(d) for d in diffs),
             "max_abs_dev_trajectory": max(m["fp32_minus_bf16"]["dev_trajectory_max_abs"] for m in members),
             "seed_sd_sts_avg": sd,
@@ -137,7 +150,7 @@ def summarise(rows: list[dict[str, Any]], records: list[Mapping[str, Any]]) -> d
         shared = [m for m in members if m["seed"] in simcse and m["method"] != "simcse"]
         if shared:
             against[group_id] = {
-                arm: statistics.fmean(m["sts_avg"][arm] - simcse[m["seed"]]["sts_avg"][arm] for m in shared)
+                arm: mean_interval([m["sts_avg"][arm] - simcse[m["seed"]]["sts_avg"][arm] for m in shared])
                 for arm in ARMS
             } | {"seeds": sorted(m["seed"] for m in shared), "method": members[0]["method"]}
     return {"configs": configs, "against_simcse": against}
@@ -156,25 +169,29 @@ def print_row(row: Mapping[str, Any]) -> None:
     )
 
 
+def interval(value: Mapping[str, float | None]) -> str:
+    mean, low, high = value["mean"], value["low"], value["high"]
+    assert mean is not None
+    return f"{mean:+.3f}" if low is None or high is None else f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
 def print_summary(summary: Mapping[str, Any]) -> None:
-    print("per configuration (STS avg; seed sd from the records folder's seeds, trained in bf16):")
+    print("per configuration (STS avg: bf16, fp32, fp32 - bf16 with its 95% interval over the seeds;")
+    print("  seed sd: the records folder's seeds of the configuration, trained in bf16):")
     for group_id, c in summary["configs"].items():
-        sd = (
-            "n/a"
-            if c["seed_sd_sts_avg"] is None
-            else f"{c['seed_sd_sts_avg']:.3f} ({c['seed_sd_from']} seeds)"
-        )
+        sd = "n/a" if c["seed_sd_sts_avg"] is None else f"{c['seed_sd_sts_avg']:.3f} ({c['seed_sd_from']})"
         print(
-            f"  {group_id:<26} {c['method']:<13} seeds {','.join(map(str, c['seeds']))}: fp32 - bf16 "
-            f"{c['mean_fp32_minus_bf16_sts_avg']:+.3f} on average, "
-            f"at most {c['max_abs_fp32_minus_bf16_sts_avg']:.3f}; "
-            f"seed sd {sd}; same best step {c['best_step_equal']}/{len(c['seeds'])}"
+            f"  {group_id:<26} {c['method']:<13} seeds {','.join(map(str, c['seeds']))}: "
+            f"{c['sts_avg']['bf16']:.3f}, {c['sts_avg']['fp32']:.3f}, "
+            f"{interval(c['fp32_minus_bf16_sts_avg'])}; seed sd {sd}; "
+            f"same best step {c['best_step_equal']}/{len(c['seeds'])}"
         )
     if summary["against_simcse"]:
-        print("against SimCSE on the same seeds (STS avg, mean difference, bf16 / fp32):")
+        print("against SimCSE on the same seeds (STS avg, mean difference and 95% interval, bf16 / fp32):")
         for group_id, c in summary["against_simcse"].items():
             print(
-                f"  {group_id:<26} {c['method']:<13} {c['bf16']:+.3f} / {c['fp32']:+.3f} (seeds {c['seeds']})"
+                f"  {group_id:<26} {c['method']:<13} {interval(c['bf16'])} / {interval(c['fp32'])} "
+                f"(seeds {','.join(map(str, c['seeds']))})"
             )
 
 
