@@ -36,7 +36,11 @@ calibration file the grid's cost model reads (``<runs>/calibration/``):
 8. the proxies of a launch-bound step (``benchmarks/bench_step_proxies.py``): graph breaks, host
    reads and operator launches per step, for SimCSE eager and compiled and, eager, for every
    registered method (``--proxy-methods``; each smoke setting with ``--proxy-settings``);
-9. the final transfer evaluation on the device, last because it is the longest: the seven tasks
+9. the losses of each precision against fp32's (fp32, tf32 and bf16 on a GPU): the SimCSE step
+   trained ``--precision-steps`` steps from the same weights on the same batches with the same
+   dropout masks once per precision, every step's loss kept
+   (``benchmarks/bench_precision_losses.py``; ``precision_losses.json``);
+10. the final transfer evaluation on the device, last because it is the longest: the seven tasks
    embedded there, then their classifiers in SentEval's ``test`` mode on the device
    (``benchmarks/bench_transfer_eval.py``'s device path; target: 60 s for bert-base).
 
@@ -71,6 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_dev_eval
 import bench_gpu_trials
+import bench_precision_losses
 import bench_step_proxies
 import bench_train_step
 
@@ -127,6 +132,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["auto", "on", "off"],
         default="auto",
         help="a small night through `harness grid` (auto: on a GPU)",
+    )
+    parser.add_argument(
+        "--precision-steps",
+        type=int,
+        default=200,
+        help="steps per precision of the losses-tracking stage (0 = skip it)",
     )
     parser.add_argument(
         "--proxy-settings",
@@ -409,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
     check.stage("proxies", lambda: _proxies(args, out))
     if args.proxy_methods:
         check.stage("proxies per method", lambda: _method_proxies(args))
+    if args.precision_steps:
+        check.stage("precision losses", lambda: precision_losses(args, out))
     check.stage("transfer", lambda: transfer(args))
     check.result["finished_at"] = now_iso()
     check.save()
@@ -418,6 +431,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu-check: {len(failed)} stage(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
     return 0
+
+
+def precision_losses(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Each precision's SimCSE losses against fp32's over the first steps, same weights, batches and
+    masks (``bench_precision_losses.py``; every step's loss in ``precision_losses.json``)."""
+    argv = ["--model", args.model, "--device", args.device, "--steps", str(args.precision_steps)]
+    argv += ["--batch-size", str(args.batch_size), "--max-length", str(args.max_length)]
+    argv += [
+        *(["--data-dir", args.data_dir] if args.data_dir else []),
+        "--json",
+        str(out / "precision_losses.json"),
+    ]
+    bench_precision_losses.main(argv)
+    result = json.loads((out / "precision_losses.json").read_text())
+    return {"steps": result["steps"], "against_fp32": result["against_fp32"]}
 
 
 def dev_eval(args: argparse.Namespace) -> dict[str, Any]:

@@ -29,6 +29,7 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     argv += ["--transfer-mode", "fasttest", "--transfer-limit", "60"]
     argv += ["--methods", "simcse,simcsepp", "--final-tasks", "sts"]
     argv += ["--proxy-methods", "whitenedcse", "--proxy-settings"]  # every method: tests/run/test_step.py
+    argv += ["--precision-steps", "3"]
     code = gpu_check.main([*argv, "--out", str(out), "--runs-dir", str(runs), "--data-dir", str(data_root)])
     assert code == 0, capsys.readouterr().err
     result = json.loads((out / "gpu_check.json").read_text())
@@ -47,6 +48,8 @@ def test_the_gpu_check_runs_on_the_cpu_and_calibrates_the_cost_model(
     assert trial["status"] == "finished" and trial["compiled"] is True and trial["sts_s"] > 0
     assert result["achieved"]["share_of_peak"] > 0
     assert stages["probe"]["fp32"]["run_s"] > 0 and stages["probe"]["fp32"]["before_s"] > 0
+    assert set(stages["precision losses"]["against_fp32"]) == {"bf16"}  # a CPU: fp32 and bf16
+    assert len(json.loads((out / "precision_losses.json").read_text())["losses"]["bf16"]) == 3
     transfer = stages["transfer"]
     assert transfer["classify_s"] > 0 and set(transfer["accuracies"]) == {*TRANSFER_TASKS, "avg"}
     # what the estimates need first, the longest stage last: a short loan still leaves a calibration
