@@ -19,7 +19,8 @@ both arms (what a claim against SimCSE compares).
         simcse-2d2848bb590f whitenedcse-1f081506f6c7 --runs-dir /tmp/precision-runs --jobs 2 \\
         --json precision.json
 
-The runs folder keeps finished runs: started again, the benchmark trains only what is missing.
+The runs folder keeps finished runs: started again, the benchmark trains only what is missing
+(``--report``: nothing, and compares the runs whose two arms are there).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-dir", default=None, help="data root (default: as every command finds it)")
     parser.add_argument("--jobs", type=int, default=1, help="runs trained at once (default 1)")
     parser.add_argument("--json", type=Path, default=None, help="also write the comparison to this file")
+    parser.add_argument(
+        "--report", action="store_true", help="train nothing: compare the runs whose two arms are finished"
+    )
     return parser.parse_args(argv)
 
 
@@ -237,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         have = store.load(config.run_id())
         if have is not None and have.get("status") == "finished":
             finish(run_id, arm, have)
-        else:
+        elif not args.report:
             todo.append((run_id, arm, config))
     t0 = time.perf_counter()
     context = multiprocessing.get_context("spawn")

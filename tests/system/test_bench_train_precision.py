@@ -82,6 +82,15 @@ def test_bf16_against_fp32_training(
     # a second call finds every arm in its runs folder and trains nothing
     assert bench_train_precision.main(argv) == 0
     assert " arms in " not in capsys.readouterr().out
+    # --report compares what is there and trains nothing: a run without its arms is left out
+    extra = train_run(
+        resolve_config("simcse", None, "smoke", {"precision": "bf16", "seed": 44}, data_root=linked_root),
+        linked_root,
+        night,
+        log=None,
+    )
+    assert bench_train_precision.main([*argv[:5], extra["run_id"], *argv[5:], "--report"]) == 0
+    assert len(json.loads(out.read_text())["runs"]) == 4 and " arms in " not in capsys.readouterr().out
     # a run that is not in the folder, or that did not train in bf16, exits 2 with one line
     assert bench_train_precision.main([*argv[:1], "simcse-000000000000", *argv[5:]]) == 2
     fp32_id = rows[records[0]["run_id"]]["arm_run_ids"]["fp32"]
