@@ -157,7 +157,8 @@ def summarise(rows: list[dict[str, Any]], records: list[Mapping[str, Any]]) -> d
                 arm: mean_interval([m["sts_avg"][arm] - simcse[m["seed"]]["sts_avg"][arm] for m in shared])
                 for arm in ARMS
             } | {"seeds": sorted(m["seed"] for m in shared), "method": members[0]["method"]}
-    return {"configs": configs, "against_simcse": against}
+    pooled = mean_interval([row["fp32_minus_bf16"]["sts_avg"] for row in rows]) if rows else None
+    return {"configs": configs, "against_simcse": against, "all_runs": pooled}
 
 
 def print_row(row: Mapping[str, Any]) -> None:
@@ -190,6 +191,8 @@ def print_summary(summary: Mapping[str, Any]) -> None:
             f"{interval(c['fp32_minus_bf16_sts_avg'])}; seed sd {sd}; "
             f"same best step {c['best_step_equal']}/{len(c['seeds'])}"
         )
+    if summary["all_runs"] is not None:
+        print(f"  every run compared: fp32 - bf16 {interval(summary['all_runs'])}")
     if summary["against_simcse"]:
         print("against SimCSE on the same seeds (STS avg, mean difference and 95% interval, bf16 / fp32):")
         for group_id, c in summary["against_simcse"].items():

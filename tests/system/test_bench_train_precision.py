@@ -62,6 +62,8 @@ def test_bf16_against_fp32_training(
             bf16["trajectory"][-1]["stsb_dev"] == record["trajectory"][-1]["stsb_dev"]
         )  # same run, same machine
         assert row["fp32_minus_bf16"]["sts_avg"] == fp32["final"]["sts"]["avg"] - bf16["final"]["sts"]["avg"]
+    diffs = [row["fp32_minus_bf16"]["sts_avg"] for row in rows.values()]
+    assert result["all_runs"]["mean"] == pytest.approx(sum(diffs) / 4, abs=1e-12)
     whitened = next(c for c in result["configs"].values() if c["method"] == "whitenedcse")
     assert whitened["seeds"] == [42, 43] and whitened["seed_sd_from"] == 2
     against = next(iter(result["against_simcse"].values()))
