@@ -219,9 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     store = RunStore(args.runs_dir)
-    print(
-        f"cpu {cpu_description()}; {len(args.run_ids)} runs, two arms each, {args.jobs} at a time", flush=True
-    )
+    doing = "the finished ones compared (--report)" if args.report else f"{args.jobs} at a time"
+    print(f"cpu {cpu_description()}; {len(args.run_ids)} runs, two arms each, {doing}", flush=True)
     jobs = [
         (run_id, arm, arm_config(by_id[run_id], arm, data_root)) for run_id in args.run_ids for arm in ARMS
     ]
