@@ -13,6 +13,20 @@ from tests.helpers import REPO_ROOT
 LINUX_PROC = Path("/proc/self/status").exists()
 
 
+def in_a_fresh_process(code: str, *args: str) -> list[int]:
+    """The integers ``code`` prints, run by this Python in a new process from the repository root."""
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [int(x) for x in done.stdout.split()]
+
+
 PEAK_AFTER_A_RESET = """
 import numpy as np
 from harness.run import process_memory
@@ -29,16 +43,7 @@ print(peak, int(reset), process_memory.peak_rss_bytes())
 def test_the_peak_is_measured_per_run_after_a_reset() -> None:
     # in a fresh process: in the suite's, earlier tests' threads move the resident size between
     # the reads (a full run here once read 3.26 GB, then 3.15 GB after the reset)
-    done = subprocess.run(
-        [sys.executable, "-c", PEAK_AFTER_A_RESET],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    peak, reset, after = (int(x) for x in done.stdout.split())
+    peak, reset, after = in_a_fresh_process(PEAK_AFTER_A_RESET)
     assert peak > 300 * 2**20 and reset == 1
     assert after < peak - 250 * 2**20, (peak / 2**20, after / 2**20)
 
@@ -65,16 +70,7 @@ print(before, process_memory.rss_bytes())
 
 
 def freed_in_a_thread(release: bool) -> tuple[int, int]:
-    done = subprocess.run(
-        [sys.executable, "-c", FREED_IN_A_THREAD, "release" if release else "keep"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    before, after = (int(x) for x in done.stdout.split())
+    before, after = in_a_fresh_process(FREED_IN_A_THREAD, "release" if release else "keep")
     return before, after
 
 
