@@ -37,11 +37,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any
 
-from scipy import stats
-
 from harness.atomic import write_json
 from harness.config.hardware import cpu_description
 from harness.config.paths import resolve_data_root
+from harness.stats.paired import t_interval
 from harness.store.run_config import RunConfig
 from harness.store.run_store import RunStore
 
@@ -71,7 +70,7 @@ def arm_config(record: Mapping[str, Any], precision: str, data_root: Path) -> Ru
 
 
 def _train(config_dict: dict[str, Any], data_root: str, runs_dir: str) -> dict[str, Any]:
-    """One arm in a worker process (a process per run keeps each run's threads and caches its own)."""
+    """One arm in a worker process (each worker trains one arm at a time, with its own threads)."""
     from harness.run.training import train_run
 
     config = RunConfig.from_dict(config_dict)
@@ -122,8 +121,8 @@ def mean_interval(values: list[float]) -> dict[str, float | None]:
     mean = statistics.fmean(values)
     if len(values) < 2:
         return {"mean": mean, "low": None, "high": None}
-    half = float(stats.t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / len(values) ** 0.5
-    return {"mean": mean, "low": mean - half, "high": mean + half}
+    low, high = t_interval(values)
+    return {"mean": mean, "low": low, "high": high}
 
 
 def summarise(rows: list[dict[str, Any]], records: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -204,6 +203,9 @@ def print_summary(summary: Mapping[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.jobs < 1:
+        print(f"error: --jobs {args.jobs}: at least one run at a time", file=sys.stderr)
+        return 2
     data_root = resolve_data_root(args.data_dir)
     records = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(args.records.glob("*.json"))]
     by_id = {r["run_id"]: r for r in records}

@@ -97,4 +97,5 @@ def test_bf16_against_fp32_training(
     assert bench_train_precision.main([*argv[:1], "simcse-000000000000", *argv[5:]]) == 2
     fp32_id = rows[records[0]["run_id"]]["arm_run_ids"]["fp32"]
     assert bench_train_precision.main([str(both.records_dir), fp32_id, *argv[5:]]) == 2
-    assert capsys.readouterr().err.count("error:") == 2
+    assert bench_train_precision.main([*argv, "--jobs", "0"]) == 2
+    assert capsys.readouterr().err.count("error:") == 3
